@@ -1,0 +1,1 @@
+//! SQL servers for tests.

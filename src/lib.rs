@@ -1,0 +1,1 @@
+//! locklint: finds distributed-lock misuse.
