@@ -1,1 +1,15 @@
-//! locklint: finds distributed-lock misuse.
+//! locklint: finds distributed-lock misuse in Rust codebases.
+//!
+//! Data flows one way: [`discover`] finds files, [`source`] loads them, a [`frontend`]
+//! turns each into the intermediate form of [`ir`], [`locks`] decides project-wide which keys
+//! are locks and expands lock helpers at their call sites, each rule in [`rules`] reads those
+//! traces and emits [`diagnostic::Diagnostic`]s, and [`output`] renders them.
+
+pub mod diagnostic;
+pub mod discover;
+pub mod engine;
+pub mod frontend;
+pub mod ir;
+pub mod locks;
+pub mod rules;
+pub mod source;

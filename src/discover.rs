@@ -1,0 +1,114 @@
+//! Finds the files to analyse: walks paths honouring `.gitignore`, skipping `target/`.
+
+use std::path::{Path, PathBuf};
+
+/// A path that could not be walked or read, reported as an error line.
+#[derive(Debug, Clone)]
+pub struct PathError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// Files under `roots` that a front-end reads, deduplicated and sorted.
+/// `exclude_dirs` are directories not to descend into (other packages of a workspace).
+pub fn discover(roots: &[PathBuf], exclude_dirs: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathError>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for root in roots {
+        match std::fs::metadata(root) {
+            Err(e) => {
+                errors.push(PathError {
+                    path: root.clone(),
+                    message: describe_io(&e),
+                });
+                continue;
+            }
+            Ok(m) if m.is_file() => {
+                // an explicitly named file is analysed whatever its extension
+                files.push(root.clone());
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let excluded: Vec<PathBuf> = exclude_dirs
+            .iter()
+            .filter_map(|d| d.canonicalize().ok())
+            .collect();
+        let mut builder = ignore::WalkBuilder::new(root);
+        builder
+            .hidden(true)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .require_git(false)
+            .parents(true)
+            .follow_links(false)
+            .filter_entry(move |e| {
+                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+                if !is_dir {
+                    return true;
+                }
+                if e.depth() > 0 && e.file_name() == "target" {
+                    return false;
+                }
+                if e.depth() > 0 && !excluded.is_empty() {
+                    if let Ok(c) = e.path().canonicalize() {
+                        if excluded.iter().any(|x| *x == c) {
+                            return false;
+                        }
+                    }
+                }
+                true
+            });
+        for entry in builder.build() {
+            match entry {
+                Ok(e) => {
+                    if e.file_type().is_some_and(|t| t.is_file())
+                        && crate::frontend::is_supported(e.path())
+                    {
+                        files.push(e.into_path());
+                    }
+                }
+                Err(err) => errors.push(PathError {
+                    path: error_path(&err).unwrap_or_else(|| root.clone()),
+                    message: err_message(&err),
+                }),
+            }
+        }
+    }
+    files.sort();
+    files.dedup_by(|a, b| same_file(a, b));
+    (files, errors)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+fn error_path(err: &ignore::Error) -> Option<PathBuf> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        _ => None,
+    }
+}
+
+fn err_message(err: &ignore::Error) -> String {
+    match err {
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => err_message(err),
+        ignore::Error::Io(e) => describe_io(e),
+        other => other.to_string(),
+    }
+}
+
+pub fn describe_io(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}

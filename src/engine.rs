@@ -1,0 +1,191 @@
+//! Runs an analysis: load files in parallel, run the front-ends, derive project facts,
+//! run the rules over every trace, and return sorted, de-duplicated findings.
+
+use crate::diagnostic::{Diagnostic, Location};
+use crate::discover::{describe_io, discover, PathError};
+use crate::frontend;
+use crate::ir::FileIr;
+use crate::locks;
+use crate::rules::{self, PARSE_ERROR};
+use crate::source::{display_path, SourceFile};
+use rayon::prelude::*;
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+/// Files larger than this are skipped with a note.
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// Stack for analysis threads: deep but legal expressions must not overflow it.
+const STACK_BYTES: usize = 512 * 1024 * 1024;
+
+/// What to analyse and which rules to run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    /// Directories not to descend into.
+    pub exclude_dirs: Vec<PathBuf>,
+    /// Only these rules (all when empty).
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+}
+
+/// Something worth telling the user that is not a finding (a skipped file).
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub path: String,
+    pub message: String,
+}
+
+/// The result of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub findings: Vec<Diagnostic>,
+    /// Files analysed.
+    pub files: usize,
+    /// Lines analysed.
+    pub lines: usize,
+    pub notes: Vec<Note>,
+    pub errors: Vec<PathError>,
+}
+
+enum Loaded {
+    File(crate::source::FileRef),
+    Skipped(Note),
+    Failed(PathError),
+}
+
+fn load(path: PathBuf) -> Loaded {
+    let shown = display_path(&path);
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) => {
+            return Loaded::Failed(PathError {
+                path,
+                message: describe_io(&e),
+            })
+        }
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Loaded::Skipped(Note {
+            path: shown,
+            message: format!(
+                "skipped: larger than {} MiB",
+                MAX_FILE_BYTES / (1024 * 1024)
+            ),
+        });
+    }
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            return Loaded::Failed(PathError {
+                path,
+                message: describe_io(&e),
+            })
+        }
+    };
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return Loaded::Skipped(Note {
+            path: shown,
+            message: "skipped: binary file".to_string(),
+        });
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Loaded::File(SourceFile::new(path, text)),
+        Err(e) => Loaded::Skipped(Note {
+            path: shown,
+            message: format!(
+                "skipped: not valid UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        }),
+    }
+}
+
+fn pool() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .stack_size(STACK_BYTES)
+        .build()
+        .unwrap_or_else(|_| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .stack_size(STACK_BYTES)
+                .build()
+                .expect("a thread pool with one thread")
+        })
+}
+
+/// Analyse the paths in `opts`.
+pub fn run(opts: &Options) -> Report {
+    let (paths, errors) = discover(&opts.paths, &opts.exclude_dirs);
+    let mut report = pool().install(|| analyze_paths(paths, opts));
+    report.errors.splice(0..0, errors);
+    report
+}
+
+fn analyze_paths(paths: Vec<PathBuf>, opts: &Options) -> Report {
+    let loaded: Vec<Loaded> = paths.into_par_iter().map(load).collect();
+    let mut report = Report::default();
+    let mut sources = Vec::new();
+    for l in loaded {
+        match l {
+            Loaded::File(f) => sources.push(f),
+            Loaded::Skipped(n) => report.notes.push(n),
+            Loaded::Failed(e) => report.errors.push(e),
+        }
+    }
+    report.files = sources.len();
+    report.lines = sources.iter().map(|s| s.lines.line_count()).sum();
+    let irs: Vec<FileIr> = sources
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, f)| frontend::analyze(i, f))
+        .collect();
+    report.findings = findings(&irs, opts);
+    report
+}
+
+fn enabled(name: &str, opts: &Options) -> bool {
+    (opts.select.is_empty() || opts.select.iter().any(|s| s == name))
+        && !opts.ignore.iter().any(|s| s == name)
+}
+
+/// Run the rules over analysed files.
+pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if enabled(PARSE_ERROR.name, opts) {
+        for ir in irs {
+            for p in &ir.problems {
+                out.push(Diagnostic {
+                    rule: PARSE_ERROR.name,
+                    severity: PARSE_ERROR.severity,
+                    primary: Location::new(ir.file.clone(), p.span),
+                    label: "analysis stopped here".to_string(),
+                    message: p.message.clone(),
+                    help: "fix the syntax error (or exclude the file); locklint analyses the rest of the tree either way".to_string(),
+                    related: Vec::new(),
+                    fix: None,
+                });
+            }
+        }
+    }
+    let project = locks::analyze(irs);
+    let active: Vec<_> = rules::all()
+        .iter()
+        .filter(|r| enabled(r.info().name, opts))
+        .collect();
+    let found: Vec<Diagnostic> = project
+        .traces
+        .par_iter()
+        .flat_map_iter(|t| {
+            let mut v = Vec::new();
+            for r in &active {
+                r.check(t, &project.facts, &mut v);
+            }
+            v
+        })
+        .collect();
+    out.extend(found);
+    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    let mut seen = HashSet::new();
+    out.retain(|d| seen.insert((d.rule, d.primary.file.path.clone(), d.primary.span)));
+    out
+}

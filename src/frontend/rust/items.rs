@@ -1,0 +1,166 @@
+//! Items of a file: consts, functions, impl methods, trait default methods, inline modules.
+
+use super::keys::{key_of, Scope};
+use super::walker::{FileCtx, FnWalker};
+use crate::ir::{FileIr, KeyRef, Value};
+use crate::source::SourceFile;
+use std::collections::HashMap;
+
+/// Whether an attribute marks test-only code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`).
+fn is_test_attr(attr: &syn::Attribute) -> bool {
+    let path = attr.path();
+    if path.segments.last().is_some_and(|s| s.ident == "test") {
+        return true;
+    }
+    if path.is_ident("cfg") {
+        let text = quote::ToTokens::to_token_stream(&attr.meta).to_string();
+        return text.contains("test") && !text.contains("not");
+    }
+    false
+}
+
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(is_test_attr)
+}
+
+struct ConstScope<'a>(&'a HashMap<String, KeyRef>);
+
+impl Scope for ConstScope<'_> {
+    fn local_key(&self, _: &str) -> Option<KeyRef> {
+        None
+    }
+    fn local_value(&self, _: &str) -> Option<Value> {
+        None
+    }
+    fn param(&self, _: &str) -> Option<usize> {
+        None
+    }
+    fn file_const(&self, name: &str) -> Option<KeyRef> {
+        self.0.get(name).cloned()
+    }
+    fn impl_type(&self) -> Option<&str> {
+        None
+    }
+}
+
+fn collect_consts(items: &[syn::Item], out: &mut HashMap<String, KeyRef>, order: &mut Vec<String>) {
+    for item in items {
+        match item {
+            syn::Item::Const(c) => {
+                let k = key_of(&c.expr, &ConstScope(out));
+                order.push(c.ident.to_string());
+                out.insert(c.ident.to_string(), k);
+            }
+            syn::Item::Static(s) => {
+                let k = key_of(&s.expr, &ConstScope(out));
+                order.push(s.ident.to_string());
+                out.insert(s.ident.to_string(), k);
+            }
+            syn::Item::Mod(m) if !is_test(&m.attrs) => {
+                if let Some((_, items)) = &m.content {
+                    collect_consts(items, out, order);
+                }
+            }
+            syn::Item::Impl(i) => {
+                for it in &i.items {
+                    if let syn::ImplItem::Const(c) = it {
+                        let k = key_of(&c.expr, &ConstScope(out));
+                        order.push(c.ident.to_string());
+                        out.insert(c.ident.to_string(), k);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Fill `ir` with the file's consts and functions.
+pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut FileIr) {
+    let mut consts = HashMap::new();
+    let mut order = Vec::new();
+    collect_consts(&parsed.items, &mut consts, &mut order);
+    let lower = file.text.to_ascii_lowercase();
+    let cx = FileCtx {
+        file,
+        file_idx: index,
+        gated: lower.contains("redis") || lower.contains("fred"),
+        consts: &consts,
+    };
+    let mut fns = Vec::new();
+    walk_items(&cx, &parsed.items, &mut fns, ir);
+    ir.functions = fns;
+    for name in order {
+        if let Some(k) = consts.get(&name) {
+            ir.consts.push((name, k.clone()));
+        }
+    }
+}
+
+fn type_name(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        syn::Type::Reference(r) => type_name(&r.elem),
+        _ => None,
+    }
+}
+
+fn walk_items(
+    cx: &FileCtx,
+    items: &[syn::Item],
+    fns: &mut Vec<crate::ir::Function>,
+    ir: &mut FileIr,
+) {
+    for item in items {
+        match item {
+            syn::Item::Fn(f) if !is_test(&f.attrs) => {
+                walk_fn(cx, &f.sig, &f.block, None, fns, ir);
+            }
+            syn::Item::Impl(i) if !is_test(&i.attrs) => {
+                let ty = type_name(&i.self_ty);
+                for it in &i.items {
+                    if let syn::ImplItem::Fn(f) = it {
+                        if !is_test(&f.attrs) {
+                            walk_fn(cx, &f.sig, &f.block, ty.clone(), fns, ir);
+                        }
+                    }
+                }
+            }
+            syn::Item::Trait(t) if !is_test(&t.attrs) => {
+                for it in &t.items {
+                    if let syn::TraitItem::Fn(f) = it {
+                        if let Some(body) = &f.default {
+                            walk_fn(cx, &f.sig, body, Some(t.ident.to_string()), fns, ir);
+                        }
+                    }
+                }
+            }
+            syn::Item::Mod(m) if !is_test(&m.attrs) => {
+                if let Some((_, items)) = &m.content {
+                    walk_items(cx, items, fns, ir);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn walk_fn(
+    cx: &FileCtx,
+    sig: &syn::Signature,
+    body: &syn::Block,
+    impl_type: Option<String>,
+    fns: &mut Vec<crate::ir::Function>,
+    ir: &mut FileIr,
+) {
+    let func_idx = fns.len();
+    // reserve the slot so nested functions get later indexes
+    let walker = FnWalker::new(cx, func_idx, sig, impl_type);
+    fns.push(walker.placeholder());
+    let (function, nested, inits) = walker.run(body);
+    fns[func_idx] = function;
+    ir.field_inits.extend(inits);
+    for (nsig, nbody, nimpl) in nested {
+        walk_fn(cx, &nsig, &nbody, nimpl, fns, ir);
+    }
+}

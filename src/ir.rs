@@ -1,0 +1,318 @@
+//! The intermediate form every front-end produces and every rule reads: lock-relevant
+//! operations (Redis commands today) grouped by function, with key templates and spans.
+
+use crate::source::{FileRef, Span};
+use std::fmt;
+
+/// One piece of a key template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Part {
+    Lit(String),
+    /// A dynamic piece (`{}`), with the expression's name when it has one.
+    Hole(Option<String>),
+    /// A `const`/`static` defined in another file, resolved project-wide.
+    Const(String),
+}
+
+/// A Redis key as far as it can be resolved statically.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct KeyRef {
+    pub parts: Vec<Part>,
+    /// The key is (or contains, for a bare hole) this function parameter (index, name).
+    pub param: Option<(usize, String)>,
+    /// The key is this field of `self` (impl type, field name).
+    pub field: Option<(String, String)>,
+    /// The key is the result of calling this function (name, arity); resolved project-wide.
+    pub call: Option<(String, usize)>,
+    /// Names the key passed through (variables, fields, parameters): hints of its purpose.
+    pub names: Vec<String>,
+}
+
+impl KeyRef {
+    pub fn lit(s: &str) -> Self {
+        KeyRef {
+            parts: vec![Part::Lit(s.to_string())],
+            ..Default::default()
+        }
+    }
+
+    pub fn hole(name: Option<String>) -> Self {
+        KeyRef {
+            parts: vec![Part::Hole(name.clone())],
+            names: name.into_iter().collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether the template has any literal text.
+    pub fn has_literal(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Lit(s) if !s.is_empty()))
+    }
+
+    /// Whether the whole key is a compile-time constant.
+    pub fn is_constant(&self) -> bool {
+        !self.parts.is_empty() && self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
+    }
+
+    pub fn constant_text(&self) -> Option<String> {
+        if !self.is_constant() {
+            return None;
+        }
+        Some(
+            self.parts
+                .iter()
+                .map(|p| match p {
+                    Part::Lit(s) => s.as_str(),
+                    _ => "",
+                })
+                .collect(),
+        )
+    }
+
+    /// Concatenate two templates.
+    pub fn concat(mut self, other: KeyRef) -> KeyRef {
+        for p in other.parts {
+            self.push(p);
+        }
+        self.names.extend(other.names);
+        self.param = self.param.or(other.param);
+        self.field = self.field.or(other.field);
+        self
+    }
+
+    pub fn push(&mut self, part: Part) {
+        match (self.parts.last_mut(), part) {
+            (Some(Part::Lit(a)), Part::Lit(b)) => a.push_str(&b),
+            (Some(Part::Hole(_)), Part::Hole(_)) => {}
+            (_, Part::Lit(b)) if b.is_empty() => {}
+            (_, p) => self.parts.push(p),
+        }
+    }
+
+    /// The canonical template text: holes as `{}`, literal braces doubled.
+    pub fn template(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(l) => s.push_str(&l.replace('{', "{{").replace('}', "}}")),
+                Part::Hole(_) | Part::Const(_) => s.push_str("{}"),
+            }
+        }
+        s
+    }
+
+    /// A readable form for messages: literal text with `{name}` holes.
+    pub fn display(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(l) => s.push_str(l),
+                Part::Hole(Some(n)) => {
+                    s.push('{');
+                    s.push_str(n);
+                    s.push('}');
+                }
+                Part::Hole(None) => s.push_str("{}"),
+                Part::Const(n) => {
+                    s.push('{');
+                    s.push_str(n);
+                    s.push('}');
+                }
+            }
+        }
+        s
+    }
+}
+
+impl fmt::Display for KeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+/// Which expiry a write carries in the same command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+    KeepTtl,
+}
+
+/// What an operation does to its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// `GET`, `EXISTS` (a read whose result a later write may depend on).
+    Read,
+    /// `SET` and its variants. `nx`: only if absent (an acquire). `xx`: only if present.
+    /// `compare`: the write is conditional on the current value (`IFEQ`).
+    Write {
+        nx: bool,
+        xx: bool,
+        expiry: Option<Expiry>,
+        compare: bool,
+    },
+    /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`, `GETEX`.
+    Expire,
+    /// `DEL`, `UNLINK`, `GETDEL`.
+    Delete,
+    /// An atomic compare-and-delete (`DELEX ... IFEQ`, `del_ex` with `ValueComparison::IFEQ`).
+    CompareDelete,
+    /// `INCR`, `INCRBY`.
+    Incr,
+    /// `WATCH` (optimistic transaction).
+    Watch,
+}
+
+impl OpKind {
+    pub fn is_acquire(&self) -> bool {
+        matches!(self, OpKind::Write { nx: true, .. })
+    }
+
+    /// A write that carries its own expiry and re-sets an existing key (`SET ... XX PX`).
+    pub fn is_renewing_write(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Write {
+                xx: true,
+                nx: false,
+                expiry: Some(_),
+                compare: false
+            }
+        )
+    }
+}
+
+/// The value an acquire writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A literal, possibly through a `const` or a local binding: the text shown to users.
+    Constant(String),
+    /// Anything computed at run time.
+    Dynamic,
+}
+
+/// What the program does with a command's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultUse {
+    /// Read, compared, matched or passed on.
+    Used,
+    /// Thrown away; the reason says how (`let _`, `()` reply type, `exec`, statement, `is_ok`).
+    Ignored(&'static str),
+    /// Bound to a variable (index of the binding statement's end); used if the name appears later.
+    Bound {
+        names: Vec<String>,
+        after: usize,
+    },
+    /// Flows out of the function as its return value.
+    Returned,
+}
+
+/// Identifies an operation or call inside the project: (file, function, index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId {
+    pub file: usize,
+    pub func: usize,
+    pub index: usize,
+}
+
+/// A condition the current path depends on: a read op or a call result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dep(pub NodeId);
+
+/// Where a command was issued from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// A command sent on its own.
+    Direct,
+    /// Inside a pipeline; `atomic` for `MULTI`/`EXEC`.
+    Pipeline { id: usize, atomic: bool },
+}
+
+/// One Redis command found in the source.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub id: NodeId,
+    pub kind: OpKind,
+    /// Command as written, for messages: `set_nx`, `SETNX`, `SET ... NX`.
+    pub command: String,
+    pub key: KeyRef,
+    pub key_span: Span,
+    pub value: Option<(Value, Span)>,
+    /// The whole command expression.
+    pub span: Span,
+    pub result: ResultUse,
+    pub deps: Vec<Dep>,
+    pub channel: Channel,
+    /// Inside an optimistic transaction (`WATCH`/`redis::transaction`), where a read-compare-write is atomic.
+    pub watched: bool,
+}
+
+/// A call to a function or method that may be a lock helper.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub id: NodeId,
+    pub name: String,
+    /// A method call; `on_self` when the receiver is `self`.
+    pub method: bool,
+    pub on_self: bool,
+    /// Arguments (excluding the receiver) as key templates.
+    pub args: Vec<KeyRef>,
+    pub span: Span,
+    pub result: ResultUse,
+    pub deps: Vec<Dep>,
+}
+
+/// Events of a function body in source order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Op(Op),
+    Call(Call),
+}
+
+impl Event {
+    pub fn id(&self) -> NodeId {
+        match self {
+            Event::Op(o) => o.id,
+            Event::Call(c) => c.id,
+        }
+    }
+}
+
+/// A function or method.
+#[derive(Debug, Clone)]
+pub struct Function {
+    pub name: String,
+    /// `Some(type)` for methods in an `impl` block.
+    pub impl_type: Option<String>,
+    pub has_self: bool,
+    pub params: Vec<String>,
+    pub span: Span,
+    pub events: Vec<Event>,
+    /// Identifiers used in the body with their byte offsets, to tell whether a binding is read later.
+    pub uses: Vec<(String, usize)>,
+    /// Key template of the returned value, when the function builds a key.
+    pub returns_key: Option<KeyRef>,
+}
+
+/// A problem reading a file that is reported as a finding (`parse-error`).
+#[derive(Debug, Clone)]
+pub struct ParseProblem {
+    pub message: String,
+    pub span: Span,
+}
+
+/// Everything a front-end extracted from one file.
+#[derive(Debug)]
+pub struct FileIr {
+    pub file: FileRef,
+    pub functions: Vec<Function>,
+    /// `const`/`static` string or literal items: name → value text.
+    pub consts: Vec<(String, KeyRef)>,
+    /// Struct literal field initialisers: (type, field) → key template.
+    pub field_inits: Vec<(String, String, KeyRef)>,
+    pub problems: Vec<ParseProblem>,
+}

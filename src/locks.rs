@@ -1,0 +1,626 @@
+//! Project-wide facts: resolves key templates across files, expands lock helpers at their
+//! call sites into per-function traces, and decides which keys are locks.
+
+use crate::ir::{Call, Event, FileIr, Function, KeyRef, NodeId, Op, OpKind, Part, ResultUse};
+use crate::source::{FileRef, Span};
+use std::collections::{HashMap, HashSet};
+
+/// How deep lock helpers are expanded into their callers.
+const MAX_INLINE_DEPTH: usize = 4;
+
+/// Function names that mark a lock operation (their key parameter is a lock).
+const LOCK_FN_WORDS: &[&str] = &[
+    "lock", "unlock", "acquire", "release", "renew", "extend", "heartbeat", "relock",
+];
+
+/// Key words that mark a lock key.
+const LOCK_KEY_WORDS: &[&str] = &[
+    "lock",
+    "locks",
+    "locked",
+    "locking",
+    "mutex",
+    "mutexes",
+    "lease",
+    "leases",
+    "leader",
+    "leaders",
+    "leadership",
+    "semaphore",
+    "semaphores",
+    "latch",
+    "latches",
+];
+
+/// Split identifiers and key text into lowercase words (`jobLock:{}` → `job`, `lock`).
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in text.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        cur.push(c.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn is_lock_word(w: &str) -> bool {
+    LOCK_KEY_WORDS.contains(&w)
+        || (w.len() > 4
+            && w.ends_with("lock")
+            && !matches!(w, "block" | "clock" | "unblock" | "deadlock" | "gridlock"))
+}
+
+/// (a) the key's text or the names it passed through say "lock".
+pub fn key_matches_pattern(key: &KeyRef) -> bool {
+    let lit = key.parts.iter().any(|p| match p {
+        Part::Lit(s) => words(s).iter().any(|w| is_lock_word(w)),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| words(n).iter().any(|w| is_lock_word(w)))
+}
+
+/// (c) a function whose name says it is a lock operation.
+pub fn is_lock_fn_name(name: &str) -> bool {
+    words(name).iter().any(|w| LOCK_FN_WORDS.contains(&w.as_str()))
+}
+
+/// One operation as seen from a root function, after helper expansion.
+#[derive(Debug, Clone)]
+pub struct TraceOp<'a> {
+    pub op: &'a Op,
+    /// File the operation is written in.
+    pub file: FileRef,
+    /// The function the operation is written in.
+    pub func: &'a Function,
+    /// Key resolved with the caller's arguments and project-wide consts.
+    pub key: KeyRef,
+    /// Identity used to tell whether two operations touch the same key.
+    pub identity: Option<String>,
+    pub is_lock: bool,
+    /// What the reply is used for, seen from the root function.
+    pub result: ResultUse,
+    /// Reads (by node) this operation's path depends on.
+    pub deps: Vec<NodeId>,
+    /// Call sites from the root function down to the helper that holds the operation.
+    pub via: Vec<(FileRef, Span)>,
+}
+
+impl TraceOp<'_> {
+    /// Where to report a problem with the reply: the outermost call site when expanded.
+    pub fn reply_site(&self) -> (FileRef, Span) {
+        match self.via.first() {
+            Some((f, s)) => (f.clone(), *s),
+            None => (self.file.clone(), self.op.span),
+        }
+    }
+}
+
+/// All operations reachable from one function, in order.
+#[derive(Debug)]
+pub struct Trace<'a> {
+    pub root: &'a Function,
+    pub file: FileRef,
+    pub ops: Vec<TraceOp<'a>>,
+}
+
+impl<'a> Trace<'a> {
+    pub fn same_key(&self, a: &TraceOp, b: &TraceOp) -> bool {
+        a.identity.is_some() && a.identity == b.identity
+    }
+
+    /// Operations before `index` on the same key.
+    pub fn earlier_on_key(&self, index: usize) -> impl Iterator<Item = &TraceOp<'a>> {
+        let me = &self.ops[index];
+        self.ops[..index]
+            .iter()
+            .filter(move |o| self.same_key(o, me))
+    }
+
+    /// Operations after `index` on the same key.
+    pub fn later_on_key(&self, index: usize) -> impl Iterator<Item = &TraceOp<'a>> {
+        let me = &self.ops[index];
+        self.ops[index + 1..]
+            .iter()
+            .filter(move |o| self.same_key(o, me))
+    }
+}
+
+/// Facts rules consult across traces.
+#[derive(Debug, Default)]
+pub struct Facts {
+    /// Acquires without an expiry that are followed by a separate expiry in some trace.
+    pub acquires_expired_later: HashSet<NodeId>,
+    /// Expiry commands that follow an acquire without expiry in some trace.
+    pub expiries_after_acquire: HashSet<NodeId>,
+}
+
+/// The analysed project: every file's intermediate form plus the derived traces and facts.
+pub struct Project<'a> {
+    pub files: &'a [FileIr],
+    pub traces: Vec<Trace<'a>>,
+    pub facts: Facts,
+}
+
+struct Index<'a> {
+    files: &'a [FileIr],
+    consts: HashMap<String, Option<KeyRef>>,
+    fields: HashMap<(String, String), Option<KeyRef>>,
+    by_name: HashMap<&'a str, Vec<(usize, usize)>>,
+    touches: HashSet<(usize, usize)>,
+}
+
+fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
+    match map.get(&name) {
+        None => {
+            map.insert(name, Some(k));
+        }
+        Some(Some(prev)) if prev.template() != k.template() => {
+            map.insert(name, None);
+        }
+        _ => {}
+    }
+}
+
+impl<'a> Index<'a> {
+    fn new(files: &'a [FileIr]) -> Self {
+        let mut consts = HashMap::new();
+        let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+        for (fi, f) in files.iter().enumerate() {
+            for (n, k) in &f.consts {
+                merge_unique(&mut consts, n.clone(), k.clone());
+            }
+            for (t, field, k) in &f.field_inits {
+                let key = (t.clone(), field.clone());
+                match fields.get(&key) {
+                    None => {
+                        fields.insert(key, Some(k.clone()));
+                    }
+                    Some(Some(prev)) if prev.template() != k.template() => {
+                        fields.insert(key, None);
+                    }
+                    _ => {}
+                }
+            }
+            for (fj, func) in f.functions.iter().enumerate() {
+                by_name.entry(func.name.as_str()).or_default().push((fi, fj));
+            }
+        }
+        let mut idx = Index {
+            files,
+            consts,
+            fields,
+            by_name,
+            touches: HashSet::new(),
+        };
+        idx.compute_touches();
+        idx
+    }
+
+    fn func(&self, at: (usize, usize)) -> &'a Function {
+        &self.files[at.0].functions[at.1]
+    }
+
+    fn compute_touches(&mut self) {
+        for (fi, f) in self.files.iter().enumerate() {
+            for (fj, func) in f.functions.iter().enumerate() {
+                if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
+                    self.touches.insert((fi, fj));
+                }
+            }
+        }
+        loop {
+            let mut added = Vec::new();
+            for (fi, f) in self.files.iter().enumerate() {
+                for (fj, func) in f.functions.iter().enumerate() {
+                    if self.touches.contains(&(fi, fj)) {
+                        continue;
+                    }
+                    let reaches = func.events.iter().any(|e| match e {
+                        Event::Call(c) => self
+                            .resolve(c, (fi, fj))
+                            .is_some_and(|t| self.touches.contains(&t)),
+                        _ => false,
+                    });
+                    if reaches {
+                        added.push((fi, fj));
+                    }
+                }
+            }
+            if added.is_empty() {
+                break;
+            }
+            self.touches.extend(added);
+        }
+    }
+
+    /// The function a call reaches, when it can be told unambiguously.
+    fn resolve(&self, call: &Call, from: (usize, usize)) -> Option<(usize, usize)> {
+        let cands = self.by_name.get(call.name.as_str())?;
+        let caller = self.func(from);
+        let fits = |&&(fi, fj): &&(usize, usize)| {
+            let f = self.func((fi, fj));
+            if call.method {
+                if !f.has_self {
+                    return false;
+                }
+                if call.on_self {
+                    return f.impl_type == caller.impl_type;
+                }
+                f.params.len() == call.args.len()
+            } else {
+                !f.has_self && f.params.len() == call.args.len()
+            }
+        };
+        let matching: Vec<&(usize, usize)> = cands.iter().filter(fits).collect();
+        match matching.as_slice() {
+            [one] => Some(**one),
+            [] => None,
+            many => {
+                // prefer a definition in the caller's own file
+                let local: Vec<_> = many.iter().filter(|(fi, _)| *fi == from.0).collect();
+                (local.len() == 1).then(|| **local[0])
+            }
+        }
+    }
+
+    /// Resolve consts, struct fields and key-building helpers in a template.
+    fn resolve_key(&self, key: &KeyRef, depth: usize) -> KeyRef {
+        if depth > 8 {
+            return key.clone();
+        }
+        let single_hole = key.parts.len() == 1 && matches!(key.parts[0], Part::Hole(_));
+        let mut out = KeyRef {
+            parts: Vec::new(),
+            ..key.clone()
+        };
+        if single_hole {
+            if let Some(field) = &key.field {
+                if let Some(Some(k)) = self.fields.get(field) {
+                    let mut r = self.resolve_key(k, depth + 1);
+                    r.names.extend(key.names.iter().cloned());
+                    r.field = key.field.clone();
+                    return r;
+                }
+            }
+            if let Some((name, arity)) = &key.call {
+                if let Some(k) = self.returned_key(name, *arity) {
+                    let mut r = self.resolve_key(&k, depth + 1);
+                    r.names.extend(key.names.iter().cloned());
+                    return r;
+                }
+            }
+        }
+        for p in &key.parts {
+            match p {
+                Part::Const(name) => match self.consts.get(name) {
+                    Some(Some(k)) => {
+                        let r = self.resolve_key(k, depth + 1);
+                        for rp in r.parts {
+                            out.push(rp);
+                        }
+                    }
+                    _ => out.push(Part::Hole(Some(name.clone()))),
+                },
+                other => out.push(other.clone()),
+            }
+        }
+        out
+    }
+
+    fn returned_key(&self, name: &str, arity: usize) -> Option<KeyRef> {
+        let cands = self.by_name.get(name)?;
+        let mut found: Option<KeyRef> = None;
+        for &c in cands {
+            let f = self.func(c);
+            if f.params.len() != arity {
+                continue;
+            }
+            let k = f.returns_key.as_ref()?;
+            if found.as_ref().is_some_and(|p| p.template() != k.template()) {
+                return None;
+            }
+            found = Some(k.clone());
+        }
+        found
+    }
+}
+
+/// Replace the callee's parameter holes with the caller's argument templates.
+fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> KeyRef {
+    let param_of = |name: &str| callee.params.iter().position(|p| p == name);
+    if key.parts.len() == 1 {
+        if let (Some((i, _)), Part::Hole(_)) = (&key.param, &key.parts[0]) {
+            if let Some(arg) = args.get(*i) {
+                let mut r = arg.clone();
+                r.names.extend(key.names.iter().cloned());
+                return r;
+            }
+        }
+    }
+    let mut out = KeyRef {
+        parts: Vec::new(),
+        ..key.clone()
+    };
+    for p in &key.parts {
+        match p {
+            Part::Hole(Some(n)) => match param_of(n).and_then(|i| args.get(i)) {
+                Some(arg) => {
+                    for ap in &arg.parts {
+                        out.push(ap.clone());
+                    }
+                    out.names.extend(arg.names.iter().cloned());
+                }
+                None => out.push(p.clone()),
+            },
+            other => out.push(other.clone()),
+        }
+    }
+    out
+}
+
+fn identity(key: &KeyRef, root: (usize, usize)) -> Option<String> {
+    if key.has_literal() {
+        return Some(format!("t:{}", key.template()));
+    }
+    if let Some((t, f)) = &key.field {
+        return Some(format!("f:{t}.{f}"));
+    }
+    if let Some((i, _)) = &key.param {
+        return Some(format!("p:{}:{}:{i}", root.0, root.1));
+    }
+    key.names
+        .first()
+        .map(|n| format!("v:{}:{}:{n}", root.0, root.1))
+}
+
+fn is_global(identity: &str) -> bool {
+    identity.starts_with("t:") || identity.starts_with("f:")
+}
+
+struct Expander<'i, 'a> {
+    idx: &'i Index<'a>,
+    root: (usize, usize),
+    ops: Vec<TraceOp<'a>>,
+    /// Call node → reads its callee returns, so conditions on the call depend on them.
+    call_reads: HashMap<NodeId, Vec<NodeId>>,
+    stack: Vec<(usize, usize)>,
+}
+
+impl<'a> Expander<'_, 'a> {
+    fn expand_deps(&self, deps: &[crate::ir::Dep]) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        for d in deps {
+            match self.call_reads.get(&d.0) {
+                Some(r) => out.extend(r.iter().copied()),
+                None => out.push(d.0),
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn expand(
+        &mut self,
+        at: (usize, usize),
+        args: Option<&[KeyRef]>,
+        outer_result: Option<&ResultUse>,
+        outer_deps: &[NodeId],
+        via: &[(FileRef, Span)],
+    ) -> Vec<NodeId> {
+        let func = self.idx.func(at);
+        let file = self.idx.files[at.0].file.clone();
+        let mut returned_reads = Vec::new();
+        self.stack.push(at);
+        for ev in &func.events {
+            match ev {
+                Event::Op(op) => {
+                    let mut key = match args {
+                        Some(a) => substitute(&op.key, func, a),
+                        None => op.key.clone(),
+                    };
+                    key = self.idx.resolve_key(&key, 0);
+                    let result = match (&op.result, outer_result) {
+                        (ResultUse::Returned, Some(outer)) => outer.clone(),
+                        (r, _) => r.clone(),
+                    };
+                    if op.kind == OpKind::Read && op.result == ResultUse::Returned {
+                        returned_reads.push(op.id);
+                    }
+                    let mut deps = self.expand_deps(&op.deps);
+                    deps.extend(outer_deps.iter().copied());
+                    let id = identity(&key, self.root);
+                    self.ops.push(TraceOp {
+                        op,
+                        file: file.clone(),
+                        func,
+                        key,
+                        identity: id,
+                        is_lock: false,
+                        result,
+                        deps,
+                        via: via.to_vec(),
+                    });
+                }
+                Event::Call(call) => {
+                    if self.stack.len() > MAX_INLINE_DEPTH {
+                        continue;
+                    }
+                    let Some(target) = self.idx.resolve(call, at) else {
+                        continue;
+                    };
+                    if !self.idx.touches.contains(&target) || self.stack.contains(&target) {
+                        continue;
+                    }
+                    let call_args: Vec<KeyRef> = call
+                        .args
+                        .iter()
+                        .map(|a| match args {
+                            Some(outer) => substitute(a, func, outer),
+                            None => a.clone(),
+                        })
+                        .collect();
+                    let result = match (&call.result, outer_result) {
+                        (ResultUse::Returned, Some(outer)) => outer.clone(),
+                        (r, _) => r.clone(),
+                    };
+                    let mut deps = self.expand_deps(&call.deps);
+                    deps.extend(outer_deps.iter().copied());
+                    let mut v = via.to_vec();
+                    v.push((file.clone(), call.span));
+                    let reads = self.expand(target, Some(&call_args), Some(&result), &deps, &v);
+                    if call.result == ResultUse::Returned {
+                        returned_reads.extend(reads.iter().copied());
+                    }
+                    self.call_reads.insert(call.id, reads);
+                }
+            }
+        }
+        self.stack.pop();
+        returned_reads
+    }
+}
+
+/// Build traces for every function that touches Redis and decide which keys are locks.
+pub fn analyze(files: &[FileIr]) -> Project<'_> {
+    let idx = Index::new(files);
+    let mut traces = Vec::new();
+    let mut roots: Vec<(usize, usize)> = idx.touches.iter().copied().collect();
+    roots.sort();
+    for root in roots {
+        let mut ex = Expander {
+            idx: &idx,
+            root,
+            ops: Vec::new(),
+            call_reads: HashMap::new(),
+            stack: Vec::new(),
+        };
+        ex.expand(root, None, None, &[], &[]);
+        traces.push(Trace {
+            root: idx.func(root),
+            file: files[root.0].file.clone(),
+            ops: ex.ops,
+        });
+    }
+    mark_locks(&mut traces);
+    let facts = collect_facts(&traces);
+    Project {
+        files,
+        traces,
+        facts,
+    }
+}
+
+fn mark_locks(traces: &mut [Trace]) {
+    // (b): acquired with NX and also released, expired or renewed somewhere
+    let mut acquired = HashSet::new();
+    let mut ended = HashSet::new();
+    for t in traces.iter() {
+        for o in &t.ops {
+            let Some(id) = &o.identity else { continue };
+            if !is_global(id) {
+                continue;
+            }
+            match &o.op.kind {
+                k if k.is_acquire() => {
+                    acquired.insert(id.clone());
+                }
+                OpKind::Delete | OpKind::CompareDelete | OpKind::Expire => {
+                    ended.insert(id.clone());
+                }
+                k if k.is_renewing_write() => {
+                    ended.insert(id.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    for t in traces.iter_mut() {
+        let local_acquired: HashSet<String> = t
+            .ops
+            .iter()
+            .filter(|o| o.op.kind.is_acquire())
+            .filter_map(|o| o.identity.clone())
+            .collect();
+        let local_ended: HashSet<String> = t
+            .ops
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o.op.kind,
+                    OpKind::Delete | OpKind::CompareDelete | OpKind::Expire
+                ) || o.op.kind.is_renewing_write()
+            })
+            .filter_map(|o| o.identity.clone())
+            .collect();
+        for o in &mut t.ops {
+            let pattern = key_matches_pattern(&o.key);
+            let used_as_lock = o.identity.as_ref().is_some_and(|id| {
+                (acquired.contains(id) && ended.contains(id))
+                    || (local_acquired.contains(id) && local_ended.contains(id))
+            });
+            let lock_fn = is_lock_fn_name(&o.func.name)
+                && (o.op.key.param.is_some() || o.op.key.field.is_some());
+            o.is_lock = pattern || used_as_lock || lock_fn;
+        }
+    }
+}
+
+fn collect_facts(traces: &[Trace]) -> Facts {
+    let mut facts = Facts::default();
+    for t in traces {
+        for (i, o) in t.ops.iter().enumerate() {
+            if !matches!(o.op.kind, OpKind::Write { nx: true, expiry: None, .. }) {
+                continue;
+            }
+            for later in t.later_on_key(i) {
+                if later.op.kind == OpKind::Expire {
+                    facts.acquires_expired_later.insert(o.op.id);
+                    facts.expiries_after_acquire.insert(later.op.id);
+                }
+            }
+        }
+    }
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_words() {
+        assert!(key_matches_pattern(&KeyRef::lit("lock:invoice:{}")));
+        assert!(key_matches_pattern(&KeyRef::lit("app:jobLock")));
+        assert!(key_matches_pattern(&KeyRef::lit("redlock:x")));
+        assert!(key_matches_pattern(&KeyRef::lit("leader-election")));
+        assert!(!key_matches_pattern(&KeyRef::lit("block:42")));
+        assert!(!key_matches_pattern(&KeyRef::lit("clock_skew")));
+        assert!(!key_matches_pattern(&KeyRef::lit("leaderboard:weekly")));
+        assert!(!key_matches_pattern(&KeyRef::lit("release-notes")));
+        assert!(!key_matches_pattern(&KeyRef::lit("user:{}:profile")));
+    }
+
+    #[test]
+    fn lock_function_names() {
+        assert!(is_lock_fn_name("try_lock"));
+        assert!(is_lock_fn_name("releaseLock"));
+        assert!(is_lock_fn_name("heartbeat"));
+        assert!(!is_lock_fn_name("get_profile"));
+        assert!(!is_lock_fn_name("blocking_get"));
+    }
+}

@@ -1,0 +1,67 @@
+//! The rule registry. Each rule is one file that reads [`Trace`]s and emits diagnostics.
+
+mod constant_lock_value;
+mod get_then_set;
+mod lock_result_ignored;
+mod matching;
+mod separate_expire;
+mod setnx_without_expiry;
+mod unconditional_release;
+mod unconditional_renew;
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::locks::{Facts, Trace};
+
+/// Static description of a rule: its stable public name, summary and documentation page.
+#[derive(Debug)]
+pub struct RuleInfo {
+    /// Stable public ID, used verbatim in every output.
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub severity: Severity,
+    /// Whether the rule offers fixes.
+    pub fixable: bool,
+    /// The rule's page from `rules/`.
+    pub doc: &'static str,
+}
+
+/// A lint rule over the traces of the project.
+pub trait Rule: Sync + Send {
+    fn info(&self) -> &'static RuleInfo;
+    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>);
+}
+
+/// Findings about files that could not be read as source.
+pub static PARSE_ERROR: RuleInfo = RuleInfo {
+    name: "parse-error",
+    summary: "a file could not be parsed, so it was not analysed",
+    severity: Severity::Warning,
+    fixable: false,
+    doc: include_str!("../../rules/parse-error.md"),
+};
+
+/// Every trace rule, in documentation order.
+pub fn all() -> &'static [&'static dyn Rule] {
+    static RULES: &[&dyn Rule] = &[
+        &get_then_set::GetThenSet,
+        &setnx_without_expiry::SetnxWithoutExpiry,
+        &separate_expire::SeparateExpire,
+        &constant_lock_value::ConstantLockValue,
+        &lock_result_ignored::LockResultIgnored,
+        &unconditional_release::UnconditionalRelease,
+        &unconditional_renew::UnconditionalRenew,
+    ];
+    RULES
+}
+
+/// Every rule's description, including `parse-error`.
+pub fn infos() -> Vec<&'static RuleInfo> {
+    let mut v: Vec<&'static RuleInfo> = all().iter().map(|r| r.info()).collect();
+    v.push(&PARSE_ERROR);
+    v
+}
+
+/// Look a rule up by its public name.
+pub fn find(name: &str) -> Option<&'static RuleInfo> {
+    infos().into_iter().find(|i| i.name == name)
+}

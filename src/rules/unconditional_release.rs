@@ -1,0 +1,46 @@
+//! `unconditional-release`: a lock is deleted without an atomic check that the caller still owns it.
+
+use super::matching::{call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related, RELEASE_HELP};
+use super::{Rule, RuleInfo};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::ir::OpKind;
+use crate::locks::{Facts, Trace};
+
+pub struct UnconditionalRelease;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "unconditional-release",
+    summary: "a lock is released with DEL / UNLINK / GETDEL without an atomic token comparison",
+    severity: Severity::Error,
+    fixable: false,
+    doc: include_str!("../../rules/unconditional-release.md"),
+};
+
+impl Rule for UnconditionalRelease {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+        for (i, o) in trace.ops.iter().enumerate() {
+            if o.op.kind != OpKind::Delete || !o.is_lock || o.op.watched {
+                continue;
+            }
+            let key = key_text(o);
+            let cmd = command_name(o);
+            let compared = dependent_read(trace, i);
+            let message = match compared {
+                Some(_) => format!(
+                    "lock `{key}` is compared in the client and then deleted by a separate {cmd}; the lock can expire and pass to another holder between the two commands"
+                ),
+                None => format!(
+                    "lock `{key}` is released with a plain {cmd}; if it expired and another process took it, this deletes their lock"
+                ),
+            };
+            let d = diagnostic(&INFO, site(o), "deletes whatever lock is there", message, RELEASE_HELP.to_string());
+            let mut rel: Vec<_> = compared.map(|r| related(r, "compared here")).into_iter().collect();
+            rel.extend(call_chain(o));
+            out.push(with_related(d, rel));
+        }
+    }
+}

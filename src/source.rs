@@ -1,0 +1,176 @@
+//! Source files, byte spans and the line index that turns offsets into 1-based line/column.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A half-open byte range `[start, end)` into a file's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Span {
+            start,
+            end: end.max(start),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The smallest span covering both.
+    pub fn join(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// A 1-based line and a 1-based column counted in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LineCol {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Maps byte offsets to lines and character columns, and back.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    line_starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { line_starts }
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+
+    /// Line/column of a byte offset (clamped to the text, snapped to a char boundary).
+    pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let column = text[self.line_starts[line]..offset].chars().count() + 1;
+        LineCol {
+            line: line + 1,
+            column,
+        }
+    }
+
+    /// Byte offset of a 1-based line and 0-based character column (as proc-macro2 reports them).
+    pub fn offset(&self, text: &str, line: usize, char_col0: usize) -> usize {
+        let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
+            return text.len();
+        };
+        let rest = &text[start..];
+        let line_text = rest.split('\n').next().unwrap_or("");
+        match line_text.char_indices().nth(char_col0) {
+            Some((i, _)) => start + i,
+            None => start + line_text.len(),
+        }
+    }
+}
+
+/// One analysed file: its path as shown to the user, its text and its line index.
+#[derive(Debug)]
+pub struct SourceFile {
+    /// Path on disk.
+    pub path: PathBuf,
+    /// Path as printed in reports (relative to the current directory when under it).
+    pub display: String,
+    pub text: String,
+    pub lines: LineIndex,
+}
+
+pub type FileRef = Arc<SourceFile>;
+
+impl SourceFile {
+    pub fn new(path: PathBuf, text: String) -> FileRef {
+        let display = display_path(&path);
+        let lines = LineIndex::new(&text);
+        Arc::new(SourceFile {
+            path,
+            display,
+            text,
+            lines,
+        })
+    }
+
+    pub fn line_col(&self, offset: usize) -> LineCol {
+        self.lines.line_col(&self.text, offset)
+    }
+
+    pub fn snippet(&self, span: Span) -> &str {
+        let end = span.end.min(self.text.len());
+        let start = span.start.min(end);
+        self.text.get(start..end).unwrap_or("")
+    }
+}
+
+/// The path relative to the current directory when it lies under it, with `/` separators.
+pub fn display_path(path: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else if let Some(cwd) = &cwd {
+        cwd.join(path)
+    } else {
+        path.to_path_buf()
+    };
+    let shown = match &cwd {
+        Some(cwd) => abs
+            .strip_prefix(cwd)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| path.to_path_buf()),
+        None => path.to_path_buf(),
+    };
+    let shown = normalize(&shown);
+    shown.to_string_lossy().replace('\\', "/")
+}
+
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters() {
+        let text = "ab\nçé x\n";
+        let idx = LineIndex::new(text);
+        assert_eq!(idx.line_col(text, 0), LineCol { line: 1, column: 1 });
+        let x = text.find('x').unwrap();
+        assert_eq!(idx.line_col(text, x), LineCol { line: 2, column: 4 });
+        assert_eq!(idx.offset(text, 2, 3), x);
+    }
+
+    #[test]
+    fn offsets_past_the_end_are_clamped() {
+        let text = "a\n";
+        let idx = LineIndex::new(text);
+        assert_eq!(idx.line_col(text, 99), LineCol { line: 2, column: 1 });
+        assert_eq!(idx.offset(text, 9, 0), text.len());
+    }
+}
