@@ -13,3 +13,5 @@ pub mod ir;
 pub mod locks;
 pub mod rules;
 pub mod source;
+pub mod cli;
+pub mod output;

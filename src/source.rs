@@ -43,13 +43,30 @@ pub struct LineCol {
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     line_starts: Vec<usize>,
+    /// Per line: whether it is pure ASCII (then columns are byte offsets).
+    ascii: Vec<bool>,
 }
 
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        LineIndex { line_starts }
+        let ascii = line_starts
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let e = line_starts.get(i + 1).copied().unwrap_or(text.len());
+                text.as_bytes()[s..e].is_ascii()
+            })
+            .collect();
+        LineIndex { line_starts, ascii }
+    }
+
+    fn line_end(&self, text: &str, line0: usize) -> usize {
+        match self.line_starts.get(line0 + 1) {
+            Some(&next) => next - 1,
+            None => text.len(),
+        }
     }
 
     pub fn line_count(&self) -> usize {
@@ -63,7 +80,12 @@ impl LineIndex {
             offset -= 1;
         }
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
-        let column = text[self.line_starts[line]..offset].chars().count() + 1;
+        let start = self.line_starts[line];
+        let column = if self.ascii[line] {
+            offset - start
+        } else {
+            text[start..offset].chars().count()
+        } + 1;
         LineCol {
             line: line + 1,
             column,
@@ -72,11 +94,15 @@ impl LineIndex {
 
     /// Byte offset of a 1-based line and 0-based character column (as proc-macro2 reports them).
     pub fn offset(&self, text: &str, line: usize, char_col0: usize) -> usize {
-        let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
+        let line0 = line.saturating_sub(1);
+        let Some(&start) = self.line_starts.get(line0) else {
             return text.len();
         };
-        let rest = &text[start..];
-        let line_text = rest.split('\n').next().unwrap_or("");
+        let end = self.line_end(text, line0);
+        if self.ascii[line0] {
+            return (start + char_col0).min(end);
+        }
+        let line_text = &text[start..end];
         match line_text.char_indices().nth(char_col0) {
             Some((i, _)) => start + i,
             None => start + line_text.len(),

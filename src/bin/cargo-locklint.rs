@@ -1,1 +1,3 @@
-fn main() {}
+fn main() -> std::process::ExitCode {
+    locklint::cli::guarded(|| locklint::cli::cargo::main(std::env::args_os().collect()))
+}

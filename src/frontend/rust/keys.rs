@@ -299,11 +299,11 @@ fn macro_key(mac: &syn::Macro, scope: &dyn Scope, depth: usize) -> KeyRef {
 }
 
 /// Whether an expression is a compile-time constant value (and its text) or computed.
-pub fn value_of(e: &syn::Expr, scope: &dyn Scope, text: &str) -> Value {
-    value_at(e, scope, text, 0)
+pub fn value_of(e: &syn::Expr, scope: &dyn Scope) -> Value {
+    value_at(e, scope, 0)
 }
 
-fn value_at(e: &syn::Expr, scope: &dyn Scope, text: &str, depth: usize) -> Value {
+fn value_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> Value {
     if depth > MAX_DEPTH {
         return Value::Dynamic;
     }
@@ -311,21 +311,21 @@ fn value_at(e: &syn::Expr, scope: &dyn Scope, text: &str, depth: usize) -> Value
     match e {
         syn::Expr::Lit(l) => match &l.lit {
             syn::Lit::Verbatim(_) => Value::Dynamic,
-            _ => Value::Constant(text.to_string()),
+            lit => Value::Constant(quote::ToTokens::to_token_stream(lit).to_string()),
         },
-        syn::Expr::Reference(r) => value_at(&r.expr, scope, text, d),
-        syn::Expr::Paren(p) => value_at(&p.expr, scope, text, d),
-        syn::Expr::Group(g) => value_at(&g.expr, scope, text, d),
-        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => value_at(&u.expr, scope, text, d),
-        syn::Expr::Cast(c) => value_at(&c.expr, scope, text, d),
+        syn::Expr::Reference(r) => value_at(&r.expr, scope, d),
+        syn::Expr::Paren(p) => value_at(&p.expr, scope, d),
+        syn::Expr::Group(g) => value_at(&g.expr, scope, d),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => value_at(&u.expr, scope, d),
+        syn::Expr::Cast(c) => value_at(&c.expr, scope, d),
         syn::Expr::MethodCall(m) if m.args.is_empty() && strip_method(&m.method.to_string()) => {
-            value_at(&m.receiver, scope, text, d)
+            value_at(&m.receiver, scope, d)
         }
         syn::Expr::Call(c) if c.args.len() == 1 => {
             let is_from = matches!(&*c.func, syn::Expr::Path(p)
                 if p.path.segments.last().is_some_and(|s| s.ident == "from"));
             if is_from {
-                value_at(&c.args[0], scope, text, d)
+                value_at(&c.args[0], scope, d)
             } else {
                 Value::Dynamic
             }
@@ -344,7 +344,7 @@ fn value_at(e: &syn::Expr, scope: &dyn Scope, text: &str, depth: usize) -> Value
                 }
             }
             if scope.file_const(&name).is_some() || is_screaming(&name) {
-                return Value::Constant(text.to_string());
+                return Value::Constant(name);
             }
             Value::Dynamic
         }
@@ -405,12 +405,12 @@ mod tests {
 
     #[test]
     fn values() {
-        let v = |s: &str| value_of(&syn::parse_str(s).unwrap(), &Empty, s);
+        let v = |s: &str| value_of(&syn::parse_str(s).unwrap(), &Empty);
         assert_eq!(v(r#""1""#), Value::Constant(r#""1""#.into()));
         assert_eq!(v("true"), Value::Constant("true".into()));
         assert_eq!(v("LOCKED"), Value::Constant("LOCKED".into()));
         assert_eq!(v("&token"), Value::Dynamic);
         assert_eq!(v("Uuid::new_v4().to_string()"), Value::Dynamic);
-        assert_eq!(v(r#""locked".to_string()"#), Value::Constant(r#""locked".to_string()"#.into()));
+        assert_eq!(v(r#""locked".to_string()"#), Value::Constant(r#""locked""#.into()));
     }
 }

@@ -22,6 +22,8 @@ pub struct FileCtx<'a> {
 
 /// Deeper expressions than this are not descended into.
 const MAX_DEPTH: usize = 200;
+/// Below this expression depth, per-node work that reads a whole subtree is skipped.
+const SHALLOW: usize = 12;
 
 #[derive(Debug, Clone, Default)]
 struct Binding {
@@ -405,10 +407,6 @@ impl<'a> FnWalker<'a> {
         spans::of(self.cx.file, node)
     }
 
-    fn text(&self, span: Span) -> String {
-        self.cx.file.snippet(span).to_string()
-    }
-
     /// Reads and calls recorded since `mark`: what a condition depends on.
     fn deps_since(&self, mark: usize) -> Vec<Dep> {
         self.events[mark..]
@@ -424,6 +422,9 @@ impl<'a> FnWalker<'a> {
     /// Dependencies carried by the locals an expression mentions.
     fn sources_in(&self, e: &syn::Expr) -> Vec<Dep> {
         let mut out = Vec::new();
+        if self.depth > SHALLOW {
+            return out;
+        }
         let mut stack = vec![quote::ToTokens::to_token_stream(e)];
         while let Some(ts) = stack.pop() {
             for tt in ts {
@@ -500,7 +501,7 @@ impl<'a> FnWalker<'a> {
             syn::Pat::Type(t) => matches!(&*t.pat, syn::Pat::Wild(_)),
             _ => false,
         };
-        let end = self.span_of(l).end;
+        let end = self.span_of(&l.semi_token).end;
         let Some(init) = &l.init else {
             for n in names {
                 self.env.push(Binding {
@@ -533,13 +534,12 @@ impl<'a> FnWalker<'a> {
             self.expr(diverge, ResultUse::Used);
             self.deps.extend(sources.iter().copied());
         }
-        let single = names.len() == 1;
-        let text = self.text(self.span_of(&init.expr));
+        let single = names.len() == 1 && self.depth <= SHALLOW;
         for n in names {
             let (key, value, expr) = if single {
                 (
                     Some(key_of(&init.expr, self)),
-                    Some(value_of(&init.expr, self, &text)),
+                    Some(value_of(&init.expr, self)),
                     Some((*init.expr).clone()),
                 )
             } else {
@@ -726,19 +726,18 @@ impl<'a> FnWalker<'a> {
                 let u = match &name {
                     Some(n) if n != "_" => ResultUse::Bound {
                         names: vec![n.clone()],
-                        after: self.span_of(a).end,
+                        after: self.span_of(&a.eq_token).end,
                     },
                     Some(_) => ResultUse::Ignored("the reply is bound to `_`"),
                     None => ResultUse::Used,
                 };
                 self.expr(&a.right, u);
                 self.expr(&a.left, ResultUse::Used);
-                if let Some(n) = name {
+                if let Some(n) = name.filter(|_| self.depth <= SHALLOW) {
                     let mut sources = self.deps_since(mark);
                     sources.extend(self.sources_in(&a.right));
-                    let text = self.text(self.span_of(&a.right));
                     let key = key_of(&a.right, self);
-                    let value = value_of(&a.right, self, &text);
+                    let value = value_of(&a.right, self);
                     self.env.push(Binding {
                         name: n,
                         key: Some(key),
@@ -853,7 +852,7 @@ impl<'a> FnWalker<'a> {
         if !is_ctor && !is_std_method(&name) {
             let args = c.args.iter().map(|a| key_of(a, self)).collect();
             let id = self.node();
-            let span = self.span_of(c);
+            let span = self.span_of(&*c.func).join(self.span_of(&c.paren_token.span.close()));
             self.events.push(Event::Call(Call {
                 id,
                 name,
@@ -903,7 +902,7 @@ impl<'a> FnWalker<'a> {
                     u
                 };
                 let start = self.span_of(&m.method).start;
-                let end = self.span_of(m).end;
+                let end = self.span_of(&m.paren_token.span.close()).end;
                 self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
                 self.expr(&m.receiver, ResultUse::Used);
                 for a in &args {
@@ -915,7 +914,9 @@ impl<'a> FnWalker<'a> {
         if !is_std_method(&name) {
             let args_k = m.args.iter().map(|a| key_of(a, self)).collect();
             let id = self.node();
-            let span = self.span_of(m);
+            let span = self
+                .span_of(&m.method)
+                .join(self.span_of(&m.paren_token.span.close()));
             self.events.push(Event::Call(Call {
                 id,
                 name,
@@ -938,7 +939,7 @@ impl<'a> FnWalker<'a> {
         PendingArg {
             word: str_lit(e),
             key: key_of(e, self),
-            value: value_of(e, self, &self.text(span)),
+            value: value_of(e, self),
             span,
         }
     }
@@ -1076,7 +1077,7 @@ impl<'a> FnWalker<'a> {
         let mut sent = false;
         for (pos, mc) in chain.iter().enumerate() {
             let name = mc.method.to_string();
-            let end = self.span_of(*mc).end;
+            let end = self.span_of(&mc.paren_token.span.close()).end;
             let args: Vec<syn::Expr> = mc.args.iter().cloned().collect();
             for a in &args {
                 self.expr(a, ResultUse::Used);

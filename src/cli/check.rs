@@ -1,0 +1,70 @@
+//! `locklint check`: run the engine and print the report.
+
+use super::{fail, validate_rules, ReportArgs, EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS};
+use crate::engine::{self, Options};
+use crate::output::{human, json, Format};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Whether to colour human output.
+/// Colour when stdout is a terminal (or `CLICOLOR_FORCE` is set), never with `--no-color`
+/// or a non-empty `NO_COLOR`.
+fn use_color(args: &ReportArgs) -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    !args.no_color && !set("NO_COLOR") && (set("CLICOLOR_FORCE") || std::io::stdout().is_terminal())
+}
+
+fn width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100)
+}
+
+/// Analyse `paths` and print the report; returns the process exit code.
+pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
+    if let Err(e) = validate_rules(&args.select, "--select") {
+        return fail(e);
+    }
+    if let Err(e) = validate_rules(&args.ignore, "--ignore") {
+        return fail(e);
+    }
+    let opts = Options {
+        paths: paths.to_vec(),
+        exclude_dirs: exclude_dirs.to_vec(),
+        select: args.select.clone(),
+        ignore: args.ignore.clone(),
+    };
+    let report = engine::run(&opts);
+    for e in &report.errors {
+        eprintln!("error: {}: {}", crate::source::display_path(&e.path), e.message);
+    }
+    if !args.quiet {
+        for n in &report.notes {
+            eprintln!("note: {}: {}", n.path, n.message);
+        }
+    }
+    let text = match args.format {
+        Format::Human => human::render(
+            &report,
+            human::Style {
+                color: use_color(args),
+                width: width(),
+            },
+            args.quiet,
+        ),
+        Format::Json => json::render(&report),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()).is_err() {
+        // a closed pipe (`| head`) is not an error of the analysis
+    }
+    if !report.errors.is_empty() {
+        ExitCode::from(EXIT_ERROR)
+    } else if report.findings.is_empty() {
+        ExitCode::from(EXIT_CLEAN)
+    } else {
+        ExitCode::from(EXIT_FINDINGS)
+    }
+}

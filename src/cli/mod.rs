@@ -1,0 +1,170 @@
+//! Command-line interface: `locklint check|rules|explain` and `cargo locklint`.
+
+pub mod cargo;
+mod check;
+
+use crate::output::Format;
+use crate::rules;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code: no findings.
+pub const EXIT_CLEAN: u8 = 0;
+/// Exit code: findings.
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit code: usage error, unreadable path or internal error.
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "locklint",
+    version,
+    about = "Finds distributed-lock misuse: Redis locks without expiry, unsafe releases and renewals, check-then-act races",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Analyse files and directories (default: the current directory).
+    Check(CheckArgs),
+    /// List every rule: name, summary, default severity, whether it has a fix.
+    Rules,
+    /// Print a rule's documentation page.
+    Explain {
+        /// Rule name, e.g. `separate-expire`.
+        rule: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files or directories to analyse.
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// Options shared by `locklint check` and `cargo locklint`.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Run only these rules (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "RULE,...")]
+    pub select: Vec<String>,
+    /// Do not run these rules (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "RULE,...")]
+    pub ignore: Vec<String>,
+    /// Print findings only: no summary line, no notes about skipped files.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Do not colour the output (also when `NO_COLOR` is set).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+/// Print an error line and return the error exit code.
+pub fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(EXIT_ERROR)
+}
+
+/// Check rule names given on the command line.
+pub fn validate_rules(names: &[String], flag: &str) -> Result<(), String> {
+    let known: Vec<&str> = rules::infos().iter().map(|i| i.name).collect();
+    for n in names {
+        if known.contains(&n.as_str()) {
+            continue;
+        }
+        let best = known
+            .iter()
+            .map(|k| (strsim::levenshtein(k, n), *k))
+            .min()
+            .filter(|(d, _)| *d <= 3)
+            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown rule `{n}` in {flag}{best}; `locklint rules` lists them"
+        ));
+    }
+    Ok(())
+}
+
+/// `locklint rules`.
+pub fn list_rules() -> String {
+    let infos = rules::infos();
+    let w = infos.iter().map(|i| i.name.len()).max().unwrap_or(4);
+    let mut out = format!("{:<w$}  {:<8}  {:<3}  {}\n", "RULE", "SEVERITY", "FIX", "SUMMARY");
+    for i in infos {
+        out.push_str(&format!(
+            "{:<w$}  {:<8}  {:<3}  {}\n",
+            i.name,
+            i.severity.to_string(),
+            if i.fixable { "yes" } else { "no" },
+            i.summary
+        ));
+    }
+    out
+}
+
+/// `locklint explain RULE`.
+pub fn explain(rule: &str) -> Result<String, String> {
+    match rules::find(rule) {
+        Some(i) => Ok(i.doc.to_string()),
+        None => Err(validate_rules(&[rule.to_string()], "explain").unwrap_err()),
+    }
+}
+
+/// Run the `locklint` binary.
+pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => return exit_clap(e),
+    };
+    match cli.command {
+        Command::Check(a) => check::run(&a.paths, &[], &a.report),
+        Command::Rules => {
+            print!("{}", list_rules());
+            ExitCode::from(EXIT_CLEAN)
+        }
+        Command::Explain { rule } => match explain(&rule) {
+            Ok(doc) => {
+                print!("{doc}");
+                ExitCode::from(EXIT_CLEAN)
+            }
+            Err(e) => fail(e),
+        },
+    }
+}
+
+/// Print a clap error (or help/version) with the right exit code.
+pub fn exit_clap(e: clap::Error) -> ExitCode {
+    let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_CLEAN };
+    let _ = e.print();
+    ExitCode::from(code)
+}
+
+/// Run `f`, turning a panic into one error line and exit code 2.
+pub fn guarded(f: impl FnOnce() -> ExitCode + std::panic::UnwindSafe) -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error: internal error: {msg}{at}; please report it");
+    }));
+    std::panic::catch_unwind(f).unwrap_or(ExitCode::from(EXIT_ERROR))
+}

@@ -1,0 +1,188 @@
+//! Human output: miette graphical reports with the source snippet, labels and help.
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::engine::Report;
+use crate::source::FileRef;
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
+use std::fmt;
+
+/// Rendering choices.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub color: bool,
+    pub width: usize,
+}
+
+/// A file's text as a miette source.
+#[derive(Clone)]
+struct FileSource(FileRef);
+
+impl SourceCode for FileSource {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        self.0.text.as_str().read_span(span, before, after)
+    }
+}
+
+struct Rendered {
+    message: String,
+    code: String,
+    severity: miette::Severity,
+    help: Option<String>,
+    source: NamedSource<FileSource>,
+    labels: Vec<LabeledSpan>,
+    related: Vec<Rendered>,
+}
+
+impl fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Display for Rendered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Rendered {}
+
+impl miette::Diagnostic for Rendered {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        (!self.code.is_empty()).then(|| Box::new(&self.code) as Box<dyn fmt::Display>)
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(self.severity)
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        Some(&self.source)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        Some(Box::new(self.labels.iter().cloned()))
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            return None;
+        }
+        Some(Box::new(
+            self.related.iter().map(|r| r as &dyn miette::Diagnostic),
+        ))
+    }
+}
+
+fn span(start: usize, end: usize) -> miette::SourceSpan {
+    miette::SourceSpan::new(start.into(), end.saturating_sub(start))
+}
+
+fn rendered(d: &Diagnostic) -> Rendered {
+    let file = d.primary.file.clone();
+    let mut labels = vec![LabeledSpan::new_primary_with_span(
+        Some(d.label.clone()),
+        span(d.primary.span.start, d.primary.span.end),
+    )];
+    let mut related = Vec::new();
+    for r in &d.related {
+        if r.location.file.path == file.path {
+            labels.push(LabeledSpan::new_with_span(
+                Some(r.label.clone()),
+                span(r.location.span.start, r.location.span.end),
+            ));
+        } else {
+            related.push(Rendered {
+                message: format!("{} ({})", r.label, r.location.path()),
+                code: String::new(),
+                severity: miette::Severity::Advice,
+                help: None,
+                source: NamedSource::new(r.location.path(), FileSource(r.location.file.clone())),
+                labels: vec![LabeledSpan::new_primary_with_span(
+                    Some(r.label.clone()),
+                    span(r.location.span.start, r.location.span.end),
+                )],
+                related: Vec::new(),
+            });
+        }
+    }
+    Rendered {
+        message: d.message.clone(),
+        code: d.rule.to_string(),
+        severity: match d.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        },
+        help: Some(format!(
+            "{}\nsee `locklint explain {}` for details",
+            d.help, d.rule
+        )),
+        source: NamedSource::new(d.primary.path(), FileSource(file)).with_language("Rust"),
+        labels,
+        related,
+    }
+}
+
+/// Render one finding.
+pub fn render_one(d: &Diagnostic, style: Style) -> String {
+    let theme = if style.color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(style.width)
+        .with_links(false);
+    let mut out = String::new();
+    if handler.render_report(&mut out, &rendered(d)).is_err() {
+        let s = d.primary.start();
+        out = format!(
+            "{}: {} [{}]\n  --> {}:{}:{}\n  help: {}\n",
+            d.severity,
+            d.message,
+            d.rule,
+            d.primary.path(),
+            s.line,
+            s.column,
+            d.help
+        );
+    }
+    out
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// The summary line: `N findings in M files`.
+pub fn summary(report: &Report) -> String {
+    format!(
+        "{} in {}",
+        plural(report.findings.len(), "finding"),
+        plural(report.files, "file")
+    )
+}
+
+/// Render every finding followed by the summary line (unless `quiet`).
+pub fn render(report: &Report, style: Style, quiet: bool) -> String {
+    let mut out = String::new();
+    for d in &report.findings {
+        out.push_str(&render_one(d, style));
+        out.push('\n');
+    }
+    if !quiet {
+        out.push_str(&summary(report));
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,292 @@
+//! The `locklint` binary end to end: exit codes, formats, rule selection, bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn locklint(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("run locklint")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const BAD: &str = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_nx("lock:report", "1")?;
+    if ok {
+        let _: () = con.expire("lock:report", 30)?;
+    }
+    Ok(ok)
+}
+"#;
+
+const CLEAN: &str = r#"use redis::Commands;
+
+fn profile(con: &mut redis::Connection, id: u64) -> redis::RedisResult<Option<String>> {
+    let key = format!("user:{id}:profile");
+    let cached: Option<String> = con.get(&key)?;
+    if cached.is_none() {
+        let _: () = con.set_ex(&key, "{}", 60)?;
+    }
+    Ok(cached)
+}
+"#;
+
+fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn exit_codes_follow_findings() {
+    let clean = tree(&[("src/cache.rs", CLEAN.as_bytes())]);
+    let o = locklint(clean.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("0 findings in 1 file"));
+
+    let bad = tree(&[("src/lock.rs", BAD.as_bytes()), ("src/cache.rs", CLEAN.as_bytes())]);
+    let o = locklint(bad.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("separate-expire"), "{out}");
+    assert!(out.contains("src/lock.rs:6:"), "{out}");
+    assert!(out.contains("findings in 2 files"), "{out}");
+}
+
+#[test]
+fn missing_path_is_an_error_but_the_rest_is_analysed() {
+    let bad = tree(&[("lock.rs", BAD.as_bytes())]);
+    let o = locklint(bad.path(), &["check", "lock.rs", "does-not-exist"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("error: does-not-exist: no such file or directory"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert!(stdout(&o).contains("separate-expire"));
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_suggestion() {
+    let dir = tree(&[("lock.rs", BAD.as_bytes())]);
+    let o = locklint(dir.path(), &["check", "--select", "separate-expiry"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `separate-expire`?"), "{}", stderr(&o));
+    let o = locklint(dir.path(), &["check", "--format", "xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = locklint(dir.path(), &["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn select_and_ignore_filter_rules() {
+    let dir = tree(&[("lock.rs", BAD.as_bytes())]);
+    let json = |args: &[&str]| {
+        let mut a = vec!["check", "--format", "json"];
+        a.extend_from_slice(args);
+        let o = locklint(dir.path(), &a);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut rules: Vec<String> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect();
+        rules.sort();
+        (o.status.code(), rules)
+    };
+    let (code, all) = json(&[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(all, vec!["constant-lock-value", "separate-expire"]);
+    let (_, only) = json(&["--select", "separate-expire"]);
+    assert_eq!(only, vec!["separate-expire"]);
+    let (code, none) = json(&["--ignore", "separate-expire,constant-lock-value"]);
+    assert_eq!(code, Some(0));
+    assert!(none.is_empty());
+}
+
+#[test]
+fn json_has_the_documented_shape() {
+    let dir = tree(&[("src/lock.rs", BAD.as_bytes())]);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let top: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    assert_eq!(top, vec!["findings", "summary", "version"]);
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["summary"]["files"], 1);
+    assert_eq!(v["summary"]["findings"], 2);
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "separate-expire")
+        .unwrap();
+    let mut keys: Vec<&str> = f.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            "column", "end_column", "end_line", "fix", "help", "line", "message", "path",
+            "related", "rule", "severity"
+        ]
+    );
+    assert_eq!(f["path"], "src/lock.rs");
+    assert_eq!(f["severity"], "error");
+    assert_eq!((f["line"].as_u64(), f["column"].as_u64()), (Some(6), Some(25)));
+    assert_eq!((f["end_line"].as_u64(), f["end_column"].as_u64()), (Some(6), Some(50)));
+    assert!(f["fix"].is_null());
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.chars().next().unwrap().is_lowercase() && !msg.ends_with('.'));
+    let rel = &f["related"][0];
+    assert_eq!(rel["path"], "src/lock.rs");
+    assert_eq!((rel["line"].as_u64(), rel["column"].as_u64()), (Some(4), Some(24)));
+    assert_eq!(rel["label"], "acquired here without an expiry");
+}
+
+#[test]
+fn quiet_drops_the_summary_and_notes() {
+    let dir = tree(&[("lock.rs", BAD.as_bytes()), ("latin1.rs", b"// caf\xe9\n")]);
+    let o = locklint(dir.path(), &["check"]);
+    assert!(stdout(&o).contains("findings in"));
+    assert!(stderr(&o).contains("note: latin1.rs: skipped: not valid UTF-8"));
+    let o = locklint(dir.path(), &["check", "--quiet"]);
+    assert!(!stdout(&o).contains("findings in"));
+    assert!(stdout(&o).contains("separate-expire"));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+}
+
+#[test]
+fn colour_is_off_with_no_color_and_the_flag() {
+    let dir = tree(&[("lock.rs", BAD.as_bytes())]);
+    let run = |envs: &[(&str, &str)], args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_locklint"));
+        c.arg("check").args(args).current_dir(dir.path());
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        stdout(&c.output().unwrap())
+    };
+    assert!(run(&[("CLICOLOR_FORCE", "1")], &[]).contains("\u{1b}["));
+    assert!(!run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[]).contains("\u{1b}["));
+    assert!(!run(&[("CLICOLOR_FORCE", "1")], &["--no-color"]).contains("\u{1b}["));
+    assert!(!run(&[], &[]).contains("\u{1b}["), "no colour when not a terminal");
+}
+
+#[test]
+fn rules_lists_every_rule_and_explain_prints_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locklint(dir.path(), &["rules"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    for info in locklint::rules::infos() {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(info.name))
+            .unwrap_or_else(|| panic!("{} missing from:\n{out}", info.name));
+        assert!(line.contains(&info.severity.to_string()) && line.contains(info.summary));
+        let o = locklint(dir.path(), &["explain", info.name]);
+        assert_eq!(o.status.code(), Some(0));
+        let page = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("rules/{}.md", info.name)),
+        )
+        .unwrap();
+        assert_eq!(stdout(&o), page);
+    }
+    let o = locklint(dir.path(), &["explain", "get-then-sett"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `get-then-set`?"));
+}
+
+#[test]
+fn every_rule_has_a_complete_page() {
+    for info in locklint::rules::infos() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("rules/{}.md", info.name));
+        let page = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("rule `{}` has no page at {}: {e}", info.name, path.display()));
+        assert!(page.starts_with(&format!("# {}", info.name)), "{}", path.display());
+        if info.name != "parse-error" {
+            for section in ["## Why it is wrong", "interleaving", "### Bad", "### Good", "## How to fix"] {
+                assert!(page.contains(section), "{} lacks `{section}`", path.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn gitignored_and_target_directories_are_skipped() {
+    let dir = tree(&[
+        ("src/cache.rs", CLEAN.as_bytes()),
+        (".gitignore", b"generated/\n"),
+        ("generated/lock.rs", BAD.as_bytes()),
+        ("target/debug/lock.rs", BAD.as_bytes()),
+        ("notes.txt", BAD.as_bytes()),
+    ]);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["summary"]["files"], 1, "{}", stdout(&o));
+    assert_eq!(o.status.code(), Some(0));
+    // an explicitly named file is analysed even when ignored
+    let o = locklint(dir.path(), &["check", "generated/lock.rs", "-q"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn bad_input_is_reported_and_the_run_goes_on() {
+    let deep_parens = format!("fn f() {{ let x = {}1{}; }}\n", "(".repeat(30_000), ")".repeat(30_000));
+    let deep_unary = format!("fn f() {{ let x = {}true; }}\n", "!".repeat(30_000));
+    let long_sum = format!("fn f() {{ let x = 1{}; }}\n", " + 1".repeat(60_000));
+    let long_chain = format!("fn f() {{ let x = a{}; }}\n", ".b()".repeat(30_000));
+    let nested_if = format!("fn f() {{ let x = {}{{ 2 }}; }}\n", "if a { 1 } else ".repeat(20_000));
+    let dir = tree(&[
+        ("broken.rs", b"fn main( {\n    let x = ;\n"),
+        ("lock.rs", BAD.as_bytes()),
+        ("empty.rs", b""),
+        ("latin1.rs", b"fn caf\xe9() {}\n"),
+        ("binary.rs", b"\x7fELF\x00\x00\x01\x02"),
+        ("deep_parens.rs", deep_parens.as_bytes()),
+        ("deep_unary.rs", deep_unary.as_bytes()),
+        ("long_sum.rs", long_sum.as_bytes()),
+        ("long_chain.rs", long_chain.as_bytes()),
+        ("nested_if.rs", nested_if.as_bytes()),
+    ]);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("note: latin1.rs: skipped: not valid UTF-8"), "{err}");
+    assert!(err.contains("note: binary.rs: skipped: binary file"), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("overflow"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let parse_errors: Vec<(&str, u64)> = findings
+        .iter()
+        .filter(|f| f["rule"] == "parse-error")
+        .map(|f| (f["path"].as_str().unwrap(), f["line"].as_u64().unwrap()))
+        .collect();
+    assert!(parse_errors.contains(&("broken.rs", 1)) || parse_errors.contains(&("broken.rs", 2)), "{parse_errors:?}");
+    assert!(parse_errors.iter().any(|(p, _)| *p == "deep_parens.rs"));
+    assert!(parse_errors.iter().any(|(p, _)| *p == "deep_unary.rs"));
+    for f in findings.iter().filter(|f| f["rule"] == "parse-error") {
+        assert_eq!(f["severity"], "warning");
+    }
+    // the valid files were analysed: the lock defect is still found
+    assert!(findings.iter().any(|f| f["rule"] == "separate-expire" && f["path"] == "lock.rs"));
+    // analysed files: everything except the two skipped ones
+    assert_eq!(v["summary"]["files"], 8);
+}
