@@ -1,0 +1,140 @@
+//! `cargo locklint` on real Cargo workspaces: package selection as cargo does it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BAD: &str = r#"use redis::Commands;
+pub fn acquire(con: &mut redis::Connection) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_nx("lock:nightly", "1")?;
+    Ok(ok)
+}
+"#;
+
+const CLEAN: &str = "pub fn add(a: u32, b: u32) -> u32 { a + b }\n";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn package(root: &Path, dir: &str, name: &str, lib: &str) {
+    let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+    write(
+        root,
+        &format!("{prefix}Cargo.toml"),
+        &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n"),
+    );
+    write(root, &format!("{prefix}src/lib.rs"), lib);
+}
+
+/// A virtual workspace: `clean` and `locky` (with a lock defect).
+fn virtual_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n");
+    package(dir.path(), "crates/clean", "clean", CLEAN);
+    package(dir.path(), "crates/locky", "locky", BAD);
+    dir
+}
+
+fn cargo_locklint(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-locklint"))
+        .arg("locklint")
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .expect("run cargo-locklint")
+}
+
+/// Paths with findings, from JSON output.
+fn finding_paths(o: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let mut p: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect();
+    p.dedup();
+    p
+}
+
+fn files(o: &Output) -> u64 {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["summary"]["files"].as_u64().unwrap()
+}
+
+#[test]
+fn virtual_manifest_root_analyses_every_member() {
+    let ws = virtual_workspace();
+    let o = cargo_locklint(ws.path(), &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(finding_paths(&o), vec!["crates/locky/src/lib.rs"]);
+    assert_eq!(files(&o), 2);
+}
+
+#[test]
+fn inside_a_member_only_that_package_is_analysed() {
+    let ws = virtual_workspace();
+    let o = cargo_locklint(&ws.path().join("crates/clean/src"), &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(files(&o), 1);
+    let o = cargo_locklint(&ws.path().join("crates/clean"), &["--workspace", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(files(&o), 2);
+}
+
+#[test]
+fn package_and_manifest_path_select_packages() {
+    let ws = virtual_workspace();
+    let o = cargo_locklint(ws.path(), &["-p", "clean", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = cargo_locklint(ws.path(), &["-p", "locky", "-q"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("setnx-without-expiry"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let manifest = ws.path().join("crates/locky/Cargo.toml");
+    let o = cargo_locklint(elsewhere.path(), &["--manifest-path", manifest.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(files(&o), 1);
+    let o = cargo_locklint(ws.path(), &["-p", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("package `nope` is not a member"));
+}
+
+#[test]
+fn a_root_package_does_not_swallow_nested_members() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "", "root", CLEAN);
+    let manifest = std::fs::read_to_string(dir.path().join("Cargo.toml")).unwrap();
+    write(dir.path(), "Cargo.toml", &format!("{manifest}\n[workspace]\nmembers = [\"inner\"]\n"));
+    package(dir.path(), "inner", "inner", BAD);
+    // at the root of a non-virtual workspace cargo selects the root package only
+    let o = cargo_locklint(dir.path(), &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(files(&o), 1);
+    let o = cargo_locklint(dir.path(), &["--workspace", "--format", "json"]);
+    assert_eq!(finding_paths(&o), vec!["inner/src/lib.rs"]);
+    assert_eq!(files(&o), 2, "each file once");
+}
+
+#[test]
+fn outside_any_workspace_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cargo_locklint(dir.path(), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("error: could not find `Cargo.toml`"), "{err}");
+}
+
+#[test]
+fn rules_and_explain_work_through_cargo() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cargo_locklint(dir.path(), &["rules"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("unconditional-release"));
+    let o = cargo_locklint(dir.path(), &["explain", "separate-expire"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# separate-expire"));
+}
