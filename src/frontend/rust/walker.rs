@@ -22,6 +22,8 @@ pub struct FileCtx<'a> {
 
 /// Deeper expressions than this are not descended into.
 const MAX_DEPTH: usize = 200;
+/// Conditions an event keeps (the nearest ones): enough for check-then-act, bounded for generated code.
+const MAX_DEPS: usize = 16;
 /// Below this expression depth, per-node work that reads a whole subtree is skipped.
 const SHALLOW: usize = 12;
 
@@ -395,6 +397,20 @@ impl<'a> FnWalker<'a> {
         self.env.iter().rev().find(|b| b.name == name)
     }
 
+    /// The conditions the current path depends on, nearest first, bounded.
+    fn current_deps(&self) -> Vec<Dep> {
+        let mut out: Vec<Dep> = Vec::new();
+        for d in self.deps.iter().rev() {
+            if out.len() >= MAX_DEPS {
+                break;
+            }
+            if !out.contains(d) {
+                out.push(*d);
+            }
+        }
+        out
+    }
+
     fn node(&self) -> NodeId {
         NodeId {
             file: self.cx.file_idx,
@@ -439,7 +455,7 @@ impl<'a> FnWalker<'a> {
                 }
             }
         }
-        out
+        bounded(out)
     }
 
     fn condition_deps(&mut self, cond: &syn::Expr) -> Vec<Dep> {
@@ -447,7 +463,7 @@ impl<'a> FnWalker<'a> {
         self.expr(cond, ResultUse::Used);
         let mut deps = self.deps_since(mark);
         deps.extend(self.sources_in(cond));
-        deps
+        bounded(deps)
     }
 
     fn walk_block(&mut self, block: &syn::Block, tail: ResultUse) {
@@ -529,6 +545,7 @@ impl<'a> FnWalker<'a> {
         let builder = self.last_builder.take();
         let mut sources = self.deps_since(mark);
         sources.extend(self.sources_in(&init.expr));
+        let sources = bounded(sources);
         if let Some((_, diverge)) = &init.diverge {
             // let-else: the rest of the block runs only when the pattern matched
             self.expr(diverge, ResultUse::Used);
@@ -677,6 +694,7 @@ impl<'a> FnWalker<'a> {
                 self.expr(&l.expr, ResultUse::Used);
                 let mut sources = self.deps_since(mark);
                 sources.extend(self.sources_in(&l.expr));
+                let sources = bounded(sources);
                 let mut names = Vec::new();
                 pat_names(&l.pat, &mut names);
                 for n in names {
@@ -736,6 +754,7 @@ impl<'a> FnWalker<'a> {
                 if let Some(n) = name.filter(|_| self.depth <= SHALLOW) {
                     let mut sources = self.deps_since(mark);
                     sources.extend(self.sources_in(&a.right));
+                    let sources = bounded(sources);
                     let key = key_of(&a.right, self);
                     let value = value_of(&a.right, self);
                     self.env.push(Binding {
@@ -861,7 +880,7 @@ impl<'a> FnWalker<'a> {
                 args,
                 span,
                 result: u,
-                deps: self.deps.clone(),
+                deps: self.current_deps(),
             }));
         }
         for a in &c.args {
@@ -925,7 +944,7 @@ impl<'a> FnWalker<'a> {
                 args: args_k,
                 span,
                 result: u,
-                deps: self.deps.clone(),
+                deps: self.current_deps(),
             }));
         }
         self.expr(&m.receiver, ResultUse::Used);
@@ -993,7 +1012,7 @@ impl<'a> FnWalker<'a> {
             value,
             span,
             result,
-            deps: self.deps.clone(),
+            deps: self.current_deps(),
             channel,
             watched: self.watched > 0,
         }));
@@ -1212,6 +1231,21 @@ impl<'a> FnWalker<'a> {
             self.emit_op(kind, command, &c.args, key_arg, value_arg, c.span, r, channel);
         }
     }
+}
+
+/// Deduplicate, keeping the most recent `MAX_DEPS`.
+fn bounded(deps: Vec<Dep>) -> Vec<Dep> {
+    let mut out: Vec<Dep> = Vec::new();
+    for d in deps.into_iter().rev() {
+        if out.len() >= MAX_DEPS {
+            break;
+        }
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out.reverse();
+    out
 }
 
 fn command_text(name: &str, kind: &OpKind) -> String {

@@ -1,0 +1,1 @@
+// empty: the corpus is this package's dependencies
