@@ -53,7 +53,7 @@ pub fn discover(roots: &[PathBuf], exclude_dirs: &[PathBuf]) -> (Vec<PathBuf>, V
                 }
                 if e.depth() > 0 && !excluded.is_empty() {
                     if let Ok(c) = e.path().canonicalize() {
-                        if excluded.iter().any(|x| *x == c) {
+                        if excluded.contains(&c) {
                             return false;
                         }
                     }

@@ -160,7 +160,7 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
                     primary: Location::new(ir.file.clone(), p.span),
                     label: "analysis stopped here".to_string(),
                     message: p.message.clone(),
-                    help: "fix the syntax error (or exclude the file); locklint analyses the rest of the tree either way".to_string(),
+                    help: p.help.clone(),
                     related: Vec::new(),
                     fix: None,
                 });
@@ -184,8 +184,35 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
         })
         .collect();
     out.extend(found);
-    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    let mut seen = HashSet::new();
-    out.retain(|d| seen.insert((d.rule, d.primary.file.path.clone(), d.primary.span)));
+    merge_duplicates(out)
+}
+
+/// One finding per (rule, span). The same defect is seen from every function that reaches it;
+/// keep the variant with the most context (a key resolved at a call site, the call chain) and
+/// carry the other call sites over as related spans.
+fn merge_duplicates(mut all: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    all.sort_by(|a, b| {
+        a.sort_key()
+            .cmp(&b.sort_key())
+            .then(b.related.len().cmp(&a.related.len()))
+            .then(a.message.cmp(&b.message))
+    });
+    let mut out: Vec<Diagnostic> = Vec::with_capacity(all.len());
+    let mut seen: HashSet<(&'static str, PathBuf, crate::source::Span)> = HashSet::new();
+    for d in all {
+        let key = (d.rule, d.primary.file.path.clone(), d.primary.span);
+        if seen.insert(key) {
+            out.push(d);
+            continue;
+        }
+        let Some(kept) = out.last_mut() else { continue };
+        for r in d.related {
+            let dup =
+                r.location == kept.primary || kept.related.iter().any(|x| x.location == r.location);
+            if !dup {
+                kept.related.push(r);
+            }
+        }
+    }
     out
 }

@@ -165,6 +165,8 @@ pub enum OpKind {
     Incr,
     /// `WATCH` (optimistic transaction).
     Watch,
+    /// A Lua script invoked with this key (`Script::new(..).key(k).invoke_async(..)`).
+    Script,
 }
 
 impl OpKind {
@@ -173,6 +175,19 @@ impl OpKind {
     }
 
     /// A write that carries its own expiry and re-sets an existing key (`SET ... XX PX`).
+    /// A plain write with an expiry and no condition (`SET key v PX ttl`, `set_ex`, `pset_ex`).
+    pub fn is_plain_write_with_expiry(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Write {
+                nx: false,
+                xx: false,
+                expiry: Some(_),
+                compare: false
+            }
+        )
+    }
+
     pub fn is_renewing_write(&self) -> bool {
         matches!(
             self,
@@ -203,10 +218,7 @@ pub enum ResultUse {
     /// Thrown away; the reason says how (`let _`, `()` reply type, `exec`, statement, `is_ok`).
     Ignored(&'static str),
     /// Bound to a variable (index of the binding statement's end); used if the name appears later.
-    Bound {
-        names: Vec<String>,
-        after: usize,
-    },
+    Bound { names: Vec<String>, after: usize },
     /// Flows out of the function as its return value.
     Returned,
 }
@@ -269,7 +281,7 @@ pub struct Call {
 /// Events of a function body in source order.
 #[derive(Debug, Clone)]
 pub enum Event {
-    Op(Op),
+    Op(Box<Op>),
     Call(Call),
 }
 
@@ -303,6 +315,8 @@ pub struct Function {
 pub struct ParseProblem {
     pub message: String,
     pub span: Span,
+    /// What to do about it.
+    pub help: String,
 }
 
 /// Everything a front-end extracted from one file.

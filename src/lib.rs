@@ -5,13 +5,13 @@
 //! are locks and expands lock helpers at their call sites, each rule in [`rules`] reads those
 //! traces and emits [`diagnostic::Diagnostic`]s, and [`output`] renders them.
 
+pub mod cli;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
 pub mod frontend;
 pub mod ir;
 pub mod locks;
+pub mod output;
 pub mod rules;
 pub mod source;
-pub mod cli;
-pub mod output;

@@ -10,14 +10,20 @@ const MAX_INLINE_DEPTH: usize = 4;
 
 /// Function names that mark a lock operation (their key parameter is a lock).
 const LOCK_FN_WORDS: &[&str] = &[
-    "lock", "unlock", "acquire", "release", "renew", "extend", "heartbeat", "relock",
+    "lock",
+    "unlock",
+    "acquire",
+    "release",
+    "renew",
+    "extend",
+    "heartbeat",
+    "relock",
 ];
 
 /// Key words that mark a lock key.
 const LOCK_KEY_WORDS: &[&str] = &[
     "lock",
     "locks",
-    "locked",
     "locking",
     "mutex",
     "mutexes",
@@ -61,7 +67,10 @@ fn is_lock_word(w: &str) -> bool {
     LOCK_KEY_WORDS.contains(&w)
         || (w.len() > 4
             && w.ends_with("lock")
-            && !matches!(w, "block" | "clock" | "unblock" | "deadlock" | "gridlock"))
+            && !matches!(
+                w,
+                "block" | "clock" | "unblock" | "unlock" | "deadlock" | "gridlock" | "padlock"
+            ))
 }
 
 /// (a) the key's text or the names it passed through say "lock".
@@ -70,12 +79,17 @@ pub fn key_matches_pattern(key: &KeyRef) -> bool {
         Part::Lit(s) => words(s).iter().any(|w| is_lock_word(w)),
         _ => false,
     });
-    lit || key.names.iter().any(|n| words(n).iter().any(|w| is_lock_word(w)))
+    lit || key
+        .names
+        .iter()
+        .any(|n| words(n).iter().any(|w| is_lock_word(w)))
 }
 
 /// (c) a function whose name says it is a lock operation.
 pub fn is_lock_fn_name(name: &str) -> bool {
-    words(name).iter().any(|w| LOCK_FN_WORDS.contains(&w.as_str()))
+    words(name)
+        .iter()
+        .any(|w| LOCK_FN_WORDS.contains(&w.as_str()))
 }
 
 /// One operation as seen from a root function, after helper expansion.
@@ -146,6 +160,8 @@ pub struct Facts {
     pub acquires_expired_later: HashSet<NodeId>,
     /// Expiry commands that follow an acquire without expiry in some trace.
     pub expiries_after_acquire: HashSet<NodeId>,
+    /// Keys (see [`scoped_identity`]) acquired with NX somewhere.
+    pub acquired_nx: HashSet<String>,
 }
 
 /// The analysed project: every file's intermediate form plus the derived traces and facts.
@@ -197,7 +213,10 @@ impl<'a> Index<'a> {
                 }
             }
             for (fj, func) in f.functions.iter().enumerate() {
-                by_name.entry(func.name.as_str()).or_default().push((fi, fj));
+                by_name
+                    .entry(func.name.as_str())
+                    .or_default()
+                    .push((fi, fj));
             }
         }
         let mut idx = Index {
@@ -388,8 +407,17 @@ fn identity(key: &KeyRef, root: (usize, usize)) -> Option<String> {
         .map(|n| format!("v:{}:{}:{n}", root.0, root.1))
 }
 
-fn is_global(identity: &str) -> bool {
-    identity.starts_with("t:") || identity.starts_with("f:")
+/// The scope in which two operations on an identity are the same lock: struct fields across
+/// the project, key templates within one file (unrelated files reuse names like `foo`).
+pub fn scoped_identity(o: &TraceOp) -> Option<String> {
+    let id = o.identity.as_ref()?;
+    if id.starts_with("f:") {
+        Some(id.clone())
+    } else if id.starts_with("t:") {
+        Some(format!("{}#{id}", o.op.id.file))
+    } else {
+        None
+    }
 }
 
 struct Expander<'i, 'a> {
@@ -516,8 +544,10 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
             ops: ex.ops,
         });
     }
-    mark_locks(&mut traces);
-    let facts = collect_facts(&traces);
+    let mut acquired_nx = HashSet::new();
+    mark_locks(&mut traces, &mut acquired_nx);
+    let mut facts = collect_facts(&traces);
+    facts.acquired_nx = acquired_nx;
     Project {
         files,
         traces,
@@ -525,27 +555,27 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
     }
 }
 
-fn mark_locks(traces: &mut [Trace]) {
+/// Whether an operation ends or extends a hold: release, expiry, renewal, script.
+fn ends_hold(k: &OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Delete | OpKind::CompareDelete | OpKind::Expire | OpKind::Script
+    ) || k.is_renewing_write()
+}
+
+fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>) {
     // (b): acquired with NX and also released, expired or renewed somewhere
     let mut acquired = HashSet::new();
     let mut ended = HashSet::new();
     for t in traces.iter() {
         for o in &t.ops {
-            let Some(id) = &o.identity else { continue };
-            if !is_global(id) {
+            let Some(id) = scoped_identity(o) else {
                 continue;
-            }
-            match &o.op.kind {
-                k if k.is_acquire() => {
-                    acquired.insert(id.clone());
-                }
-                OpKind::Delete | OpKind::CompareDelete | OpKind::Expire => {
-                    ended.insert(id.clone());
-                }
-                k if k.is_renewing_write() => {
-                    ended.insert(id.clone());
-                }
-                _ => {}
+            };
+            if o.op.kind.is_acquire() {
+                acquired.insert(id);
+            } else if ends_hold(&o.op.kind) {
+                ended.insert(id);
             }
         }
     }
@@ -559,23 +589,29 @@ fn mark_locks(traces: &mut [Trace]) {
         let local_ended: HashSet<String> = t
             .ops
             .iter()
-            .filter(|o| {
-                matches!(
-                    o.op.kind,
-                    OpKind::Delete | OpKind::CompareDelete | OpKind::Expire
-                ) || o.op.kind.is_renewing_write()
-            })
+            .filter(|o| ends_hold(&o.op.kind))
             .filter_map(|o| o.identity.clone())
             .collect();
         for o in &mut t.ops {
             let pattern = key_matches_pattern(&o.key);
-            let used_as_lock = o.identity.as_ref().is_some_and(|id| {
-                (acquired.contains(id) && ended.contains(id))
-                    || (local_acquired.contains(id) && local_ended.contains(id))
-            });
+            let scoped = scoped_identity(o);
+            let used_as_lock = scoped
+                .as_ref()
+                .is_some_and(|id| acquired.contains(id) && ended.contains(id))
+                || o.identity
+                    .as_ref()
+                    .is_some_and(|id| local_acquired.contains(id) && local_ended.contains(id));
+            // the key is exactly the function's parameter or a field of `self`
+            let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
             let lock_fn = is_lock_fn_name(&o.func.name)
+                && whole
                 && (o.op.key.param.is_some() || o.op.key.field.is_some());
             o.is_lock = pattern || used_as_lock || lock_fn;
+            if o.op.kind.is_acquire() {
+                if let Some(id) = scoped {
+                    nx.insert(id);
+                }
+            }
         }
     }
 }
@@ -584,7 +620,14 @@ fn collect_facts(traces: &[Trace]) -> Facts {
     let mut facts = Facts::default();
     for t in traces {
         for (i, o) in t.ops.iter().enumerate() {
-            if !matches!(o.op.kind, OpKind::Write { nx: true, expiry: None, .. }) {
+            if !matches!(
+                o.op.kind,
+                OpKind::Write {
+                    nx: true,
+                    expiry: None,
+                    ..
+                }
+            ) {
                 continue;
             }
             for later in t.later_on_key(i) {

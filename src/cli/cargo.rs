@@ -59,10 +59,15 @@ pub fn select(
     packages: &[String],
     workspace: bool,
 ) -> Result<Selection, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let manifest = match manifest_path {
         Some(p) => {
-            let p = if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                cwd.join(p)
+            };
             if !p.is_file() {
                 return Err(format!("manifest path `{}` does not exist", p.display()));
             }
@@ -81,7 +86,10 @@ pub fn select(
         .exec()
         .map_err(|e| {
             let text = e.to_string();
-            format!("`cargo metadata` failed: {}", text.lines().next().unwrap_or(&text))
+            format!(
+                "`cargo metadata` failed: {}",
+                text.lines().next().unwrap_or(&text)
+            )
         })?;
     let members: Vec<&cargo_metadata::Package> = meta
         .packages

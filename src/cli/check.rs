@@ -38,7 +38,11 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
     };
     let report = engine::run(&opts);
     for e in &report.errors {
-        eprintln!("error: {}: {}", crate::source::display_path(&e.path), e.message);
+        eprintln!(
+            "error: {}: {}",
+            crate::source::display_path(&e.path),
+            e.message
+        );
     }
     if !args.quiet {
         for n in &report.notes {
@@ -57,7 +61,11 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         Format::Json => json::render(&report),
     };
     let mut stdout = std::io::stdout().lock();
-    if stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()).is_err() {
+    if stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+        .is_err()
+    {
         // a closed pipe (`| head`) is not an error of the analysis
     }
     if !report.errors.is_empty() {

@@ -101,7 +101,10 @@ pub fn validate_rules(names: &[String], flag: &str) -> Result<(), String> {
 pub fn list_rules() -> String {
     let infos = rules::infos();
     let w = infos.iter().map(|i| i.name.len()).max().unwrap_or(4);
-    let mut out = format!("{:<w$}  {:<8}  {:<3}  {}\n", "RULE", "SEVERITY", "FIX", "SUMMARY");
+    let mut out = format!(
+        "{:<w$}  {:<8}  {:<3}  {}\n",
+        "RULE", "SEVERITY", "FIX", "SUMMARY"
+    );
     for i in infos {
         out.push_str(&format!(
             "{:<w$}  {:<8}  {:<3}  {}\n",
@@ -146,7 +149,11 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
 
 /// Print a clap error (or help/version) with the right exit code.
 pub fn exit_clap(e: clap::Error) -> ExitCode {
-    let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_CLEAN };
+    let code = if e.use_stderr() {
+        EXIT_ERROR
+    } else {
+        EXIT_CLEAN
+    };
     let _ = e.print();
     ExitCode::from(code)
 }

@@ -139,9 +139,8 @@ pub fn render(report: &Report) -> String {
             findings: report.findings.len(),
         },
     };
-    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| {
-        format!("{{\"version\":{VERSION},\"error\":{:?}}}", e.to_string())
-    });
+    let mut s = serde_json::to_string_pretty(&doc)
+        .unwrap_or_else(|e| format!("{{\"version\":{VERSION},\"error\":{:?}}}", e.to_string()));
     s.push('\n');
     s
 }

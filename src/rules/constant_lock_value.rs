@@ -26,7 +26,9 @@ impl Rule for ConstantLockValue {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;
             }
-            let Some((Value::Constant(text), span)) = &o.op.value else { continue };
+            let Some((Value::Constant(text), span)) = &o.op.value else {
+                continue;
+            };
             let key = key_text(o);
             let d = diagnostic(
                 &INFO,

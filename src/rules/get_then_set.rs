@@ -1,6 +1,8 @@
 //! `get-then-set`: a lock key is read, and a separate command writes it on a path that depends on the read.
 
-use super::matching::{call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related};
+use super::matching::{
+    call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
+};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::OpKind;
@@ -23,11 +25,20 @@ impl Rule for GetThenSet {
 
     fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
         for (i, w) in trace.ops.iter().enumerate() {
-            let plain_write = matches!(w.op.kind, OpKind::Write { nx: false, compare: false, .. });
+            let plain_write = matches!(
+                w.op.kind,
+                OpKind::Write {
+                    nx: false,
+                    compare: false,
+                    ..
+                }
+            );
             if !plain_write || !w.is_lock || w.op.watched {
                 continue;
             }
-            let Some(read) = dependent_read(trace, i) else { continue };
+            let Some(read) = dependent_read(trace, i) else {
+                continue;
+            };
             let key = key_text(w);
             let d = diagnostic(
                 &INFO,

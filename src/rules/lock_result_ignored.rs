@@ -26,7 +26,9 @@ impl Rule for LockResultIgnored {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;
             }
-            let ResultUse::Ignored(reason) = &o.result else { continue };
+            let ResultUse::Ignored(reason) = &o.result else {
+                continue;
+            };
             let key = key_text(o);
             let d = diagnostic(
                 &INFO,

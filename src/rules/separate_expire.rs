@@ -1,6 +1,8 @@
 //! `separate-expire`: the expiry of a lock is set by a second command after the acquire.
 
-use super::matching::{call_chain, command_name, diagnostic, in_pipeline, key_text, related, site, with_related};
+use super::matching::{
+    call_chain, command_name, diagnostic, in_pipeline, key_text, related, site, with_related,
+};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::OpKind;
@@ -28,7 +30,16 @@ impl Rule for SeparateExpire {
             }
             let acquire = trace
                 .earlier_on_key(i)
-                .filter(|o| matches!(o.op.kind, OpKind::Write { nx: true, expiry: None, .. }))
+                .filter(|o| {
+                    matches!(
+                        o.op.kind,
+                        OpKind::Write {
+                            nx: true,
+                            expiry: None,
+                            ..
+                        }
+                    )
+                })
                 .last();
             let Some(acquire) = acquire else { continue };
             let key = key_text(e);

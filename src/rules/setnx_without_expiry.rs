@@ -23,7 +23,14 @@ impl Rule for SetnxWithoutExpiry {
 
     fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
         for o in &trace.ops {
-            let no_expiry = matches!(o.op.kind, OpKind::Write { nx: true, expiry: None, .. });
+            let no_expiry = matches!(
+                o.op.kind,
+                OpKind::Write {
+                    nx: true,
+                    expiry: None,
+                    ..
+                }
+            );
             // a later separate expiry is reported by `separate-expire` instead
             if !no_expiry || !o.is_lock || facts.acquires_expired_later.contains(&o.op.id) {
                 continue;

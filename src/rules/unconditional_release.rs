@@ -1,6 +1,9 @@
 //! `unconditional-release`: a lock is deleted without an atomic check that the caller still owns it.
 
-use super::matching::{call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related, RELEASE_HELP};
+use super::matching::{
+    call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
+    RELEASE_HELP,
+};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::OpKind;
@@ -37,8 +40,17 @@ impl Rule for UnconditionalRelease {
                     "lock `{key}` is released with a plain {cmd}; if it expired and another process took it, this deletes their lock"
                 ),
             };
-            let d = diagnostic(&INFO, site(o), "deletes whatever lock is there", message, RELEASE_HELP.to_string());
-            let mut rel: Vec<_> = compared.map(|r| related(r, "compared here")).into_iter().collect();
+            let d = diagnostic(
+                &INFO,
+                site(o),
+                "deletes whatever lock is there",
+                message,
+                RELEASE_HELP.to_string(),
+            );
+            let mut rel: Vec<_> = compared
+                .map(|r| related(r, "compared here"))
+                .into_iter()
+                .collect();
             rel.extend(call_chain(o));
             out.push(with_related(d, rel));
         }

@@ -1,10 +1,13 @@
 //! `unconditional-renew`: a held lock's expiry is extended without an atomic ownership check.
 
-use super::matching::{call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related, RENEW_HELP};
+use super::matching::{
+    call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
+    RENEW_HELP,
+};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::OpKind;
-use crate::locks::{Facts, Trace};
+use crate::locks::{scoped_identity, words, Facts, Trace, TraceOp};
 
 pub struct UnconditionalRenew;
 
@@ -23,15 +26,25 @@ impl Rule for UnconditionalRenew {
 
     fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
-            let renews = o.op.kind == OpKind::Expire || o.op.kind.is_renewing_write();
+            let overwrite = o.op.kind.is_plain_write_with_expiry()
+                && dependent_read(trace, i).is_none()
+                && overwrites_held_lock(trace, i, o, facts);
+            let renews = o.op.kind == OpKind::Expire || o.op.kind.is_renewing_write() || overwrite;
             // an expiry right after an acquire without one is `separate-expire`
-            if !renews || !o.is_lock || o.op.watched || facts.expiries_after_acquire.contains(&o.op.id) {
+            if !renews
+                || !o.is_lock
+                || o.op.watched
+                || facts.expiries_after_acquire.contains(&o.op.id)
+            {
                 continue;
             }
             let key = key_text(o);
             let cmd = command_name(o);
             let compared = dependent_read(trace, i);
             let message = match compared {
+                _ if overwrite => format!(
+                    "lock `{key}` is renewed by overwriting it with a plain {cmd}; if it expired and another process took it, this takes their lock over"
+                ),
                 Some(_) => format!(
                     "lock `{key}` is compared in the client and then renewed by a separate {cmd}; the lock can pass to another holder between the two commands and this extends their lock"
                 ),
@@ -39,10 +52,33 @@ impl Rule for UnconditionalRenew {
                     "lock `{key}` is renewed with a plain {cmd}; if it expired and another process took it, this extends their lock"
                 ),
             };
-            let d = diagnostic(&INFO, site(o), "extends whatever lock is there", message, RENEW_HELP.to_string());
-            let mut rel: Vec<_> = compared.map(|r| related(r, "compared here")).into_iter().collect();
+            let d = diagnostic(
+                &INFO,
+                site(o),
+                "extends whatever lock is there",
+                message,
+                RENEW_HELP.to_string(),
+            );
+            let mut rel: Vec<_> = compared
+                .map(|r| related(r, "compared here"))
+                .into_iter()
+                .collect();
             rel.extend(call_chain(o));
             out.push(with_related(d, rel));
         }
     }
+}
+
+/// A plain `SET ... PX` of a key that is elsewhere acquired with NX, or written by a function
+/// whose name says it renews: a renewal that overwrites whatever holder is there.
+fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &Facts) -> bool {
+    let acquired_here = trace.earlier_on_key(i).any(|e| e.op.kind.is_acquire());
+    let acquired_elsewhere = scoped_identity(o).is_some_and(|id| facts.acquired_nx.contains(&id));
+    let renewer = words(&o.func.name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "renew" | "extend" | "heartbeat" | "refresh" | "keepalive" | "prolong" | "touch"
+        )
+    });
+    acquired_here || acquired_elsewhere || (renewer && o.is_lock)
 }

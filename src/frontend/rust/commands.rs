@@ -344,7 +344,14 @@ mod tests {
         assert!(matches!(t.kind, OpKind::Write { expiry: None, .. }));
         let a = args("k, v, Some(Expiration::EX(30)), Some(SetOptions::NX), false");
         let t = typed("set", &a, &Direct).unwrap();
-        assert!(matches!(t.kind, OpKind::Write { nx: true, expiry: Some(Expiry::Ex), .. }));
+        assert!(matches!(
+            t.kind,
+            OpKind::Write {
+                nx: true,
+                expiry: Some(Expiry::Ex),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -353,9 +360,31 @@ mod tests {
         let (k, _, _) = builder("set", &[CmdArg::Other, w("nx"), w("PX"), CmdArg::Other]).unwrap();
         // "nx" in the value position is the value, not an option
         assert!(!k.is_acquire());
-        let (k, _, _) = builder("SET", &[CmdArg::Other, CmdArg::Other, w("nx"), w("PX"), CmdArg::Other]).unwrap();
-        assert!(matches!(k, OpKind::Write { nx: true, expiry: Some(Expiry::Px), .. }));
-        assert_eq!(builder("DELEX", &[CmdArg::Other, w("IFEQ"), CmdArg::Other]).unwrap().0, OpKind::CompareDelete);
+        let (k, _, _) = builder(
+            "SET",
+            &[
+                CmdArg::Other,
+                CmdArg::Other,
+                w("nx"),
+                w("PX"),
+                CmdArg::Other,
+            ],
+        )
+        .unwrap();
+        assert!(matches!(
+            k,
+            OpKind::Write {
+                nx: true,
+                expiry: Some(Expiry::Px),
+                ..
+            }
+        ));
+        assert_eq!(
+            builder("DELEX", &[CmdArg::Other, w("IFEQ"), CmdArg::Other])
+                .unwrap()
+                .0,
+            OpKind::CompareDelete
+        );
         assert!(builder("HSET", &[]).is_none());
     }
 

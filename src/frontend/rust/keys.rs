@@ -59,7 +59,7 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
         syn::Expr::Lit(l) => match &l.lit {
             syn::Lit::Str(s) => KeyRef::lit(&s.value()),
             syn::Lit::ByteStr(s) => KeyRef::lit(&String::from_utf8_lossy(&s.value())),
-            syn::Lit::Int(i) => KeyRef::lit(&i.base10_digits().to_string()),
+            syn::Lit::Int(i) => KeyRef::lit(i.base10_digits()),
             syn::Lit::Char(c) => KeyRef::lit(&c.value().to_string()),
             _ => KeyRef::hole(None),
         },
@@ -291,9 +291,9 @@ fn macro_key(mac: &syn::Macro, scope: &dyn Scope, depth: usize) -> KeyRef {
             }
             key
         }
-        "concat" => args
-            .iter()
-            .fold(KeyRef::default(), |k, a| k.concat(key_at(a, scope, depth + 1))),
+        "concat" => args.iter().fold(KeyRef::default(), |k, a| {
+            k.concat(key_at(a, scope, depth + 1))
+        }),
         _ => KeyRef::hole(None),
     }
 }
@@ -383,13 +383,19 @@ mod tests {
     fn positional_and_named_holes_make_the_same_template() {
         assert_eq!(key(r#"format!("lock:{}", name)"#).template(), "lock:{}");
         assert_eq!(key(r#"format!("lock:{name}")"#).template(), "lock:{}");
-        assert_eq!(key(r#"&format!("lock:{}:x", id.to_string())"#).template(), "lock:{}:x");
+        assert_eq!(
+            key(r#"&format!("lock:{}:x", id.to_string())"#).template(),
+            "lock:{}:x"
+        );
     }
 
     #[test]
     fn constants_are_inlined_and_braces_kept() {
         assert_eq!(key(r#"format!("{}{}", PREFIX, job)"#).template(), "lock:{}");
-        assert_eq!(key(r#"format!("{{{}}}:lock", job)"#).template(), "{{{}}}:lock");
+        assert_eq!(
+            key(r#"format!("{{{}}}:lock", job)"#).template(),
+            "{{{}}}:lock"
+        );
         assert_eq!(key(r#"PREFIX.to_string() + &job"#).template(), "lock:{}");
         let k = key("job");
         assert_eq!(k.param, Some((0, "job".to_string())));
@@ -411,6 +417,9 @@ mod tests {
         assert_eq!(v("LOCKED"), Value::Constant("LOCKED".into()));
         assert_eq!(v("&token"), Value::Dynamic);
         assert_eq!(v("Uuid::new_v4().to_string()"), Value::Dynamic);
-        assert_eq!(v(r#""locked".to_string()"#), Value::Constant(r#""locked""#.into()));
+        assert_eq!(
+            v(r#""locked".to_string()"#),
+            Value::Constant(r#""locked""#.into())
+        );
     }
 }

@@ -37,9 +37,17 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
         Ok(f) => f,
         Err(e) => {
             let at = spans::to_span(&file, e.span());
+            let text = e.to_string();
+            let what = if text.contains("cannot parse string into token stream") {
+                "unbalanced brackets, or an unterminated string, character literal or block comment"
+                    .to_string()
+            } else {
+                text
+            };
             ir.problems.push(ParseProblem {
-                message: format!("could not parse this Rust file: {e}"),
+                message: format!("could not parse this Rust file: {what}"),
                 span: Span::new(at.start, at.end.max(at.start)),
+                help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
             });
             return ir;
         }
@@ -104,5 +112,6 @@ fn deep_problem(text: &str, span: proc_macro2::Span, what: &str) -> ParseProblem
             }
         ),
         span: Span::new(start, start + 1),
+        help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
     }
 }

@@ -127,6 +127,8 @@ pub struct FnWalker<'a> {
     nested: Vec<(syn::Signature, syn::Block, Option<String>)>,
     /// Builder created by the last chain that was not sent, for `let` to bind.
     last_builder: Option<usize>,
+    /// Identifiers that appear in returned expressions (`return x`, the tail).
+    returned_names: HashSet<String>,
 }
 
 impl Scope for FnWalker<'_> {
@@ -134,7 +136,8 @@ impl Scope for FnWalker<'_> {
         self.lookup(name).and_then(|b| b.key.clone())
     }
     fn local_value(&self, name: &str) -> Option<Value> {
-        self.lookup(name).map(|b| b.value.clone().unwrap_or(Value::Dynamic))
+        self.lookup(name)
+            .map(|b| b.value.clone().unwrap_or(Value::Dynamic))
     }
     fn param(&self, name: &str) -> Option<usize> {
         if self.lookup(name).is_some() {
@@ -160,7 +163,12 @@ impl OptionSource for FnWalker<'_> {
             if !seen.insert(word.clone()) || seen.len() > 32 {
                 continue;
             }
-            if let Some(b) = self.env.iter().rev().find(|b| b.name.to_ascii_uppercase() == word) {
+            if let Some(b) = self
+                .env
+                .iter()
+                .rev()
+                .find(|b| b.name.to_ascii_uppercase() == word)
+            {
                 if let Some(e) = &b.expr {
                     for x in commands::expr_words(e) {
                         if w.insert(x.clone()) {
@@ -216,10 +224,7 @@ fn path_last(e: &syn::Expr) -> Option<(String, String)> {
                 .map(|s| s.ident.to_string())
                 .collect::<Vec<_>>()
                 .join("::");
-            p.path
-                .segments
-                .last()
-                .map(|s| (s.ident.to_string(), full))
+            p.path.segments.last().map(|s| (s.ident.to_string(), full))
         }
         _ => None,
     }
@@ -314,6 +319,7 @@ impl<'a> FnWalker<'a> {
             field_inits: Vec::new(),
             nested: Vec::new(),
             last_builder: None,
+            returned_names: HashSet::new(),
         }
     }
 
@@ -348,17 +354,9 @@ impl<'a> FnWalker<'a> {
             }
             _ => None,
         };
-        let needs_uses = self.events.iter().any(|e| {
-            matches!(
-                e,
-                Event::Op(Op {
-                    result: ResultUse::Bound { .. },
-                    ..
-                }) | Event::Call(Call {
-                    result: ResultUse::Bound { .. },
-                    ..
-                })
-            )
+        let needs_uses = self.events.iter().any(|e| match e {
+            Event::Op(o) => matches!(o.result, ResultUse::Bound { .. }),
+            Event::Call(c) => matches!(c.result, ResultUse::Bound { .. }),
         });
         let mut uses = Vec::new();
         if needs_uses {
@@ -369,6 +367,10 @@ impl<'a> FnWalker<'a> {
                     Event::Call(c) => &mut c.result,
                 };
                 if let ResultUse::Bound { names, after } = r {
+                    if names.iter().any(|n| self.returned_names.contains(n)) {
+                        *r = ResultUse::Returned;
+                        continue;
+                    }
                     let used = names
                         .iter()
                         .any(|n| uses.iter().any(|(u, at)| u == n && *at >= *after));
@@ -541,8 +543,14 @@ impl<'a> FnWalker<'a> {
         };
         let mark = self.events.len();
         self.last_builder = None;
-        self.expr(&init.expr, u);
-        let builder = self.last_builder.take();
+        let fresh = match self.base_kind(&init.expr) {
+            Some(BaseKind::Existing(_)) | None => None,
+            Some(base) => Some(self.new_builder(base)),
+        };
+        if fresh.is_none() {
+            self.expr(&init.expr, u);
+        }
+        let builder = fresh.or(self.last_builder.take());
         let mut sources = self.deps_since(mark);
         sources.extend(self.sources_in(&init.expr));
         let sources = bounded(sources);
@@ -619,6 +627,20 @@ impl<'a> FnWalker<'a> {
     fn expr(&mut self, e: &syn::Expr, u: ResultUse) {
         if self.depth > MAX_DEPTH {
             return;
+        }
+        if u == ResultUse::Returned && self.depth <= SHALLOW {
+            let mut stack = vec![quote::ToTokens::to_token_stream(e)];
+            while let Some(ts) = stack.pop() {
+                for tt in ts {
+                    match tt {
+                        proc_macro2::TokenTree::Ident(i) => {
+                            self.returned_names.insert(i.to_string());
+                        }
+                        proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                        _ => {}
+                    }
+                }
+            }
         }
         self.depth += 1;
         self.expr_inner(e, u);
@@ -863,15 +885,22 @@ impl<'a> FnWalker<'a> {
             self.watched -= 1;
             return;
         }
-        if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc") && c.args.len() == 1 {
+        if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
+            && c.args.len() == 1
+        {
             self.expr(&c.args[0], u);
             return;
         }
-        let is_ctor = name.chars().next().is_some_and(|ch| ch.is_ascii_uppercase());
+        let is_ctor = name
+            .chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_uppercase());
         if !is_ctor && !is_std_method(&name) {
             let args = c.args.iter().map(|a| key_of(a, self)).collect();
             let id = self.node();
-            let span = self.span_of(&*c.func).join(self.span_of(&c.paren_token.span.close()));
+            let span = self
+                .span_of(&*c.func)
+                .join(self.span_of(&c.paren_token.span.close()));
             self.events.push(Event::Call(Call {
                 id,
                 name,
@@ -912,6 +941,10 @@ impl<'a> FnWalker<'a> {
             );
             return;
         }
+        if matches!(name.as_str(), "invoke" | "invoke_async") {
+            self.script_invocation(m, u);
+            return;
+        }
         let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
         if self.cx.gated && commands::is_command_method(&name) {
             if let Some(t) = commands::typed(&name, &args, self) {
@@ -922,11 +955,12 @@ impl<'a> FnWalker<'a> {
                 };
                 let start = self.span_of(&m.method).start;
                 let end = self.span_of(&m.paren_token.span.close()).end;
-                self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
+                // a chained receiver (`x.set_nx(..).expire(..)`) runs first
                 self.expr(&m.receiver, ResultUse::Used);
                 for a in &args {
                     self.expr(a, ResultUse::Used);
                 }
+                self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
                 return;
             }
         }
@@ -953,12 +987,44 @@ impl<'a> FnWalker<'a> {
         }
     }
 
+    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on.
+    fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+        let mut keys = Vec::new();
+        let mut cur: &syn::Expr = &m.receiver;
+        while let syn::Expr::MethodCall(inner) = cur {
+            if inner.method == "key" && inner.args.len() == 1 {
+                let start = self.span_of(&inner.method).start;
+                let end = self.span_of(&inner.paren_token.span.close()).end;
+                keys.push((self.pending_arg(&inner.args[0]), Span::new(start, end)));
+            }
+            cur = &inner.receiver;
+        }
+        self.expr(&m.receiver, ResultUse::Used);
+        for a in &m.args {
+            self.expr(a, ResultUse::Used);
+        }
+        keys.reverse();
+        for (k, span) in keys {
+            self.emit_op(
+                OpKind::Script,
+                "EVALSHA".to_string(),
+                std::slice::from_ref(&k),
+                0,
+                None,
+                span,
+                u.clone(),
+                Channel::Direct,
+            );
+        }
+    }
+
     fn pending_arg(&self, e: &syn::Expr) -> PendingArg {
         let span = self.span_of(e);
+        let key = key_of(e, self);
         PendingArg {
-            word: str_lit(e),
-            key: key_of(e, self),
+            word: str_lit(e).or_else(|| key.constant_text()),
             value: value_of(e, self),
+            key,
             span,
         }
     }
@@ -1003,7 +1069,7 @@ impl<'a> FnWalker<'a> {
             .and_then(|i| args.get(i))
             .map(|a| (a.value.clone(), a.span));
         let id = self.node();
-        self.events.push(Event::Op(Op {
+        self.events.push(Event::Op(Box::new(Op {
             id,
             kind,
             command,
@@ -1015,7 +1081,7 @@ impl<'a> FnWalker<'a> {
             deps: self.current_deps(),
             channel,
             watched: self.watched > 0,
-        }));
+        })));
     }
 
     /// The builder a method chain starts from, if any: `redis::cmd(..)`, `redis::pipe()`,
@@ -1030,17 +1096,23 @@ impl<'a> FnWalker<'a> {
                 _ => break,
             }
         }
-        match cur {
+        self.base_kind(cur)
+    }
+
+    /// What a chain's starting expression is, builder-wise.
+    fn base_kind(&self, e: &syn::Expr) -> Option<BaseKind> {
+        match e {
             syn::Expr::Call(c) => {
                 let (name, full) = path_last(&c.func)?;
                 match name.as_str() {
                     "cmd" if c.args.len() == 1 => {
-                        let n = str_lit(&c.args[0]).or_else(|| {
-                            key_of(&c.args[0], self).constant_text()
-                        })?;
-                        Some(BaseKind::Cmd(Some(n), self.span_of(c).start))
+                        let n = str_lit(&c.args[0])
+                            .or_else(|| key_of(&c.args[0], self).constant_text())?;
+                        Some(BaseKind::Cmd(Some(n), self.span_of(&c.func).start))
                     }
-                    "new" if full.ends_with("Cmd::new") => Some(BaseKind::Cmd(None, self.span_of(c).start)),
+                    "new" if full.ends_with("Cmd::new") => {
+                        Some(BaseKind::Cmd(None, self.span_of(&c.func).start))
+                    }
                     "pipe" if c.args.is_empty() && (full.contains("redis") || self.cx.gated) => {
                         Some(BaseKind::Pipe)
                     }
@@ -1048,6 +1120,8 @@ impl<'a> FnWalker<'a> {
                     _ => None,
                 }
             }
+            syn::Expr::Reference(r) => self.base_kind(&r.expr),
+            syn::Expr::Paren(p) => self.base_kind(&p.expr),
             syn::Expr::Path(p) => {
                 let id = p.path.get_ident()?.to_string();
                 self.lookup(&id)?.builder.map(BaseKind::Existing)
@@ -1056,22 +1130,8 @@ impl<'a> FnWalker<'a> {
         }
     }
 
-    fn builder_chain(&mut self, outer: &syn::ExprMethodCall, base: BaseKind, u: ResultUse) {
-        let mut chain: Vec<&syn::ExprMethodCall> = vec![outer];
-        let mut cur: &syn::Expr = &outer.receiver;
-        loop {
-            match cur {
-                syn::Expr::MethodCall(inner) => {
-                    chain.push(inner);
-                    cur = &inner.receiver;
-                }
-                syn::Expr::Reference(r) => cur = &r.expr,
-                syn::Expr::Paren(p) => cur = &p.expr,
-                _ => break,
-            }
-        }
-        chain.reverse();
-        let idx = match base {
+    fn new_builder(&mut self, base: BaseKind) -> usize {
+        match base {
             BaseKind::Existing(i) => i,
             BaseKind::Cmd(name, start) => {
                 self.builders.push(Builder::Cmd(PendingCmd {
@@ -1092,7 +1152,25 @@ impl<'a> FnWalker<'a> {
                 });
                 self.builders.len() - 1
             }
-        };
+        }
+    }
+
+    fn builder_chain(&mut self, outer: &syn::ExprMethodCall, base: BaseKind, u: ResultUse) {
+        let mut chain: Vec<&syn::ExprMethodCall> = vec![outer];
+        let mut cur: &syn::Expr = &outer.receiver;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(inner) => {
+                    chain.push(inner);
+                    cur = &inner.receiver;
+                }
+                syn::Expr::Reference(r) => cur = &r.expr,
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        chain.reverse();
+        let idx = self.new_builder(base);
         let mut sent = false;
         for (pos, mc) in chain.iter().enumerate() {
             let name = mc.method.to_string();
@@ -1142,7 +1220,9 @@ impl<'a> FnWalker<'a> {
                 Builder::Pipe { atomic, cmds, .. } => match name.as_str() {
                     "atomic" => *atomic = true,
                     "cmd" => {
-                        let n = pending.first().and_then(|p| p.word.clone().or(p.key.constant_text()));
+                        let n = pending
+                            .first()
+                            .and_then(|p| p.word.clone().or(p.key.constant_text()));
                         cmds.push(PendingCmd {
                             name: n,
                             typed: None,
@@ -1228,7 +1308,9 @@ impl<'a> FnWalker<'a> {
                 self.watched += 1;
             }
             let command = command_text(name, &kind);
-            self.emit_op(kind, command, &c.args, key_arg, value_arg, c.span, r, channel);
+            self.emit_op(
+                kind, command, &c.args, key_arg, value_arg, c.span, r, channel,
+            );
         }
     }
 }
@@ -1271,15 +1353,43 @@ impl syn::parse::Parse for BlockBody {
     }
 }
 
-/// Identifier uses in a body with their offsets (including inside macros and format strings).
+/// Macros whose arguments are only logged: mentioning a reply there does not check it.
+fn is_logging_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "trace"
+            | "debug"
+            | "info"
+            | "warn"
+            | "error"
+            | "event"
+            | "println"
+            | "eprintln"
+            | "print"
+            | "eprint"
+            | "dbg"
+            | "log"
+    )
+}
+
+/// Identifier uses in a body with their offsets (including inside macros and format strings),
+/// leaving out what is only logged.
 fn collect_uses(file: &SourceFile, body: &syn::Block, out: &mut Vec<(String, usize)>) {
     let mut stack = vec![quote::ToTokens::to_token_stream(body)];
     while let Some(ts) = stack.pop() {
-        for tt in ts {
+        let mut iter = ts.into_iter().peekable();
+        while let Some(tt) = iter.next() {
             match tt {
                 proc_macro2::TokenTree::Ident(i) => {
+                    let name = i.to_string();
+                    let bang = matches!(iter.peek(), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '!');
+                    if bang && is_logging_macro(&name) {
+                        iter.next();
+                        iter.next();
+                        continue;
+                    }
                     let at = spans::to_span(file, i.span()).start;
-                    out.push((i.to_string(), at));
+                    out.push((name, at));
                 }
                 proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
                 proc_macro2::TokenTree::Literal(l) => {
