@@ -60,7 +60,11 @@ fn main() {
     println!("files:         {}", report.files);
     println!("lines:         {}", report.lines);
     println!("skipped:       {}", report.notes.len());
-    println!("findings:      {} ({} parse-error)", report.findings.len(), parse_errors);
+    println!(
+        "findings:      {} ({} parse-error)",
+        report.findings.len(),
+        parse_errors
+    );
     println!("wall time:     {:.3} s (best of {runs})", best);
     println!("lines/second:  {:.0}", report.lines as f64 / best);
     println!("files/second:  {:.0}", report.files as f64 / best);

@@ -19,7 +19,11 @@ fn write(root: &Path, rel: &str, text: &str) {
 }
 
 fn package(root: &Path, dir: &str, name: &str, lib: &str) {
-    let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
     write(
         root,
         &format!("{prefix}Cargo.toml"),
@@ -31,7 +35,11 @@ fn package(root: &Path, dir: &str, name: &str, lib: &str) {
 /// A virtual workspace: `clean` and `locky` (with a lock defect).
 fn virtual_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n");
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+    );
     package(dir.path(), "crates/clean", "clean", CLEAN);
     package(dir.path(), "crates/locky", "locky", BAD);
     dir
@@ -79,9 +87,17 @@ fn virtual_manifest_root_analyses_every_member() {
 fn inside_a_member_only_that_package_is_analysed() {
     let ws = virtual_workspace();
     let o = cargo_locklint(&ws.path().join("crates/clean/src"), &["--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(files(&o), 1);
-    let o = cargo_locklint(&ws.path().join("crates/clean"), &["--workspace", "--format", "json"]);
+    let o = cargo_locklint(
+        &ws.path().join("crates/clean"),
+        &["--workspace", "--format", "json"],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(files(&o), 2);
 }
@@ -96,7 +112,15 @@ fn package_and_manifest_path_select_packages() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("setnx-without-expiry"));
     let elsewhere = tempfile::tempdir().unwrap();
     let manifest = ws.path().join("crates/locky/Cargo.toml");
-    let o = cargo_locklint(elsewhere.path(), &["--manifest-path", manifest.to_str().unwrap(), "--format", "json"]);
+    let o = cargo_locklint(
+        elsewhere.path(),
+        &[
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(files(&o), 1);
     let o = cargo_locklint(ws.path(), &["-p", "nope"]);
@@ -109,11 +133,20 @@ fn a_root_package_does_not_swallow_nested_members() {
     let dir = tempfile::tempdir().unwrap();
     package(dir.path(), "", "root", CLEAN);
     let manifest = std::fs::read_to_string(dir.path().join("Cargo.toml")).unwrap();
-    write(dir.path(), "Cargo.toml", &format!("{manifest}\n[workspace]\nmembers = [\"inner\"]\n"));
+    write(
+        dir.path(),
+        "Cargo.toml",
+        &format!("{manifest}\n[workspace]\nmembers = [\"inner\"]\n"),
+    );
     package(dir.path(), "inner", "inner", BAD);
     // at the root of a non-virtual workspace cargo selects the root package only
     let o = cargo_locklint(dir.path(), &["--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert_eq!(files(&o), 1);
     let o = cargo_locklint(dir.path(), &["--workspace", "--format", "json"]);
     assert_eq!(finding_paths(&o), vec!["inner/src/lib.rs"]);
@@ -126,7 +159,10 @@ fn outside_any_workspace_is_a_clear_error() {
     let o = cargo_locklint(dir.path(), &[]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("error: could not find `Cargo.toml`"), "{err}");
+    assert!(
+        err.starts_with("error: could not find `Cargo.toml`"),
+        "{err}"
+    );
 }
 
 #[test]

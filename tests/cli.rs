@@ -61,7 +61,10 @@ fn exit_codes_follow_findings() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("0 findings in 1 file"));
 
-    let bad = tree(&[("src/lock.rs", BAD.as_bytes()), ("src/cache.rs", CLEAN.as_bytes())]);
+    let bad = tree(&[
+        ("src/lock.rs", BAD.as_bytes()),
+        ("src/cache.rs", CLEAN.as_bytes()),
+    ]);
     let o = locklint(bad.path(), &["check"]);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
@@ -76,7 +79,10 @@ fn missing_path_is_an_error_but_the_rest_is_analysed() {
     let o = locklint(bad.path(), &["check", "lock.rs", "does-not-exist"]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("error: does-not-exist: no such file or directory"), "{err}");
+    assert!(
+        err.contains("error: does-not-exist: no such file or directory"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(stdout(&o).contains("separate-expire"));
 }
@@ -86,7 +92,11 @@ fn usage_errors_exit_2_with_a_suggestion() {
     let dir = tree(&[("lock.rs", BAD.as_bytes())]);
     let o = locklint(dir.path(), &["check", "--select", "separate-expiry"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("did you mean `separate-expire`?"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("did you mean `separate-expire`?"),
+        "{}",
+        stderr(&o)
+    );
     let o = locklint(dir.path(), &["check", "--format", "xml"]);
     assert_eq!(o.status.code(), Some(2));
     let o = locklint(dir.path(), &["frobnicate"]);
@@ -142,20 +152,38 @@ fn json_has_the_documented_shape() {
     assert_eq!(
         keys,
         vec![
-            "column", "end_column", "end_line", "fix", "help", "line", "message", "path",
-            "related", "rule", "severity"
+            "column",
+            "end_column",
+            "end_line",
+            "fix",
+            "help",
+            "line",
+            "message",
+            "path",
+            "related",
+            "rule",
+            "severity"
         ]
     );
     assert_eq!(f["path"], "src/lock.rs");
     assert_eq!(f["severity"], "error");
-    assert_eq!((f["line"].as_u64(), f["column"].as_u64()), (Some(6), Some(25)));
-    assert_eq!((f["end_line"].as_u64(), f["end_column"].as_u64()), (Some(6), Some(50)));
+    assert_eq!(
+        (f["line"].as_u64(), f["column"].as_u64()),
+        (Some(6), Some(25))
+    );
+    assert_eq!(
+        (f["end_line"].as_u64(), f["end_column"].as_u64()),
+        (Some(6), Some(50))
+    );
     assert!(f["fix"].is_null());
     let msg = f["message"].as_str().unwrap();
     assert!(msg.chars().next().unwrap().is_lowercase() && !msg.ends_with('.'));
     let rel = &f["related"][0];
     assert_eq!(rel["path"], "src/lock.rs");
-    assert_eq!((rel["line"].as_u64(), rel["column"].as_u64()), (Some(4), Some(24)));
+    assert_eq!(
+        (rel["line"].as_u64(), rel["column"].as_u64()),
+        (Some(4), Some(24))
+    );
     assert_eq!(rel["label"], "acquired here without an expiry");
 }
 
@@ -186,7 +214,10 @@ fn colour_is_off_with_no_color_and_the_flag() {
     assert!(run(&[("CLICOLOR_FORCE", "1")], &[]).contains("\u{1b}["));
     assert!(!run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[]).contains("\u{1b}["));
     assert!(!run(&[("CLICOLOR_FORCE", "1")], &["--no-color"]).contains("\u{1b}["));
-    assert!(!run(&[], &[]).contains("\u{1b}["), "no colour when not a terminal");
+    assert!(
+        !run(&[], &[]).contains("\u{1b}["),
+        "no colour when not a terminal"
+    );
 }
 
 #[test]
@@ -218,12 +249,31 @@ fn rules_lists_every_rule_and_explain_prints_its_page() {
 fn every_rule_has_a_complete_page() {
     for info in locklint::rules::infos() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("rules/{}.md", info.name));
-        let page = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("rule `{}` has no page at {}: {e}", info.name, path.display()));
-        assert!(page.starts_with(&format!("# {}", info.name)), "{}", path.display());
+        let page = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "rule `{}` has no page at {}: {e}",
+                info.name,
+                path.display()
+            )
+        });
+        assert!(
+            page.starts_with(&format!("# {}", info.name)),
+            "{}",
+            path.display()
+        );
         if info.name != "parse-error" {
-            for section in ["## Why it is wrong", "interleaving", "### Bad", "### Good", "## How to fix"] {
-                assert!(page.contains(section), "{} lacks `{section}`", path.display());
+            for section in [
+                "## Why it is wrong",
+                "interleaving",
+                "### Bad",
+                "### Good",
+                "## How to fix",
+            ] {
+                assert!(
+                    page.contains(section),
+                    "{} lacks `{section}`",
+                    path.display()
+                );
             }
         }
     }
@@ -249,11 +299,18 @@ fn gitignored_and_target_directories_are_skipped() {
 
 #[test]
 fn bad_input_is_reported_and_the_run_goes_on() {
-    let deep_parens = format!("fn f() {{ let x = {}1{}; }}\n", "(".repeat(30_000), ")".repeat(30_000));
+    let deep_parens = format!(
+        "fn f() {{ let x = {}1{}; }}\n",
+        "(".repeat(30_000),
+        ")".repeat(30_000)
+    );
     let deep_unary = format!("fn f() {{ let x = {}true; }}\n", "!".repeat(30_000));
     let long_sum = format!("fn f() {{ let x = 1{}; }}\n", " + 1".repeat(60_000));
     let long_chain = format!("fn f() {{ let x = a{}; }}\n", ".b()".repeat(30_000));
-    let nested_if = format!("fn f() {{ let x = {}{{ 2 }}; }}\n", "if a { 1 } else ".repeat(20_000));
+    let nested_if = format!(
+        "fn f() {{ let x = {}{{ 2 }}; }}\n",
+        "if a { 1 } else ".repeat(20_000)
+    );
     let dir = tree(&[
         ("broken.rs", b"fn main( {\n    let x = ;\n"),
         ("lock.rs", BAD.as_bytes()),
@@ -269,9 +326,18 @@ fn bad_input_is_reported_and_the_run_goes_on() {
     let o = locklint(dir.path(), &["check", "--format", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("note: latin1.rs: skipped: not valid UTF-8"), "{err}");
-    assert!(err.contains("note: binary.rs: skipped: binary file"), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("overflow"), "{err}");
+    assert!(
+        err.contains("note: latin1.rs: skipped: not valid UTF-8"),
+        "{err}"
+    );
+    assert!(
+        err.contains("note: binary.rs: skipped: binary file"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("overflow"),
+        "{err}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let findings = v["findings"].as_array().unwrap();
     let parse_errors: Vec<(&str, u64)> = findings
@@ -279,14 +345,19 @@ fn bad_input_is_reported_and_the_run_goes_on() {
         .filter(|f| f["rule"] == "parse-error")
         .map(|f| (f["path"].as_str().unwrap(), f["line"].as_u64().unwrap()))
         .collect();
-    assert!(parse_errors.contains(&("broken.rs", 1)) || parse_errors.contains(&("broken.rs", 2)), "{parse_errors:?}");
+    assert!(
+        parse_errors.contains(&("broken.rs", 1)) || parse_errors.contains(&("broken.rs", 2)),
+        "{parse_errors:?}"
+    );
     assert!(parse_errors.iter().any(|(p, _)| *p == "deep_parens.rs"));
     assert!(parse_errors.iter().any(|(p, _)| *p == "deep_unary.rs"));
     for f in findings.iter().filter(|f| f["rule"] == "parse-error") {
         assert_eq!(f["severity"], "warning");
     }
     // the valid files were analysed: the lock defect is still found
-    assert!(findings.iter().any(|f| f["rule"] == "separate-expire" && f["path"] == "lock.rs"));
+    assert!(findings
+        .iter()
+        .any(|f| f["rule"] == "separate-expire" && f["path"] == "lock.rs"));
     // analysed files: everything except the two skipped ones
     assert_eq!(v["summary"]["files"], 8);
 }

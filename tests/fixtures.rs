@@ -74,7 +74,11 @@ fn every_rule_has_fixtures_that_behave() {
         for f in &bad {
             let report = analyse(f);
             if !report.findings.iter().any(|d| d.rule == info.name) {
-                failures.push(format!("{}: no `{}` finding", relative(f).display(), info.name));
+                failures.push(format!(
+                    "{}: no `{}` finding",
+                    relative(f).display(),
+                    info.name
+                ));
             }
             snapshot(info.name, f, &report);
         }
@@ -91,5 +95,9 @@ fn every_rule_has_fixtures_that_behave() {
             snapshot(info.name, f, &report);
         }
     }
-    assert!(failures.is_empty(), "fixture failures:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "fixture failures:\n{}",
+        failures.join("\n")
+    );
 }
