@@ -1,8 +1,86 @@
 //! Correct distributed-lock primitives.
+//!
+//! | Module | Primitive | Backing store |
+//! |---|---|---|
+//! | [`redis_lock`] | leases (`SET NX PX` + compare-and-delete) with a fencing token | Redis |
+//! | [`advisory`] | session and transaction advisory locks on a dedicated connection | PostgreSQL |
+//! | [`table`] | leases in a lock table, judged by the database clock, with a fence column | PostgreSQL, MySQL/MariaDB, SQLite |
+//! | [`fence`] | fenced writes: the resource rejects stale tokens | PostgreSQL |
+//! | [`idempotency`] | `claim_once`: at most once per key, by a unique constraint | PostgreSQL, MySQL/MariaDB, SQLite |
+//!
+//! # Efficiency or correctness?
+//!
+//! Decide first what happens if two processes run the critical section at the same time.
+//!
+//! * **For efficiency** the lock only avoids *wasted* work: two workers re-rendering the same
+//!   report, or hammering the same upstream API. An occasional overlap costs some CPU and
+//!   nothing else. Any lock is fine here, including a single Redis node ([`redis_lock`]) or
+//!   a session advisory lock ([`advisory`]); do not pay for more.
+//! * **For correctness** an overlap corrupts data: an invoice issued twice, a balance updated
+//!   from a stale read, a file overwritten by an old writer. *No lock alone is enough*: a
+//!   holder can be paused (GC, swap, VM freeze, a slow `await`) after its lease expired, or
+//!   cut off by a partition after its session died, and still believe it holds the lock. The
+//!   protected resource must take part:
+//!   * **fence** every write: pass the lease's [`FencingToken`] and let the resource refuse
+//!     tokens older than the last one it accepted (`UPDATE .. SET .., fence = $1 WHERE id = $2
+//!     AND fence < $1`, see [`fence`]), or
+//!   * make the effect **idempotent** with a unique key (`claim_once`, or a unique
+//!     `(period, customer_id)` on the invoices table itself, see [`idempotency`]), so that
+//!     doing it twice is harmless.
+//!
+//!   The lock then remains useful, but only for efficiency.
+//!
+//! # Guarantees
+//!
+//! What each primitive protects against ("yes" = the failure cannot cause two effective
+//! holders / a duplicate or lost write; "no" = it can):
+//!
+//! | Primitive | Process pause past the TTL | Clock drift between clients | Failover without replication | Network partition |
+//! |---|---|---|---|---|
+//! | Redis lease ([`redis_lock`]) | no: the paused holder resumes and writes | yes (expiry runs on the Redis server), but a jump of the *server* clock can expire a lease early | no: a promoted replica that missed the `SET` grants the lock again | no: the cut-off holder keeps working after expiry |
+//! | Redis lease + fence checked by the resource | yes: the old token is rejected | yes | only if the fence counter survives failover (a lost `INCR` can hand out a token again); pair with a durable fence or idempotency | yes: writes through the partitioned holder's old token are rejected |
+//! | Advisory session lock ([`advisory`]) | no: the lock lasts while the session lives, but a paused holder whose session was killed keeps running | yes (no clocks involved) | no: advisory locks are not replicated, a promoted standby has none | no: the server ends the session when it notices, the client may not |
+//! | Advisory xact lock | no (same as the session lock), but work done *in the same transaction* is safe: if the session dies the transaction rolls back | yes | no for external effects; in-transaction writes are lost with the transaction, not duplicated | no for external effects; in-transaction writes roll back |
+//! | Lock table ([`table`]) + fence | yes with the fence (without it: no) | yes: expiry is judged by the database clock only | yes if the table is replicated synchronously (the lock and the fence fail over together) | yes with the fence |
+//! | `claim_once` ([`idempotency`]) | yes: the second claim sees the first | yes | yes if the claims table is replicated synchronously; a lost committed claim can be claimed again | yes: the unique key is checked by the database |
+//!
+//! Rules of thumb: prefer the fence or claim to live **in the same database and transaction**
+//! as the data it protects; use the lock to avoid duplicate work, the fence/claim to make
+//! duplicate work harmless.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use locklint_runtime::fence::{FencedTable, FencedWrite};
+//! use locklint_runtime::table::TableLock;
+//!
+//! let locks = TableLock::new(pool.clone());
+//! locks.migrate().await?;
+//! let accounts = FencedTable::new("accounts")?;
+//! accounts.add_fence_column(&pool).await?;
+//!
+//! if let Some(lease) = locks.try_acquire("account-42", Duration::from_secs(10)).await? {
+//!     let sql = accounts.update_sql("balance = balance + $3");
+//!     FencedWrite::new(&sql, lease.fence())
+//!         .bind(42_i64)
+//!         .bind(100_i64)
+//!         .execute(&pool)
+//!         .await?; // Err(StaleFence) if a newer holder has written since
+//!     locks.release(&lease).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Migrations for every table used here ship in `migrations/{postgres,mysql,sqlite}/` and are
+//! also applied by the `migrate` functions ([`table::TableLock::migrate`],
+//! [`idempotency::ClaimTable::migrate`], [`fence::FenceCounter::migrate`]).
 
 pub mod advisory;
 pub mod fence;
 pub mod idempotency;
+pub mod ident;
 pub mod redis_lock;
 pub mod table;
 

@@ -1,1 +1,494 @@
-//! table
+//! A lock table: leases stored as rows in an ordinary SQL table (PostgreSQL, MySQL/MariaDB,
+//! SQLite), with a fencing token per acquisition.
+//!
+//! Each lock name is one row `(name, owner, fence, expires_at)`. Acquiring is a single
+//! upsert that takes the row **only if it is expired**, judged by the **database clock**
+//! (`now()` in PostgreSQL, `UTC_TIMESTAMP(6)` in MySQL/MariaDB, `julianday('now')` in
+//! SQLite), so the clocks of the competing clients do not matter. Every takeover increments
+//! the row's `fence`, which is returned as the lease's [`FencingToken`]. Rows are never
+//! deleted (release only marks the row expired), so the fence keeps growing for the life of
+//! the table.
+//!
+//! PostgreSQL acquire statement (the other dialects are equivalent):
+//!
+//! ```sql
+//! INSERT INTO locklint_locks AS l (name, owner, fence, expires_at)
+//! VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+//! ON CONFLICT (name) DO UPDATE
+//!   SET owner = EXCLUDED.owner, fence = l.fence + 1, expires_at = EXCLUDED.expires_at
+//!   WHERE l.expires_at < now()
+//! RETURNING fence;
+//! ```
+//!
+//! [`TableLock::renew`] and [`TableLock::release`] only touch the row while it still carries
+//! the lease's owner id (random, 128 bits, unique per acquisition), so a holder whose lease
+//! was taken over cannot extend or free the new holder's lease.
+//!
+//! A lease is still only a lease: a holder paused past its TTL keeps running. Protect the
+//! writes with the fence (see [`crate::fence`]).
+
+use std::time::{Duration, Instant};
+
+use sqlx::{MySqlPool, PgPool, SqlitePool};
+
+use crate::fence::{fence_from_i64, FencingToken};
+use crate::ident::{unqualified, validate_identifier, InvalidIdentifier};
+
+/// The default lock table name.
+pub const DEFAULT_TABLE: &str = "locklint_locks";
+
+/// Migration creating the default lock table in PostgreSQL.
+pub const MIGRATION_POSTGRES: &str = include_str!("../migrations/postgres/0001_locklint_locks.sql");
+/// Migration creating the default lock table in MySQL / MariaDB.
+pub const MIGRATION_MYSQL: &str = include_str!("../migrations/mysql/0001_locklint_locks.sql");
+/// Migration creating the default lock table in SQLite.
+pub const MIGRATION_SQLITE: &str = include_str!("../migrations/sqlite/0001_locklint_locks.sql");
+
+/// The SQL dialect of a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// PostgreSQL (9.5 or newer).
+    Postgres,
+    /// MySQL 5.7+ or MariaDB 10.3+.
+    MySql,
+    /// SQLite 3.35 or newer.
+    Sqlite,
+}
+
+impl Dialect {
+    fn lock_migration(self) -> &'static str {
+        match self {
+            Dialect::Postgres => MIGRATION_POSTGRES,
+            Dialect::MySql => MIGRATION_MYSQL,
+            Dialect::Sqlite => MIGRATION_SQLITE,
+        }
+    }
+}
+
+/// The migration SQL creating a lock table named `table` (validated) in `dialect`.
+pub fn migration_sql(dialect: Dialect, table: &str) -> Result<String, InvalidIdentifier> {
+    validate_identifier(table)?;
+    Ok(dialect.lock_migration().replace(DEFAULT_TABLE, table))
+}
+
+/// A connection pool of one of the supported databases.
+#[derive(Debug, Clone)]
+pub enum LockPool {
+    /// A PostgreSQL pool.
+    Postgres(PgPool),
+    /// A MySQL / MariaDB pool.
+    MySql(MySqlPool),
+    /// A SQLite pool.
+    Sqlite(SqlitePool),
+}
+
+impl LockPool {
+    /// The dialect of this pool's database.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            LockPool::Postgres(_) => Dialect::Postgres,
+            LockPool::MySql(_) => Dialect::MySql,
+            LockPool::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+}
+
+impl From<PgPool> for LockPool {
+    fn from(pool: PgPool) -> Self {
+        LockPool::Postgres(pool)
+    }
+}
+
+impl From<MySqlPool> for LockPool {
+    fn from(pool: MySqlPool) -> Self {
+        LockPool::MySql(pool)
+    }
+}
+
+impl From<SqlitePool> for LockPool {
+    fn from(pool: SqlitePool) -> Self {
+        LockPool::Sqlite(pool)
+    }
+}
+
+/// A held lease on one row of a lock table.
+///
+/// Dropping a lease does not release it (dropping cannot run SQL); it then expires after its
+/// TTL. Call [`TableLock::release`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableLease {
+    name: String,
+    owner: String,
+    fence: FencingToken,
+    valid_until: Instant,
+}
+
+impl TableLease {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The random owner id written to the row for this acquisition.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The fencing token of this acquisition: larger than that of every earlier acquisition
+    /// of the same name in the same table.
+    pub fn fence(&self) -> FencingToken {
+        self.fence
+    }
+
+    /// A conservative local estimate of the lease's end: the TTL counted from *before* the
+    /// acquire (or renew) request was sent. Useful to stop starting new work in time; it is no
+    /// substitute for fencing, since the process may pause right after checking it.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// True while [`Self::valid_until`] lies in the future.
+    pub fn is_probably_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Statements {
+    acquire: String,
+    /// MySQL only: read back the fence after the upsert.
+    acquired_fence: String,
+    renew: String,
+    release: String,
+}
+
+impl Statements {
+    fn new(dialect: Dialect, t: &str) -> Self {
+        match dialect {
+            Dialect::Postgres => Statements {
+                acquire: format!(
+                    "INSERT INTO {t} AS l (name, owner, fence, expires_at) \
+                     VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond') \
+                     ON CONFLICT (name) DO UPDATE \
+                     SET owner = EXCLUDED.owner, fence = l.fence + 1, expires_at = EXCLUDED.expires_at \
+                     WHERE l.expires_at < now() \
+                     RETURNING fence"
+                ),
+                acquired_fence: String::new(),
+                renew: format!(
+                    "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond' \
+                     WHERE name = $1 AND owner = $2 AND expires_at >= now()"
+                ),
+                release: format!(
+                    "UPDATE {t} SET owner = '', expires_at = '-infinity' \
+                     WHERE name = $1 AND owner = $2"
+                ),
+            },
+            // Assignments in ON DUPLICATE KEY UPDATE run left to right and later ones see the
+            // new values, so `expires_at` must be assigned last.
+            Dialect::MySql => Statements {
+                acquire: format!(
+                    "INSERT INTO {t} (name, owner, fence, expires_at) \
+                     VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) \
+                     ON DUPLICATE KEY UPDATE \
+                     owner = IF(expires_at < UTC_TIMESTAMP(6), VALUES(owner), owner), \
+                     fence = IF(expires_at < UTC_TIMESTAMP(6), fence + 1, fence), \
+                     expires_at = IF(expires_at < UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)"
+                ),
+                acquired_fence: format!("SELECT fence FROM {t} WHERE name = ? AND owner = ?"),
+                renew: format!(
+                    "UPDATE {t} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND \
+                     WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(6)"
+                ),
+                release: format!(
+                    "UPDATE {t} SET owner = '', expires_at = '1000-01-01 00:00:00' \
+                     WHERE name = ? AND owner = ?"
+                ),
+            },
+            Dialect::Sqlite => {
+                const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+                let u = unqualified(t);
+                Statements {
+                    acquire: format!(
+                        "INSERT INTO {t} (name, owner, fence, expires_at) \
+                         VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
+                         ON CONFLICT (name) DO UPDATE \
+                         SET owner = excluded.owner, fence = {u}.fence + 1, expires_at = excluded.expires_at \
+                         WHERE {u}.expires_at < {NOW_MS} \
+                         RETURNING fence"
+                    ),
+                    acquired_fence: String::new(),
+                    renew: format!(
+                        "UPDATE {t} SET expires_at = {NOW_MS} + ?3 \
+                         WHERE name = ?1 AND owner = ?2 AND expires_at >= {NOW_MS}"
+                    ),
+                    release: format!(
+                        "UPDATE {t} SET owner = '', expires_at = 0 WHERE name = ?1 AND owner = ?2"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Leases stored in a SQL lock table; see the [module docs](self).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
+/// use std::time::Duration;
+/// use locklint_runtime::table::TableLock;
+///
+/// let locks = TableLock::new(pool);
+/// locks.migrate().await?;
+/// if let Some(lease) = locks.try_acquire("nightly-report", Duration::from_secs(30)).await? {
+///     // ... fenced writes with lease.fence() ...
+///     locks.release(&lease).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct TableLock {
+    pool: LockPool,
+    table: String,
+    sql: Statements,
+}
+
+impl TableLock {
+    /// A lock table named [`DEFAULT_TABLE`] (`locklint_locks`) in `pool`'s database.
+    pub fn new(pool: impl Into<LockPool>) -> Self {
+        Self::with_table(pool, DEFAULT_TABLE).expect("default table name is valid")
+    }
+
+    /// A lock table named `table` (validated as an identifier; may be `schema.table`).
+    pub fn with_table(pool: impl Into<LockPool>, table: &str) -> Result<Self, InvalidIdentifier> {
+        validate_identifier(table)?;
+        let pool = pool.into();
+        Ok(TableLock {
+            sql: Statements::new(pool.dialect(), table),
+            table: table.to_owned(),
+            pool,
+        })
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The pool the lock table lives in.
+    pub fn pool(&self) -> &LockPool {
+        &self.pool
+    }
+
+    /// The migration SQL creating this lock table (see also [`migration_sql`]).
+    pub fn migration_sql(&self) -> String {
+        self.pool
+            .dialect()
+            .lock_migration()
+            .replace(DEFAULT_TABLE, &self.table)
+    }
+
+    /// Creates the lock table if it does not exist.
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        let sql = self.migration_sql();
+        match &self.pool {
+            LockPool::Postgres(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
+            LockPool::MySql(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
+            LockPool::Sqlite(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
+        }
+    }
+
+    /// Takes the lock `name` for `ttl` if it is free (never acquired, released, or expired by
+    /// the database clock); returns `None` while another lease is live. Never blocks on the
+    /// current holder. The TTL is rounded up to whole milliseconds (at least 1 ms).
+    pub async fn try_acquire(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<TableLease>, sqlx::Error> {
+        let owner = random_owner()?;
+        let ttl_ms = ttl_millis(ttl);
+        let started = Instant::now();
+        let fence: Option<i64> = match &self.pool {
+            LockPool::Postgres(p) => {
+                sqlx::query_scalar(&self.sql.acquire)
+                    .bind(name)
+                    .bind(&owner)
+                    .bind(ttl_ms)
+                    .fetch_optional(p)
+                    .await?
+            }
+            LockPool::Sqlite(p) => {
+                sqlx::query_scalar(&self.sql.acquire)
+                    .bind(name)
+                    .bind(&owner)
+                    .bind(ttl_ms)
+                    .fetch_optional(p)
+                    .await?
+            }
+            LockPool::MySql(p) => {
+                let mut attempt = 0;
+                loop {
+                    let res = sqlx::query(&self.sql.acquire)
+                        .bind(name)
+                        .bind(&owner)
+                        .bind(ttl_ms.saturating_mul(1000))
+                        .execute(p)
+                        .await;
+                    match res {
+                        Ok(_) => break,
+                        // Concurrent first inserts of one key can deadlock in InnoDB; the
+                        // statement was rolled back, so it is safe to run it again.
+                        Err(e) if is_mysql_deadlock(&e) && attempt < 5 => attempt += 1,
+                        Err(e) => return Err(e),
+                    }
+                }
+                sqlx::query_scalar(&self.sql.acquired_fence)
+                    .bind(name)
+                    .bind(&owner)
+                    .fetch_optional(p)
+                    .await?
+            }
+        };
+        Ok(fence.map(|fence| TableLease {
+            name: name.to_owned(),
+            owner,
+            fence: FencingToken(fence_from_i64(fence)),
+            valid_until: started + ttl,
+        }))
+    }
+
+    /// Like [`Self::try_acquire`], retrying with a short randomized backoff (5 to 55 ms)
+    /// until the lock is taken or `timeout` has passed; `None` on timeout.
+    pub async fn acquire_timeout(
+        &self,
+        name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Option<TableLease>, sqlx::Error> {
+        let deadline = Instant::now() + timeout;
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            if let Some(lease) = self.try_acquire(name, ttl).await? {
+                return Ok(Some(lease));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let jitter = Duration::from_micros(u64::from(random_u32()? % 5_000));
+            tokio::time::sleep((backoff + jitter).min(deadline - now)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Extends a live lease to `ttl` from now (database clock). Returns `false`, changing
+    /// nothing, when the lease has expired or has been taken over: the caller no longer holds
+    /// the lock and must stop. On success, updates [`TableLease::valid_until`].
+    pub async fn renew(&self, lease: &mut TableLease, ttl: Duration) -> Result<bool, sqlx::Error> {
+        let ttl_ms = ttl_millis(ttl);
+        let started = Instant::now();
+        let rows = match &self.pool {
+            LockPool::Postgres(p) => sqlx::query(&self.sql.renew)
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .bind(ttl_ms)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            LockPool::Sqlite(p) => sqlx::query(&self.sql.renew)
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .bind(ttl_ms)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            LockPool::MySql(p) => sqlx::query(&self.sql.renew)
+                .bind(ttl_ms.saturating_mul(1000))
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .execute(p)
+                .await?
+                .rows_affected(),
+        };
+        if rows > 0 {
+            lease.valid_until = started + ttl;
+        }
+        Ok(rows > 0)
+    }
+
+    /// Releases the lease so the next acquirer need not wait for the TTL. Returns `false`,
+    /// changing nothing, when the row no longer carries this lease's owner (it was taken over
+    /// after expiring). The row is kept, so the fence keeps increasing.
+    pub async fn release(&self, lease: &TableLease) -> Result<bool, sqlx::Error> {
+        let rows = match &self.pool {
+            LockPool::Postgres(p) => sqlx::query(&self.sql.release)
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            LockPool::MySql(p) => sqlx::query(&self.sql.release)
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            LockPool::Sqlite(p) => sqlx::query(&self.sql.release)
+                .bind(&lease.name)
+                .bind(&lease.owner)
+                .execute(p)
+                .await?
+                .rows_affected(),
+        };
+        Ok(rows > 0)
+    }
+}
+
+fn ttl_millis(ttl: Duration) -> i64 {
+    let ms = ttl.as_nanos().div_ceil(1_000_000).max(1);
+    i64::try_from(ms).unwrap_or(i64::MAX / 1000)
+}
+
+fn is_mysql_deadlock(e: &sqlx::Error) -> bool {
+    // ER_LOCK_DEADLOCK (1213) and ER_LOCK_WAIT_TIMEOUT (1205) both report SQLSTATE 40001/HY000;
+    // match on the SQLSTATE of a deadlock.
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("40001"))
+}
+
+fn random_owner() -> Result<String, sqlx::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| sqlx::Error::Protocol(format!("getrandom: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn random_u32() -> Result<u32, sqlx::Error> {
+    getrandom::u32().map_err(|e| sqlx::Error::Protocol(format!("getrandom: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_up_to_milliseconds() {
+        assert_eq!(ttl_millis(Duration::ZERO), 1);
+        assert_eq!(ttl_millis(Duration::from_micros(1)), 1);
+        assert_eq!(ttl_millis(Duration::from_micros(1500)), 2);
+        assert_eq!(ttl_millis(Duration::from_secs(3)), 3000);
+    }
+
+    #[test]
+    fn migrations_substitute_the_table_name() {
+        let sql = migration_sql(Dialect::Postgres, "app.my_locks").unwrap();
+        assert!(sql.contains("CREATE TABLE IF NOT EXISTS app.my_locks"));
+        assert!(migration_sql(Dialect::Sqlite, "x; drop").is_err());
+    }
+
+    #[test]
+    fn owners_are_random_hex() {
+        let a = random_owner().unwrap();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, random_owner().unwrap());
+    }
+}

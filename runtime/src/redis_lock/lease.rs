@@ -1,0 +1,563 @@
+//! A held Redis lock: token, fence, renewal, keep-alive and release.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::scripts::{ReleaseMode, RELEASE, RENEW};
+use super::{LockConnection, LockError, LostReason};
+use crate::FencingToken;
+
+/// `instant + duration`, saturating far in the future instead of panicking on overflow.
+pub(crate) fn add_saturating(instant: Instant, duration: Duration) -> Instant {
+    instant
+        .checked_add(duration)
+        .or_else(|| instant.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(instant)
+}
+
+/// Safety margin subtracted from a TTL when computing how long a lease is valid locally:
+/// 1% of the TTL plus 2 ms for clock-rate differences between this host and the server,
+/// never more than half the TTL.
+pub(crate) fn drift_allowance(ttl: Duration) -> Duration {
+    (ttl / 100 + Duration::from_millis(2)).min(ttl / 2)
+}
+
+/// Converts a TTL to whole milliseconds, rejecting zero and out-of-range values.
+pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64, LockError> {
+    let ms = ttl.as_millis();
+    if ms == 0 || ms > i64::MAX as u128 {
+        return Err(LockError::InvalidTtl(ttl));
+    }
+    Ok(ms as u64)
+}
+
+/// State shared by a [`Lease`], its [`LeaseHandle`]s and its keep-alive task.
+pub(crate) struct Shared {
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) token: String,
+    pub(crate) fence: FencingToken,
+    pub(crate) ttl: Duration,
+    pub(crate) acquired_at: Instant,
+    valid_until: Mutex<Instant>,
+    ended: CancellationToken,
+    reason: OnceLock<LostReason>,
+    /// Cleared once Redis confirmed the key is not (or no longer) ours.
+    needs_release: AtomicBool,
+    /// Set once the keep-alive has made its last renewal because of the maximum hold time.
+    hold_capped: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        name: String,
+        key: String,
+        token: String,
+        fence: FencingToken,
+        ttl: Duration,
+        acquired_at: Instant,
+    ) -> Self {
+        let valid_until = add_saturating(acquired_at, ttl.saturating_sub(drift_allowance(ttl)));
+        Shared {
+            name,
+            key,
+            token,
+            fence,
+            ttl,
+            acquired_at,
+            valid_until: Mutex::new(valid_until),
+            ended: CancellationToken::new(),
+            reason: OnceLock::new(),
+            needs_release: AtomicBool::new(true),
+            hold_capped: AtomicBool::new(false),
+        }
+    }
+
+    fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn extend(&self, attempt_start: Instant, ttl: Duration) {
+        let until = add_saturating(attempt_start, ttl.saturating_sub(drift_allowance(ttl)));
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
+    fn mark_lost(&self, reason: LostReason) {
+        let _ = self.reason.set(reason);
+        self.ended.cancel();
+    }
+
+    fn reason(&self) -> LostReason {
+        self.reason.get().cloned().unwrap_or(LostReason::Expired)
+    }
+
+    fn expiry_reason(&self) -> LostReason {
+        if self.hold_capped.load(Ordering::SeqCst) {
+            LostReason::MaxHoldReached
+        } else {
+            LostReason::Expired
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        !self.ended.is_cancelled() && Instant::now() < self.valid_until()
+    }
+
+    fn remaining(&self) -> Duration {
+        if self.ended.is_cancelled() {
+            return Duration::ZERO;
+        }
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    fn lost_error(&self) -> LockError {
+        LockError::Lost {
+            name: self.name.clone(),
+            reason: self.reason(),
+        }
+    }
+
+    fn lost(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
+        let shared = Arc::clone(self);
+        async move {
+            loop {
+                let until = shared.valid_until();
+                tokio::select! {
+                    biased;
+                    _ = shared.ended.cancelled() => return shared.reason(),
+                    _ = tokio::time::sleep_until(until.into()) => {
+                        if shared.valid_until() <= Instant::now() {
+                            shared.mark_lost(shared.expiry_reason());
+                            return shared.reason();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Compare-and-delete of `key` if it holds `token`; returns whether a key was deleted.
+pub(crate) async fn release_key<C: LockConnection>(
+    conn: &mut C,
+    mode: &OnceCell<ReleaseMode>,
+    key: &str,
+    token: &str,
+) -> Result<bool, LockError> {
+    let mode = *mode
+        .get_or_init(|| async {
+            let mut probe = conn.clone();
+            match redis::cmd("INFO")
+                .arg("server")
+                .query_async::<redis::Value>(&mut probe)
+                .await
+            {
+                Ok(info) => super::scripts::release_mode_from_info(&info),
+                Err(_) => ReleaseMode::Lua,
+            }
+        })
+        .await;
+    if mode == ReleaseMode::DelEx {
+        let deleted: Result<i64, redis::RedisError> = redis::cmd("DELEX")
+            .arg(key)
+            .arg("IFEQ")
+            .arg(token)
+            .query_async(conn)
+            .await;
+        match deleted {
+            Ok(n) => return Ok(n == 1),
+            // A server that reports 8.4+ but rejects DELEX (a proxy, a renamed command):
+            // fall back to the script, which every version runs.
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut invocation = RELEASE.key(key);
+    invocation.arg(token);
+    let deleted: i64 = invocation.invoke_async(conn).await?;
+    Ok(deleted == 1)
+}
+
+/// A held Redis lock.
+///
+/// Obtained from [`RedisLocker`](super::RedisLocker). The lease knows its random token and
+/// its [`FencingToken`]; pass the fence to the protected resource so it can reject writes
+/// from a holder whose lease has expired.
+///
+/// # Drop behaviour
+///
+/// Dropping a lease that was not released never blocks. It stops the keep-alive and, when
+/// called inside a tokio runtime, spawns the compare-and-delete release on that runtime
+/// (fire and forget). Outside a runtime nothing is sent and the key simply expires after its
+/// TTL. Either way a successor's key is never touched: release only deletes the key while it
+/// still holds this lease's token.
+///
+/// The token is kept until a release is confirmed by Redis: if [`Lease::release`] fails or
+/// its future is dropped midway, the release can be retried and is attempted again on drop.
+#[must_use = "dropping a lease releases the lock in the background"]
+pub struct Lease<C: LockConnection> {
+    shared: Arc<Shared>,
+    conn: C,
+    release_mode: Arc<OnceCell<ReleaseMode>>,
+    keep_alive: Option<JoinHandle<()>>,
+}
+
+impl<C: LockConnection> std::fmt::Debug for Lease<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.shared.name)
+            .field("key", &self.shared.key)
+            .field("fence", &self.shared.fence)
+            .field("remaining", &self.shared.remaining())
+            .field("keep_alive", &self.keep_alive.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: LockConnection> Lease<C> {
+    pub(crate) fn new(shared: Shared, conn: C, release_mode: Arc<OnceCell<ReleaseMode>>) -> Self {
+        Lease {
+            shared: Arc::new(shared),
+            conn,
+            release_mode,
+            keep_alive: None,
+        }
+    }
+
+    /// The lock name this lease was acquired for.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The Redis key holding the lock (`<prefix>:{<name>}:lock`).
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// This lease's random token (128 bits from the OS RNG, 32 hex digits), stored as the
+    /// lock key's value.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// The fencing token minted together with the lock: strictly greater than the fence of
+    /// every earlier acquisition of the same lock name.
+    pub fn fence(&self) -> FencingToken {
+        self.shared.fence
+    }
+
+    /// The TTL the lease was acquired with (and that the keep-alive renews to).
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl
+    }
+
+    /// When the attempt that won the lock started (monotonic clock).
+    pub fn acquired_at(&self) -> Instant {
+        self.shared.acquired_at
+    }
+
+    /// The instant until which the lease is valid, measured from the start of the winning
+    /// attempt (or of the last successful renewal) minus a small clock-drift allowance.
+    pub fn valid_until(&self) -> Instant {
+        self.shared.valid_until()
+    }
+
+    /// Time left before [`valid_until`](Self::valid_until); zero once the lease has ended.
+    pub fn remaining(&self) -> Duration {
+        self.shared.remaining()
+    }
+
+    /// Whether the lease is still valid: not released, not lost, and not past its validity.
+    pub fn is_held(&self) -> bool {
+        self.shared.is_held()
+    }
+
+    /// A future that resolves when the lease ends, with the reason: its validity elapsed, a
+    /// renewal found the key gone or failed, the maximum hold time was reached, or the lease
+    /// was released. It owns what it needs, so it can be awaited in a `select!` next to the
+    /// work protected by the lock.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.shared.lost()
+    }
+
+    /// A token cancelled as soon as the lease is known to have ended (failed renewal,
+    /// keep-alive expiry or maximum hold time, release, or an expiry observed by
+    /// [`lost`](Self::lost)). Hand it to code that should stop working under the lock.
+    ///
+    /// Without a keep-alive nothing watches the clock, so check [`is_held`](Self::is_held)
+    /// or await [`lost`](Self::lost) as well.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.shared.ended.clone()
+    }
+
+    /// Why the lease ended, if it has.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.shared.reason.get().cloned()
+    }
+
+    /// A cheap, cloneable view of this lease for the code running under the lock.
+    pub fn handle(&self) -> LeaseHandle {
+        LeaseHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Extends the lease to `ttl` from now with an atomic compare-and-`PEXPIRE`: the key's
+    /// expiry only changes while it still holds this lease's token.
+    ///
+    /// Returns [`LockError::Lost`] when the key is gone or belongs to someone else (the lease
+    /// is then marked lost) or when the lease had already ended, and [`LockError::Redis`] on a
+    /// transport error (the lease is left as is).
+    pub async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
+        let ttl_ms = ttl_millis(ttl)?;
+        if self.shared.ended.is_cancelled() {
+            return Err(self.shared.lost_error());
+        }
+        let mut conn = self.conn.clone();
+        match renew_once(&mut conn, &self.shared, ttl_ms).await? {
+            true => Ok(()),
+            false => Err(self.shared.lost_error()),
+        }
+    }
+
+    /// Starts a background task that renews the lease to its TTL every TTL/3.
+    ///
+    /// The task stops at the first renewal that fails (key gone or owned by someone else, a
+    /// Redis or connection error, or no reply before the lease would expire) and marks the
+    /// lease lost, which wakes [`lost`](Self::lost), cancels the
+    /// [`cancellation_token`](Self::cancellation_token) and makes
+    /// [`is_held`](Self::is_held) false. It never recreates a key: renewal is a
+    /// compare-and-`PEXPIRE`.
+    ///
+    /// `max_hold` bounds the total hold time, measured from [`acquired_at`](Self::acquired_at):
+    /// the last renewal is shortened to end at that point, after which renewing stops and the
+    /// lease is reported lost with [`LostReason::MaxHoldReached`] when it runs out. This keeps a
+    /// stalled holder from being kept alive forever.
+    ///
+    /// Calling it again replaces the previous keep-alive task. Must be called within a tokio
+    /// runtime.
+    pub fn spawn_keep_alive(&mut self, max_hold: Duration) {
+        self.stop_keep_alive();
+        let shared = Arc::clone(&self.shared);
+        let conn = self.conn.clone();
+        self.keep_alive = Some(tokio::spawn(keep_alive(shared, conn, max_hold)));
+    }
+
+    /// Stops the keep-alive task, if any, without releasing the lease.
+    pub fn stop_keep_alive(&mut self) {
+        if let Some(task) = self.keep_alive.take() {
+            task.abort();
+        }
+    }
+
+    /// Whether a keep-alive task is attached and still running.
+    pub fn keep_alive_running(&self) -> bool {
+        self.keep_alive.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Releases the lock with an atomic compare-and-delete: `DELEX key IFEQ token` on Redis
+    /// 8.4 and later (detected once per [`RedisLocker`](super::RedisLocker) via `INFO server`),
+    /// a Lua compare-and-delete script otherwise.
+    ///
+    /// Returns whether the key still held this lease's token (and was deleted). `Ok(false)`
+    /// means the lease had already expired or been taken over; the current holder's key is
+    /// left intact. Stops the keep-alive first. On error the lease keeps its token, so the
+    /// call can be retried (a drop also retries in the background). Releasing an already
+    /// released lease returns `Ok(false)` without contacting Redis.
+    pub async fn release(&mut self) -> Result<bool, LockError> {
+        self.stop_keep_alive();
+        if !self.shared.needs_release.load(Ordering::SeqCst) {
+            self.shared.mark_lost(LostReason::Released);
+            return Ok(false);
+        }
+        let mut conn = self.conn.clone();
+        let owned = release_key(
+            &mut conn,
+            &self.release_mode,
+            &self.shared.key,
+            &self.shared.token,
+        )
+        .await?;
+        self.shared.needs_release.store(false, Ordering::SeqCst);
+        self.shared.mark_lost(LostReason::Released);
+        Ok(owned)
+    }
+}
+
+impl<C: LockConnection> Drop for Lease<C> {
+    fn drop(&mut self) {
+        self.stop_keep_alive();
+        if !self.shared.needs_release.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        self.shared.mark_lost(LostReason::Released);
+        spawn_release(
+            self.conn.clone(),
+            Arc::clone(&self.release_mode),
+            self.shared.key.clone(),
+            self.shared.token.clone(),
+        );
+    }
+}
+
+/// Fire-and-forget compare-and-delete on the current tokio runtime, if any.
+pub(crate) fn spawn_release<C: LockConnection>(
+    mut conn: C,
+    mode: Arc<OnceCell<ReleaseMode>>,
+    key: String,
+    token: String,
+) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = release_key(&mut conn, &mode, &key, &token).await;
+        });
+    }
+}
+
+/// One compare-and-PEXPIRE. `Ok(false)` (and the lease marked lost) when the key is not ours.
+async fn renew_once<C: LockConnection>(
+    conn: &mut C,
+    shared: &Shared,
+    ttl_ms: u64,
+) -> Result<bool, LockError> {
+    let start = Instant::now();
+    let mut invocation = RENEW.key(&shared.key);
+    invocation.arg(&shared.token).arg(ttl_ms);
+    let renewed: i64 = invocation.invoke_async(conn).await?;
+    if renewed == 1 {
+        shared.extend(start, Duration::from_millis(ttl_ms));
+        Ok(true)
+    } else {
+        shared.needs_release.store(false, Ordering::SeqCst);
+        shared.mark_lost(LostReason::NotOwner);
+        Ok(false)
+    }
+}
+
+async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hold: Duration) {
+    let interval = (shared.ttl / 3).max(Duration::from_millis(1));
+    let hold_deadline = add_saturating(shared.acquired_at, max_hold);
+    let mut next = add_saturating(shared.acquired_at, interval);
+    loop {
+        if next >= hold_deadline || shared.valid_until() >= hold_deadline {
+            // No renewal may extend past the maximum hold time: let the lease run out.
+            shared.hold_capped.store(true, Ordering::SeqCst);
+            next = next.min(hold_deadline);
+        }
+        tokio::select! {
+            biased;
+            _ = shared.ended.cancelled() => return,
+            _ = tokio::time::sleep_until(next.into()) => {}
+        }
+        let now = Instant::now();
+        let valid_until = shared.valid_until();
+        if now >= valid_until {
+            shared.mark_lost(shared.expiry_reason());
+            return;
+        }
+        if now >= hold_deadline || shared.hold_capped.load(Ordering::SeqCst) {
+            shared.hold_capped.store(true, Ordering::SeqCst);
+            tokio::select! {
+                biased;
+                _ = shared.ended.cancelled() => return,
+                _ = tokio::time::sleep_until(valid_until.into()) => {}
+            }
+            shared.mark_lost(LostReason::MaxHoldReached);
+            return;
+        }
+        // Renew to the full TTL, or only up to the hold deadline if that comes first.
+        let ttl = shared.ttl.min(hold_deadline.saturating_duration_since(now));
+        let ttl_ms = (ttl.as_millis() as u64).max(1);
+        if ttl < shared.ttl {
+            // This renewal ends at the hold deadline: from now on, running out is due to it.
+            shared.hold_capped.store(true, Ordering::SeqCst);
+        }
+        let reply = tokio::time::timeout(
+            valid_until.saturating_duration_since(now),
+            renew_once(&mut conn, &shared, ttl_ms),
+        )
+        .await;
+        match reply {
+            Ok(Ok(true)) => next = add_saturating(now, interval),
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => {
+                shared.mark_lost(LostReason::RenewalFailed(e.to_string()));
+                return;
+            }
+            Err(_) => {
+                shared.mark_lost(LostReason::Expired);
+                return;
+            }
+        }
+    }
+}
+
+/// A cloneable, read-only view of a [`Lease`], handed to the closure run by
+/// [`RedisLocker::with_lock`](super::RedisLocker::with_lock).
+#[derive(Clone)]
+pub struct LeaseHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LeaseHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseHandle")
+            .field("name", &self.shared.name)
+            .field("fence", &self.shared.fence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseHandle {
+    /// See [`Lease::name`].
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// See [`Lease::key`].
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// See [`Lease::token`].
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// See [`Lease::fence`].
+    pub fn fence(&self) -> FencingToken {
+        self.shared.fence
+    }
+
+    /// See [`Lease::valid_until`].
+    pub fn valid_until(&self) -> Instant {
+        self.shared.valid_until()
+    }
+
+    /// See [`Lease::remaining`].
+    pub fn remaining(&self) -> Duration {
+        self.shared.remaining()
+    }
+
+    /// See [`Lease::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.shared.is_held()
+    }
+
+    /// See [`Lease::lost`].
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.shared.lost()
+    }
+
+    /// See [`Lease::cancellation_token`].
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.shared.ended.clone()
+    }
+}

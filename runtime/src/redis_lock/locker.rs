@@ -1,0 +1,332 @@
+//! Acquiring leases.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use tokio::sync::OnceCell;
+
+use super::backoff::{random_token, Backoff};
+use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
+use super::scripts::{ReleaseMode, ACQUIRE};
+use super::{LockConnection, LockError};
+use crate::FencingToken;
+
+/// Default key prefix: keys are `locklint:{<name>}:lock` and `locklint:{<name>}:fence`.
+pub const DEFAULT_PREFIX: &str = "locklint";
+
+/// Default maximum total hold time for [`RedisLocker::with_lock`].
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(600);
+
+/// Acquires Redis leases over one connection.
+///
+/// Generic over any async connection that can be cloned cheaply and shared between tasks:
+/// [`redis::aio::MultiplexedConnection`], [`redis::aio::ConnectionManager`] and
+/// [`redis::cluster_async::ClusterConnection`] all qualify. Cloning a locker is cheap and
+/// clones share the server-version probe.
+///
+/// Each lock name uses two keys that share the hash tag `{<name>}`, so both land in the same
+/// Redis Cluster slot: `<prefix>:{<name>}:lock` holds the current holder's token with a TTL,
+/// and `<prefix>:{<name>}:fence` is the fencing counter (no TTL; it must outlive every lease).
+pub struct RedisLocker<C: LockConnection> {
+    conn: C,
+    prefix: Arc<str>,
+    backoff: Backoff,
+    max_hold: Duration,
+    release_mode: Arc<OnceCell<ReleaseMode>>,
+}
+
+impl<C: LockConnection> Clone for RedisLocker<C> {
+    fn clone(&self) -> Self {
+        RedisLocker {
+            conn: self.conn.clone(),
+            prefix: Arc::clone(&self.prefix),
+            backoff: self.backoff,
+            max_hold: self.max_hold,
+            release_mode: Arc::clone(&self.release_mode),
+        }
+    }
+}
+
+impl<C: LockConnection> std::fmt::Debug for RedisLocker<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLocker")
+            .field("prefix", &self.prefix)
+            .field("backoff", &self.backoff)
+            .field("max_hold", &self.max_hold)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_part(part: &str, what: &'static str, allow_empty: bool) -> Result<(), LockError> {
+    if !allow_empty && part.is_empty() {
+        return Err(LockError::InvalidName {
+            name: part.to_owned(),
+            why: what,
+        });
+    }
+    if part.contains(['{', '}']) {
+        return Err(LockError::InvalidName {
+            name: part.to_owned(),
+            why: "must not contain `{` or `}` (the name is used as the cluster hash tag)",
+        });
+    }
+    Ok(())
+}
+
+/// Outcome of running the protected work in [`RedisLocker::with_lock`].
+enum Outcome<T> {
+    Done(std::thread::Result<T>),
+    Lost(super::LostReason),
+}
+
+impl<C: LockConnection> RedisLocker<C> {
+    /// A locker with the [`DEFAULT_PREFIX`], the default [`Backoff`] and
+    /// [`DEFAULT_MAX_HOLD`].
+    pub fn new(conn: C) -> Self {
+        RedisLocker {
+            conn,
+            prefix: Arc::from(DEFAULT_PREFIX),
+            backoff: Backoff::default(),
+            max_hold: DEFAULT_MAX_HOLD,
+            release_mode: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Uses `prefix` instead of [`DEFAULT_PREFIX`]. It may be empty but must not contain
+    /// braces, which would change the cluster hash tag.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Result<Self, LockError> {
+        let prefix = prefix.into();
+        check_part(&prefix, "", true)?;
+        self.prefix = Arc::from(prefix);
+        Ok(self)
+    }
+
+    /// Uses `backoff` between acquisition attempts.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets the maximum total hold time used by [`with_lock`](Self::with_lock)'s keep-alive.
+    pub fn with_max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// The connection this locker uses.
+    pub fn connection(&self) -> &C {
+        &self.conn
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key(&self, name: &str, suffix: &str) -> String {
+        if self.prefix.is_empty() {
+            format!("{{{name}}}:{suffix}")
+        } else {
+            format!("{}:{{{name}}}:{suffix}", self.prefix)
+        }
+    }
+
+    /// The key holding the lock `name`: `<prefix>:{<name>}:lock`.
+    pub fn lock_key(&self, name: &str) -> String {
+        self.key(name, "lock")
+    }
+
+    /// The fencing counter of the lock `name`: `<prefix>:{<name>}:fence`.
+    pub fn fence_key(&self, name: &str) -> String {
+        self.key(name, "fence")
+    }
+
+    /// One attempt to take the lock `name` for `ttl`.
+    ///
+    /// A single Lua script runs `SET <lock key> <token> NX PX <ttl>` and, only if that
+    /// succeeded, `INCR <fence key>`, so the fencing token is minted for the winner alone.
+    /// Returns `Ok(None)` when someone else holds the lock. The lease's validity is measured
+    /// from the start of this attempt; if the reply arrives after the TTL has already run out,
+    /// the key is released again and `Ok(None)` is returned.
+    ///
+    /// Dropping the returned future midway is safe: if the script may already have run, a
+    /// compare-and-delete with the attempt's token is spawned on the current runtime.
+    pub async fn try_acquire(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease<C>>, LockError> {
+        check_part(name, "must not be empty", false)?;
+        let ttl_ms = ttl_millis(ttl)?;
+        let token = random_token()?;
+        let key = self.lock_key(name);
+        let mut guard = AttemptGuard {
+            armed: true,
+            conn: self.conn.clone(),
+            mode: Arc::clone(&self.release_mode),
+            key: key.clone(),
+            token: token.clone(),
+        };
+        let start = Instant::now();
+        let mut conn = self.conn.clone();
+        let mut invocation = ACQUIRE.key(&key);
+        invocation.key(self.fence_key(name)).arg(&token).arg(ttl_ms);
+        let fence: i64 = match invocation.invoke_async(&mut conn).await {
+            Ok(fence) => fence,
+            // The script may or may not have run: the still-armed guard cleans up.
+            Err(e) => return Err(e.into()),
+        };
+        guard.armed = false;
+        if fence <= 0 {
+            return Ok(None);
+        }
+        let shared = Shared::new(
+            name.to_owned(),
+            key,
+            token,
+            FencingToken(fence as u64),
+            Duration::from_millis(ttl_ms),
+            start,
+        );
+        let mut lease = Lease::new(shared, self.conn.clone(), Arc::clone(&self.release_mode));
+        if !lease.is_held() {
+            lease.release().await?;
+            return Ok(None);
+        }
+        Ok(Some(lease))
+    }
+
+    /// Takes the lock `name` for `ttl`, retrying with full-jitter exponential backoff until
+    /// it is acquired. Redis errors are returned immediately. Drop the future to give up.
+    pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<Lease<C>, LockError> {
+        let mut attempt: u32 = 0;
+        loop {
+            if let Some(lease) = self.try_acquire(name, ttl).await? {
+                return Ok(lease);
+            }
+            tokio::time::sleep(self.backoff.delay(attempt)).await;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// Like [`acquire`](Self::acquire), but gives up with [`LockError::TimedOut`] once
+    /// `timeout` has passed since the call.
+    pub async fn acquire_timeout(
+        &self,
+        name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Lease<C>, LockError> {
+        self.acquire_until(name, ttl, add_saturating(Instant::now(), timeout))
+            .await
+    }
+
+    /// Like [`acquire`](Self::acquire), but gives up with [`LockError::TimedOut`] at
+    /// `deadline`. At least one attempt is made; the last backoff sleep is shortened so that a
+    /// final attempt happens at the deadline.
+    pub async fn acquire_until(
+        &self,
+        name: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease<C>, LockError> {
+        let started = Instant::now();
+        let mut attempt: u32 = 0;
+        loop {
+            if let Some(lease) = self.try_acquire(name, ttl).await? {
+                return Ok(lease);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LockError::TimedOut {
+                    name: name.to_owned(),
+                    waited: now.saturating_duration_since(started),
+                });
+            }
+            let pause = self
+                .backoff
+                .delay(attempt)
+                .min(deadline.saturating_duration_since(now));
+            tokio::time::sleep(pause).await;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// Runs `work` while holding the lock `name`.
+    ///
+    /// Acquires with [`acquire`](Self::acquire) (waiting as long as it takes), starts a
+    /// keep-alive bounded by the locker's maximum hold time (see
+    /// [`Lease::spawn_keep_alive`]), and runs the future returned by `work`, which receives a
+    /// [`LeaseHandle`] (for its fencing token, among others).
+    ///
+    /// **If the lease is lost while the work runs, the work's future is dropped** (cancelled
+    /// at its current `.await`) and `Err(LockError::Lost)` is returned. Work that must not be
+    /// interrupted should check [`LeaseHandle::is_held`] itself and rely on the fencing token.
+    ///
+    /// The lease is released on every exit path: after success, after loss, and after a panic
+    /// in `work`, which is then resumed. If the caller drops the `with_lock` future, the lease's
+    /// drop releases it in the background. A failed release after the work completed is not
+    /// reported (the key expires after its TTL).
+    pub async fn with_lock<F, Fut, T>(
+        &self,
+        name: &str,
+        ttl: Duration,
+        work: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnOnce(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let mut lease = self.acquire(name, ttl).await?;
+        lease.spawn_keep_alive(self.max_hold);
+        let handle = lease.handle();
+        let lost = lease.lost();
+        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| work(handle))) {
+            Err(panic) => Outcome::Done(Err(panic)),
+            Ok(fut) => {
+                let fut = AssertUnwindSafe(fut).catch_unwind();
+                tokio::pin!(fut);
+                tokio::pin!(lost);
+                tokio::select! {
+                    biased;
+                    done = &mut fut => Outcome::Done(done),
+                    reason = &mut lost => Outcome::Lost(reason),
+                }
+            }
+        };
+        let _ = lease.release().await;
+        match outcome {
+            Outcome::Done(Ok(value)) => Ok(value),
+            Outcome::Done(Err(panic)) => std::panic::resume_unwind(panic),
+            Outcome::Lost(reason) => Err(LockError::Lost {
+                name: name.to_owned(),
+                reason,
+            }),
+        }
+    }
+}
+
+/// Cleans up after an acquisition attempt whose outcome is unknown (error or cancellation).
+struct AttemptGuard<C: LockConnection> {
+    armed: bool,
+    conn: C,
+    mode: Arc<OnceCell<ReleaseMode>>,
+    key: String,
+    token: String,
+}
+
+impl<C: LockConnection> Drop for AttemptGuard<C> {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_release(
+                self.conn.clone(),
+                Arc::clone(&self.mode),
+                std::mem::take(&mut self.key),
+                std::mem::take(&mut self.token),
+            );
+        }
+    }
+}

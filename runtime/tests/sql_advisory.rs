@@ -1,0 +1,359 @@
+//! PostgreSQL advisory locks against a real server.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use locklint_runtime::advisory::{AdvisoryError, AdvisoryKey, AdvisoryLock};
+use sqlx::{Connection, PgConnection, PgPool};
+use support::sql::{pg, pg_with, PgDb};
+
+/// SHA-256 prefixes computed independently (`printf %s NAME | sha256sum`).
+const VECTORS: &[(&str, i64)] = &[
+    ("abc", -5010229573455851542),
+    ("", -2039914840885289964),
+    ("locklint", 5007978370049997813),
+    ("invoice:2026-11", -8468555035743301671),
+    ("tenant/42/report", -5264165213855596743),
+    ("ключ", 2153681812738117024),
+];
+
+#[test]
+fn key_from_name_fixed_vectors() {
+    for (name, key) in VECTORS {
+        assert_eq!(AdvisoryKey::from_name(name), AdvisoryKey(*key), "{name:?}");
+        assert_eq!(AdvisoryKey::from(*name), AdvisoryKey(*key), "{name:?}");
+    }
+}
+
+#[tokio::test]
+async fn key_from_name_matches_documented_sql() {
+    let db = pg().await;
+    for (name, key) in VECTORS {
+        let in_sql: i64 = sqlx::query_scalar(
+            "SELECT ('x' || left(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 16))::bit(64)::bigint",
+        )
+        .bind(*name)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(in_sql, *key, "{name:?}");
+    }
+    db.cleanup().await;
+}
+
+/// A key unique to this test run, so parallel tests and runs never collide.
+fn test_key() -> AdvisoryKey {
+    AdvisoryKey::from_name(&support::sql::unique("advisory-test"))
+}
+
+async fn backend_pid(conn: &mut PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Backend pids holding any advisory lock among *all* connections the pool can hand out
+/// (the pool is drained to its maximum size while checking).
+async fn pooled_sessions_holding_advisory_locks(pool: &PgPool, max: u32) -> Vec<i32> {
+    let mut conns = Vec::new();
+    for _ in 0..max {
+        conns.push(pool.acquire().await.unwrap());
+    }
+    let mut pids = Vec::new();
+    for c in &mut conns {
+        pids.push(backend_pid(c).await);
+    }
+    let holding: Vec<i32> = sqlx::query_scalar(
+        "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND pid = ANY($1)",
+    )
+    .bind(&pids)
+    .fetch_all(&mut *conns[0])
+    .await
+    .unwrap();
+    drop(conns);
+    holding
+}
+
+/// Whether any backend holds the session lock `key` (bigint keys appear in `pg_locks` as
+/// classid = high half, objid = low half, objsubid = 1).
+async fn lock_holders(pool: &PgPool, key: AdvisoryKey) -> Vec<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+         AND classid = (($1 >> 32) & 4294967295)::oid AND objid = ($1 & 4294967295)::oid",
+    )
+    .bind(key.0)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Polls until a fresh standalone session takes `key` (then releases it).
+async fn other_session_can_take(db: &PgDb, key: AdvisoryKey, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let conn = db.connect().await;
+        if let Some(guard) = AdvisoryLock::try_lock(conn, key).await.unwrap() {
+            guard.unlock().await.unwrap();
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn try_lock_excludes_and_unlock_on_same_connection_releases() {
+    let db = pg_with(3).await;
+    let key = test_key();
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.key(), key);
+    let holder_pid = backend_pid(guard.connection()).await;
+    assert_eq!(lock_holders(&db.pool, key).await, vec![holder_pid]);
+
+    // Neither another pooled connection nor a standalone session can take it.
+    assert!(AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(AdvisoryLock::try_lock(db.connect().await, key)
+        .await
+        .unwrap()
+        .is_none());
+
+    guard.unlock().await.unwrap();
+    assert!(lock_holders(&db.pool, key).await.is_empty());
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, 3)
+        .await
+        .is_empty());
+    assert!(other_session_can_take(&db, key, Duration::ZERO).await);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn unlock_reports_lock_released_behind_its_back() {
+    let db = pg_with(2).await;
+    let key = test_key();
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(guard.connection())
+        .await
+        .unwrap();
+    match guard.unlock().await {
+        Err(AdvisoryError::NotHeld { key: k }) => assert_eq!(k, key),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn terminated_holder_session_releases_the_lock() {
+    let db = pg_with(3).await;
+    let key = test_key();
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    let holder_pid = backend_pid(guard.connection()).await;
+    assert!(!other_session_can_take(&db, key, Duration::ZERO).await);
+
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(holder_pid)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(terminated);
+    assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+
+    // The stale guard cannot unlock: its session is gone, and it reports an error.
+    assert!(matches!(
+        guard.unlock().await,
+        Err(AdvisoryError::Database(_))
+    ));
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, 3)
+        .await
+        .is_empty());
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn dropped_guard_never_returns_its_connection_to_the_pool() {
+    let max = 2;
+    let db = pg_with(max).await;
+    let key = test_key();
+    for _ in 0..3 {
+        let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+            .await
+            .unwrap()
+            .unwrap();
+        let pid = backend_pid(guard.connection()).await;
+        drop(guard);
+        // The holder's session is closed, so the lock is free for another session ...
+        assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+        // ... and no connection the pool hands out holds an advisory lock or is the old one.
+        assert!(pooled_sessions_holding_advisory_locks(&db.pool, max)
+            .await
+            .is_empty());
+        let mut conn = db.pool.acquire().await.unwrap();
+        assert_ne!(backend_pid(&mut conn).await, pid);
+    }
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn lock_timeout_waits_for_release_and_times_out() {
+    let db = pg_with(4).await;
+    let key = test_key();
+    let holder = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let started = Instant::now();
+    let none = AdvisoryLock::lock_timeout(&db.pool, key, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert!(started.elapsed() >= Duration::from_millis(290));
+
+    let pool = db.pool.clone();
+    let waiter = tokio::spawn(async move {
+        AdvisoryLock::lock_timeout(&pool, key, Duration::from_secs(20)).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.unlock().await.unwrap();
+    let guard = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("acquired after release");
+
+    // The session settings were restored on the guard's connection.
+    let mut guard = guard;
+    let lock_timeout: String = sqlx::query_scalar("SHOW lock_timeout")
+        .fetch_one(guard.connection())
+        .await
+        .unwrap();
+    assert_eq!(lock_timeout, "0");
+    guard.unlock().await.unwrap();
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, 4)
+        .await
+        .is_empty());
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn cancelled_lock_timeout_never_leaks_the_lock_into_the_pool() {
+    let max = 3;
+    let db = pg_with(max).await;
+    let key = test_key();
+    let mut holder_conn = db.connect().await;
+    let holder_pid = backend_pid(&mut holder_conn).await;
+    let holder = AdvisoryLock::try_lock(holder_conn, key)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // 1. A blocked acquire cancelled by tokio::time::timeout.
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(300),
+        AdvisoryLock::lock_timeout(&db.pool, key, Duration::from_secs(30)),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the acquire should still be blocked");
+
+    // 2. A blocked acquire in a task that is aborted.
+    let pool = db.pool.clone();
+    let task = tokio::spawn(async move {
+        AdvisoryLock::lock_timeout(&pool, key, Duration::from_secs(30)).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+
+    // Release the real holder; the abandoned waiters must not end up owning the lock.
+    holder.unlock().await.unwrap();
+    assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+    let holders = lock_holders(&db.pool, key).await;
+    assert!(
+        holders.is_empty(),
+        "held by {holders:?} (holder was {holder_pid})"
+    );
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, max)
+        .await
+        .is_empty());
+    // The pool still works at full size and can take the lock itself.
+    let guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    guard.unlock().await.unwrap();
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn standalone_connection_can_hold_the_lock() {
+    let db = pg().await;
+    let key = test_key();
+    let guard = AdvisoryLock::try_lock(db.connect().await, key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .is_none());
+    guard.unlock().await.unwrap();
+    assert!(other_session_can_take(&db, key, Duration::ZERO).await);
+    let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
+    let guard = AdvisoryLock::lock_timeout(db.connect().await, key, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+            .bind(key.0)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    );
+    drop(guard);
+    assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn xact_lock_is_released_at_commit_and_rollback() {
+    let db = pg_with(4).await;
+    let key = test_key();
+
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(AdvisoryLock::try_lock_xact(&mut tx, key).await.unwrap());
+    let mut other = db.pool.begin().await.unwrap();
+    assert!(!AdvisoryLock::try_lock_xact(&mut other, key).await.unwrap());
+    assert!(!other_session_can_take(&db, key, Duration::ZERO).await);
+    tx.commit().await.unwrap();
+    assert!(AdvisoryLock::try_lock_xact(&mut other, key).await.unwrap());
+    other.rollback().await.unwrap();
+    assert!(other_session_can_take(&db, key, Duration::ZERO).await);
+
+    // Blocking variant, released by a dropped (rolled back) transaction.
+    let mut tx = db.pool.begin().await.unwrap();
+    AdvisoryLock::lock_xact(&mut tx, key).await.unwrap();
+    assert!(!other_session_can_take(&db, key, Duration::ZERO).await);
+    drop(tx);
+    assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, 4)
+        .await
+        .is_empty());
+    db.cleanup().await;
+}
