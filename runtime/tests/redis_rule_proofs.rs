@@ -376,3 +376,106 @@ async fn proof_lock_result_ignored() {
         }
     }
 }
+
+/// The compare-and-delete script of a careful release, used here with a constant value.
+const COMPARE_AND_DELETE: &str = r"
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+";
+
+/// `constant-lock-value`: every holder writes the same value (`"1"`).
+///
+/// Interleaving: A takes the lock with `SET key 1 NX PX 150` and stalls until its key has
+/// expired (waited for, not guessed); B takes the lock with the same constant; A resumes and
+/// releases with a *correct* compare-and-delete script, comparing against `"1"`: the value
+/// matches B's, so A deletes B's lock. C then takes the lock while B still works: two holders.
+/// Replacement: leases carry a unique 128-bit token each, so A's release compares A's token
+/// against B's, deletes nothing, and C does not get the lock.
+#[tokio::test]
+async fn proof_constant_lock_value() {
+    let redis = redis();
+    let mut probe = redis.conn().await;
+    let key = format!("{}:lock", redis.unique("constant-lock-value"));
+    let script = redis::Script::new(COMPARE_AND_DELETE);
+
+    // the anti-pattern
+    let a: bool = redis::cmd("SET")
+        .arg(&key)
+        .arg("1")
+        .arg("NX")
+        .arg("PX")
+        .arg(150)
+        .query_async::<Option<String>>(&mut probe)
+        .await
+        .unwrap()
+        .is_some();
+    assert!(a);
+    wait_until_gone(&mut probe, &key).await;
+    let b: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg("1")
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut probe)
+        .await
+        .unwrap();
+    assert!(b.is_some(), "B took the lock");
+    let deleted: i64 = script
+        .key(&key)
+        .arg("1")
+        .invoke_async(&mut probe)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted, 1,
+        "anti-pattern: A's release matched B's value and deleted B's lock"
+    );
+    let c: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg("1")
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut probe)
+        .await
+        .unwrap();
+    assert!(c.is_some(), "anti-pattern: C took the lock B still holds");
+    let _: i64 = script
+        .key(&key)
+        .arg("1")
+        .invoke_async(&mut probe)
+        .await
+        .unwrap();
+
+    // the replacement
+    let locker = locker(
+        redis.conn().await,
+        redis.unique("constant-lock-value-fixed"),
+    );
+    let mut a = locker
+        .acquire("x", Duration::from_millis(150))
+        .await
+        .unwrap();
+    wait_until_gone(&mut probe, a.key()).await;
+    let mut b = locker.acquire("x", Duration::from_secs(10)).await.unwrap();
+    assert_ne!(a.token(), b.token(), "each holder has its own token");
+    assert!(
+        !a.release().await.unwrap(),
+        "replacement: A's token does not match B's"
+    );
+    let owner: Option<String> = probe.get(b.key()).await.unwrap();
+    assert_eq!(
+        owner.as_deref(),
+        Some(b.token()),
+        "replacement: B's key intact"
+    );
+    assert!(locker
+        .try_acquire("x", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(b.release().await.unwrap());
+}
