@@ -184,6 +184,18 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
         })
         .collect();
     out.extend(found);
+    let per_file: Vec<Diagnostic> = project
+        .files
+        .par_iter()
+        .flat_map_iter(|f| {
+            let mut v = Vec::new();
+            for r in &active {
+                r.check_file(f, &project, &mut v);
+            }
+            v
+        })
+        .collect();
+    out.extend(per_file);
     merge_duplicates(out)
 }
 

@@ -283,6 +283,11 @@ pub struct Call {
 pub enum Event {
     Op(Box<Op>),
     Call(Call),
+    /// A SQL statement run here: index into [`FileIr::embedded`].
+    Sql {
+        id: NodeId,
+        embedded: usize,
+    },
 }
 
 impl Event {
@@ -290,6 +295,7 @@ impl Event {
         match self {
             Event::Op(o) => o.id,
             Event::Call(c) => c.id,
+            Event::Sql { id, .. } => *id,
         }
     }
 }
@@ -319,6 +325,98 @@ pub struct ParseProblem {
     pub help: String,
 }
 
+/// Maps byte offsets of a decoded text (a string literal's value) to byte offsets of the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TextMap {
+    /// `(text offset, file offset)` at which a verbatim run (or one escape) starts.
+    points: Vec<(usize, usize)>,
+}
+
+impl TextMap {
+    /// A text that is the file itself from `base` on.
+    pub fn identity(base: usize) -> Self {
+        TextMap {
+            points: vec![(0, base)],
+        }
+    }
+
+    pub fn push(&mut self, text: usize, file: usize) {
+        if let Some(&(t, _)) = self.points.last() {
+            if t == text {
+                self.points.pop();
+            }
+        }
+        self.points.push((text, file));
+    }
+
+    /// The file offset of a text offset.
+    pub fn to_source(&self, text: usize) -> usize {
+        let i = self.points.partition_point(|&(t, _)| t <= text);
+        match i.checked_sub(1).and_then(|i| self.points.get(i)) {
+            Some(&(t, f)) => f + (text - t),
+            None => self.points.first().map(|&(_, f)| f).unwrap_or(0),
+        }
+    }
+
+    /// A file span for a text span.
+    pub fn span(&self, start: usize, end: usize) -> Span {
+        let s = self.to_source(start);
+        let e = if end > start {
+            self.to_source(end - 1) + 1
+        } else {
+            s
+        };
+        Span::new(s, e)
+    }
+}
+
+/// The language of an embedded text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    Sql,
+    Lua,
+}
+
+/// What runs a SQL statement, as far as the code shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    /// A connection pool (`&PgPool`, `Pool<Postgres>`, deadpool/bb8 pools): each call may use a
+    /// different connection.
+    Pool,
+    /// One held connection.
+    Connection,
+    /// A transaction.
+    Transaction,
+    Unknown,
+}
+
+/// SQL or Lua text found in a file: a whole `.sql`/`.lua` file, or a string literal passed to
+/// a database or Redis scripting API.
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    pub language: Language,
+    pub text: String,
+    pub map: TextMap,
+    /// The literal (or the whole file).
+    pub span: Span,
+    /// Where it came from: `file`, `sqlx::query`, `Script::new`, `execute` ...
+    pub origin: String,
+    /// Function (index in [`FileIr::functions`]) that runs it, when found in Rust code.
+    pub func: Option<usize>,
+    /// The call that runs it.
+    pub exec: Option<SqlExec>,
+}
+
+/// A SQL statement executed from Rust code.
+#[derive(Debug, Clone)]
+pub struct SqlExec {
+    /// Position in the function's event order.
+    pub id: NodeId,
+    pub executor: Executor,
+    /// The executing call.
+    pub span: Span,
+}
+
 /// Everything a front-end extracted from one file.
 #[derive(Debug)]
 pub struct FileIr {
@@ -329,4 +427,10 @@ pub struct FileIr {
     /// Struct literal field initialisers: (type, field) → key template.
     pub field_inits: Vec<(String, String, KeyRef)>,
     pub problems: Vec<ParseProblem>,
+    /// SQL and Lua texts in this file.
+    pub embedded: Vec<Embedded>,
+    /// Parsed SQL (filled by [`crate::frontend::sql`]).
+    pub sql: crate::frontend::sql::SqlIr,
+    /// Parsed Lua scripts (filled by [`crate::frontend::lua`]).
+    pub lua: crate::frontend::lua::LuaIr,
 }

@@ -111,6 +111,9 @@ pub struct TraceOp<'a> {
     pub deps: Vec<NodeId>,
     /// Call sites from the root function down to the helper that holds the operation.
     pub via: Vec<(FileRef, Span)>,
+    /// The root function's event at which this operation happens (the op itself, or the
+    /// outermost call that leads to it): orders it against the root's other events.
+    pub at: NodeId,
 }
 
 impl TraceOp<'_> {
@@ -169,6 +172,8 @@ pub struct Project<'a> {
     pub files: &'a [FileIr],
     pub traces: Vec<Trace<'a>>,
     pub facts: Facts,
+    /// Tables, fencing columns, lock tables and unique keys from every file's SQL.
+    pub schema: crate::frontend::sql::Schema,
 }
 
 struct Index<'a> {
@@ -449,6 +454,7 @@ impl<'a> Expander<'_, 'a> {
         outer_result: Option<&ResultUse>,
         outer_deps: &[NodeId],
         via: &[(FileRef, Span)],
+        root_event: Option<NodeId>,
     ) -> Vec<NodeId> {
         let func = self.idx.func(at);
         let file = self.idx.files[at.0].file.clone();
@@ -482,6 +488,7 @@ impl<'a> Expander<'_, 'a> {
                         result,
                         deps,
                         via: via.to_vec(),
+                        at: root_event.unwrap_or(op.id),
                     });
                 }
                 Event::Call(call) => {
@@ -510,12 +517,20 @@ impl<'a> Expander<'_, 'a> {
                     deps.extend(outer_deps.iter().copied());
                     let mut v = via.to_vec();
                     v.push((file.clone(), call.span));
-                    let reads = self.expand(target, Some(&call_args), Some(&result), &deps, &v);
+                    let reads = self.expand(
+                        target,
+                        Some(&call_args),
+                        Some(&result),
+                        &deps,
+                        &v,
+                        Some(root_event.unwrap_or(call.id)),
+                    );
                     if call.result == ResultUse::Returned {
                         returned_reads.extend(reads.iter().copied());
                     }
                     self.call_reads.insert(call.id, reads);
                 }
+                Event::Sql { .. } => {}
             }
         }
         self.stack.pop();
@@ -537,7 +552,7 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
             call_reads: HashMap::new(),
             stack: Vec::new(),
         };
-        ex.expand(root, None, None, &[], &[]);
+        ex.expand(root, None, None, &[], &[], None);
         traces.push(Trace {
             root: idx.func(root),
             file: files[root.0].file.clone(),
@@ -552,6 +567,7 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
         files,
         traces,
         facts,
+        schema: crate::frontend::sql::schema(files),
     }
 }
 

@@ -10,7 +10,8 @@ mod unconditional_release;
 mod unconditional_renew;
 
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::locks::{Facts, Trace};
+use crate::ir::FileIr;
+use crate::locks::{Facts, Project, Trace};
 
 /// Static description of a rule: its stable public name, summary and documentation page.
 #[derive(Debug)]
@@ -25,10 +26,14 @@ pub struct RuleInfo {
     pub doc: &'static str,
 }
 
-/// A lint rule over the traces of the project.
+/// A lint rule. Redis rules read the traces of the project ([`Rule::check`]); SQL and Lua rules
+/// read each file's parsed statements and scripts ([`Rule::check_file`]).
 pub trait Rule: Sync + Send {
     fn info(&self) -> &'static RuleInfo;
-    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>);
+    /// Check one trace (a function with its lock helpers expanded).
+    fn check(&self, _trace: &Trace, _facts: &Facts, _out: &mut Vec<Diagnostic>) {}
+    /// Check one file's SQL and Lua (and anything else file-level).
+    fn check_file(&self, _file: &FileIr, _project: &Project, _out: &mut Vec<Diagnostic>) {}
 }
 
 /// Findings about files that could not be read as source.

@@ -81,11 +81,15 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     let mut order = Vec::new();
     collect_consts(&parsed.items, &mut consts, &mut order);
     let lower = file.text.to_ascii_lowercase();
+    let mut const_spans = HashMap::new();
+    collect_const_spans(file, &parsed.items, &mut const_spans);
     let cx = FileCtx {
         file,
         file_idx: index,
         gated: lower.contains("redis") || lower.contains("fred"),
         consts: &consts,
+        sqlx: lower.contains("sqlx"),
+        const_spans: &const_spans,
     };
     let mut fns = Vec::new();
     walk_items(&cx, &parsed.items, &mut fns, ir);
@@ -93,6 +97,50 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     for name in order {
         if let Some(k) = consts.get(&name) {
             ir.consts.push((name, k.clone()));
+        }
+    }
+}
+
+/// Spans of `const`/`static` string literals (embedded SQL and Lua often live there).
+fn collect_const_spans(
+    file: &SourceFile,
+    items: &[syn::Item],
+    out: &mut HashMap<String, crate::source::Span>,
+) {
+    let lit_span = |e: &syn::Expr| match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(super::spans::of(file, s)),
+        _ => None,
+    };
+    for item in items {
+        match item {
+            syn::Item::Const(c) => {
+                if let Some(s) = lit_span(&c.expr) {
+                    out.insert(c.ident.to_string(), s);
+                }
+            }
+            syn::Item::Static(st) => {
+                if let Some(s) = lit_span(&st.expr) {
+                    out.insert(st.ident.to_string(), s);
+                }
+            }
+            syn::Item::Mod(m) => {
+                if let Some((_, items)) = &m.content {
+                    collect_const_spans(file, items, out);
+                }
+            }
+            syn::Item::Impl(i) => {
+                for it in &i.items {
+                    if let syn::ImplItem::Const(c) = it {
+                        if let Some(s) = lit_span(&c.expr) {
+                            out.insert(c.ident.to_string(), s);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -155,11 +203,12 @@ fn walk_fn(
 ) {
     let func_idx = fns.len();
     // reserve the slot so nested functions get later indexes
-    let walker = FnWalker::new(cx, func_idx, sig, impl_type);
+    let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
-    let (function, nested, inits) = walker.run(body);
+    let (function, nested, inits, embedded) = walker.run(body);
     fns[func_idx] = function;
     ir.field_inits.extend(inits);
+    ir.embedded.extend(embedded);
     for (nsig, nbody, nimpl) in nested {
         walk_fn(cx, &nsig, &nbody, nimpl, fns, ir);
     }

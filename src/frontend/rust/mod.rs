@@ -1,8 +1,10 @@
 //! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
 
 mod commands;
+mod embed;
 mod items;
 mod keys;
+mod literal;
 mod spans;
 mod walker;
 
@@ -25,6 +27,9 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
         consts: Vec::new(),
         field_inits: Vec::new(),
         problems: Vec::new(),
+        embedded: Vec::new(),
+        sql: Default::default(),
+        lua: Default::default(),
     };
     if file.text.trim().is_empty() {
         return ir;

@@ -2,10 +2,12 @@
 //! what each reply is used for and which earlier reads the current path depends on.
 
 use super::commands::{self, CmdArg, OptionSource};
+use super::embed;
 use super::keys::{key_of, macro_args, value_of, Scope};
 use super::spans;
 use crate::ir::{
-    Call, Channel, Dep, Event, Function, KeyRef, NodeId, Op, OpKind, ResultUse, Value,
+    Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
+    ResultUse, SqlExec, Value,
 };
 use crate::source::{SourceFile, Span};
 use std::collections::{HashMap, HashSet};
@@ -18,6 +20,10 @@ pub struct FileCtx<'a> {
     /// The file talks to Redis (mentions `redis` or `fred`): typed command methods are recognised.
     pub gated: bool,
     pub consts: &'a HashMap<String, KeyRef>,
+    /// The file mentions sqlx: `query(..)` calls are sqlx's.
+    pub sqlx: bool,
+    /// Spans of string literals of `const`/`static` items, by name.
+    pub const_spans: &'a HashMap<String, Span>,
 }
 
 /// Deeper expressions than this are not descended into.
@@ -35,6 +41,7 @@ struct Binding {
     expr: Option<syn::Expr>,
     sources: Vec<Dep>,
     builder: Option<usize>,
+    executor: Option<Executor>,
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +136,11 @@ pub struct FnWalker<'a> {
     last_builder: Option<usize>,
     /// Identifiers that appear in returned expressions (`return x`, the tail).
     returned_names: HashSet<String>,
+    /// SQL and Lua texts found in this function; indexes start at `embedded_base` in the file.
+    embedded: Vec<Embedded>,
+    embedded_base: usize,
+    /// Declared types of parameters, for telling pools from connections.
+    param_types: Vec<(String, String)>,
 }
 
 impl Scope for FnWalker<'_> {
@@ -287,8 +299,10 @@ impl<'a> FnWalker<'a> {
         func_idx: usize,
         sig: &syn::Signature,
         impl_type: Option<String>,
+        embedded_base: usize,
     ) -> Self {
         let mut params = Vec::new();
+        let mut param_types = Vec::new();
         let mut has_self = false;
         for input in &sig.inputs {
             match input {
@@ -296,7 +310,10 @@ impl<'a> FnWalker<'a> {
                 syn::FnArg::Typed(t) => {
                     let mut names = Vec::new();
                     pat_names(&t.pat, &mut names);
-                    params.push(names.into_iter().next().unwrap_or_default());
+                    let name = names.into_iter().next().unwrap_or_default();
+                    let ty = quote::ToTokens::to_token_stream(&t.ty).to_string();
+                    param_types.push((name.clone(), ty));
+                    params.push(name);
                 }
             }
         }
@@ -320,6 +337,9 @@ impl<'a> FnWalker<'a> {
             nested: Vec::new(),
             last_builder: None,
             returned_names: HashSet::new(),
+            embedded: Vec::new(),
+            embedded_base,
+            param_types,
         }
     }
 
@@ -345,6 +365,7 @@ impl<'a> FnWalker<'a> {
         Function,
         Vec<(syn::Signature, syn::Block, Option<String>)>,
         Vec<(String, String, KeyRef)>,
+        Vec<Embedded>,
     ) {
         self.walk_block(body, ResultUse::Returned);
         let returns_key = match body.stmts.last() {
@@ -357,6 +378,7 @@ impl<'a> FnWalker<'a> {
         let needs_uses = self.events.iter().any(|e| match e {
             Event::Op(o) => matches!(o.result, ResultUse::Bound { .. }),
             Event::Call(c) => matches!(c.result, ResultUse::Bound { .. }),
+            Event::Sql { .. } => false,
         });
         let mut uses = Vec::new();
         if needs_uses {
@@ -365,6 +387,7 @@ impl<'a> FnWalker<'a> {
                 let r = match ev {
                     Event::Op(o) => &mut o.result,
                     Event::Call(c) => &mut c.result,
+                    Event::Sql { .. } => continue,
                 };
                 if let ResultUse::Bound { names, after } = r {
                     if names.iter().any(|n| self.returned_names.contains(n)) {
@@ -392,7 +415,7 @@ impl<'a> FnWalker<'a> {
             uses,
             returns_key,
         };
-        (f, self.nested, self.field_inits)
+        (f, self.nested, self.field_inits, self.embedded)
     }
 
     fn lookup(&self, name: &str) -> Option<&Binding> {
@@ -560,6 +583,11 @@ impl<'a> FnWalker<'a> {
             self.deps.extend(sources.iter().copied());
         }
         let single = names.len() == 1 && self.depth <= SHALLOW;
+        let executor = if single {
+            self.executor_of(&init.expr)
+        } else {
+            None
+        };
         for n in names {
             let (key, value, expr) = if single {
                 (
@@ -577,6 +605,7 @@ impl<'a> FnWalker<'a> {
                 expr,
                 sources: sources.clone(),
                 builder,
+                executor,
             });
         }
     }
@@ -779,6 +808,7 @@ impl<'a> FnWalker<'a> {
                     let sources = bounded(sources);
                     let key = key_of(&a.right, self);
                     let value = value_of(&a.right, self);
+                    let executor = self.executor_of(&a.right);
                     self.env.push(Binding {
                         name: n,
                         key: Some(key),
@@ -786,6 +816,7 @@ impl<'a> FnWalker<'a> {
                         expr: Some((*a.right).clone()),
                         sources,
                         builder: None,
+                        executor,
                     });
                 }
             }
@@ -848,6 +879,18 @@ impl<'a> FnWalker<'a> {
         if name == "format" || name == "concat" {
             return;
         }
+        let full = mac
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect::<Vec<_>>()
+            .join("::");
+        if let Some(i) = embed::macro_site(&name, &full, self.cx.sqlx) {
+            if let Some(a) = macro_args(mac).and_then(|args| args.into_iter().nth(i)) {
+                self.embed_literal(&a, Language::Sql, "sqlx macro");
+            }
+        }
         if let Some(args) = macro_args(mac) {
             let single = args.len() == 1;
             for a in &args {
@@ -884,6 +927,11 @@ impl<'a> FnWalker<'a> {
             }
             self.watched -= 1;
             return;
+        }
+        if let Some(site) = embed::call_site(&name, &full, c.args.len(), self.cx.sqlx) {
+            if let Some(arg) = c.args.iter().nth(site.arg) {
+                self.embed_literal(arg, site.language, site.origin);
+            }
         }
         if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
             && c.args.len() == 1
@@ -945,6 +993,43 @@ impl<'a> FnWalker<'a> {
             self.script_invocation(m, u);
             return;
         }
+        let first_is_literal = m
+            .args
+            .first()
+            .is_some_and(|a| str_lit(a).is_some() || self.const_text(a).is_some());
+        if embed::is_exec_method(&name) && m.args.len() == 1 && !first_is_literal {
+            // `sqlx::query("..").bind(..).execute(&pool)`: the statement runs here
+            self.expr(&m.receiver, ResultUse::Used);
+            let span = self
+                .span_of(&m.method)
+                .join(self.span_of(&m.paren_token.span.close()));
+            if let Some(idx) = self.chain_embedded(&m.receiver) {
+                let executor = self.executor_of(&m.args[0]);
+                self.sql_exec(idx, executor, span);
+            }
+            self.expr(&m.args[0], ResultUse::Used);
+            return;
+        }
+        if first_is_literal {
+            match embed::method_site(&name) {
+                Some(Language::Sql) => {
+                    let text = str_lit(&m.args[0]).or_else(|| self.const_text(&m.args[0]));
+                    if text.as_deref().is_some_and(embed::looks_like_sql) {
+                        if let Some(idx) = self.embed_literal(&m.args[0], Language::Sql, &name) {
+                            let span = self
+                                .span_of(&m.method)
+                                .join(self.span_of(&m.paren_token.span.close()));
+                            let executor = self.executor_of(&m.receiver);
+                            self.sql_exec(idx, executor, span);
+                        }
+                    }
+                }
+                Some(Language::Lua) if self.cx.gated => {
+                    self.embed_literal(&m.args[0], Language::Lua, &name);
+                }
+                _ => {}
+            }
+        }
         let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
         if self.cx.gated && commands::is_command_method(&name) {
             if let Some(t) = commands::typed(&name, &args, self) {
@@ -985,6 +1070,147 @@ impl<'a> FnWalker<'a> {
         for a in &m.args {
             self.expr(a, ResultUse::Used);
         }
+    }
+
+    /// The text of a same-file string const named by `e`.
+    fn const_text(&self, e: &syn::Expr) -> Option<String> {
+        match e {
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                self.cx.const_spans.get(&name)?;
+                self.cx.consts.get(&name)?.constant_text()
+            }
+            syn::Expr::Reference(r) => self.const_text(&r.expr),
+            _ => None,
+        }
+    }
+
+    /// What runs a statement given this executor expression.
+    fn executor_of(&self, e: &syn::Expr) -> Option<Executor> {
+        match e {
+            syn::Expr::Reference(r) => self.executor_of(&r.expr),
+            syn::Expr::Paren(p) => self.executor_of(&p.expr),
+            syn::Expr::Unary(u) => self.executor_of(&u.expr),
+            syn::Expr::Await(a) => self.executor_of(&a.base),
+            syn::Expr::Try(t) => self.executor_of(&t.expr),
+            syn::Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                embed::executor_of_method(&name).or_else(|| {
+                    matches!(
+                        name.as_str(),
+                        "as_mut"
+                            | "deref_mut"
+                            | "as_ref"
+                            | "borrow_mut"
+                            | "clone"
+                            | "unwrap"
+                            | "expect"
+                            | "lock"
+                    )
+                    .then(|| self.executor_of(&m.receiver))
+                    .flatten()
+                })
+            }
+            syn::Expr::Field(f) => match &f.member {
+                syn::Member::Named(n) => embed::executor_of_name(&n.to_string()),
+                syn::Member::Unnamed(_) => None,
+            },
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                if let Some(b) = self.lookup(&name) {
+                    return b.executor.or_else(|| embed::executor_of_name(&name));
+                }
+                self.param_types
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, t)| embed::executor_of_type(t))
+                    .or_else(|| embed::executor_of_name(&name))
+            }
+            syn::Expr::Call(c) => {
+                let (name, _) = path_last(&c.func)?;
+                (name == "connect").then_some(Executor::Connection)
+            }
+            _ => None,
+        }
+    }
+
+    /// Record the text of a string literal handed to a SQL or Lua API; returns its file index.
+    fn embed_literal(&mut self, e: &syn::Expr, language: Language, origin: &str) -> Option<usize> {
+        let lit = match e {
+            syn::Expr::Lit(l) => l,
+            syn::Expr::Reference(r) => return self.embed_literal(&r.expr, language, origin),
+            syn::Expr::Paren(p) => return self.embed_literal(&p.expr, language, origin),
+            syn::Expr::Path(p) => {
+                let name = p.path.segments.last()?.ident.to_string();
+                let span = *self.cx.const_spans.get(&name)?;
+                return self.embed_span(span, language, origin);
+            }
+            _ => return None,
+        };
+        if !matches!(lit.lit, syn::Lit::Str(_) | syn::Lit::ByteStr(_)) {
+            return None;
+        }
+        self.embed_span(self.span_of(lit), language, origin)
+    }
+
+    fn embed_span(&mut self, span: Span, language: Language, origin: &str) -> Option<usize> {
+        let src = self.cx.file.snippet(span);
+        let (text, map) = super::literal::decode(src, span.start)?;
+        self.embedded.push(Embedded {
+            language,
+            text,
+            map,
+            span,
+            origin: origin.to_string(),
+            func: Some(self.func_idx),
+            exec: None,
+        });
+        Some(self.embedded_base + self.embedded.len() - 1)
+    }
+
+    /// Mark an embedded statement as run here, by this executor.
+    fn sql_exec(&mut self, idx: usize, executor: Option<Executor>, span: Span) {
+        let id = self.node();
+        if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
+            if e.exec.is_some() {
+                return;
+            }
+            e.exec = Some(SqlExec {
+                id,
+                executor: executor.unwrap_or(Executor::Unknown),
+                span,
+            });
+            self.events.push(Event::Sql { id, embedded: idx });
+        }
+    }
+
+    /// The embedded statement a method chain starts from (`sqlx::query("..").bind(..)`).
+    fn chain_embedded(&self, e: &syn::Expr) -> Option<usize> {
+        let mut cur = e;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(m) => cur = &m.receiver,
+                syn::Expr::Reference(r) => cur = &r.expr,
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        let start = self.span_of(cur).start;
+        self.embedded
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, x)| {
+                x.language == Language::Sql
+                    && x.span.start >= start
+                    && self.is_base_literal(cur, x.span)
+            })
+            .map(|(i, _)| self.embedded_base + i)
+    }
+
+    fn is_base_literal(&self, base: &syn::Expr, lit: Span) -> bool {
+        let s = self.span_of(base);
+        s.start <= lit.start && lit.end <= s.end
     }
 
     /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on.
@@ -1301,6 +1527,14 @@ impl<'a> FnWalker<'a> {
                     None => CmdArg::Other,
                 })
                 .collect();
+            if name.eq_ignore_ascii_case("EVAL") || name.eq_ignore_ascii_case("EVAL_RO") {
+                if let Some(script) = c.args.first() {
+                    let src = self.cx.file.snippet(script.span);
+                    if src.starts_with('"') || src.starts_with('r') {
+                        self.embed_span(script.span, Language::Lua, "EVAL");
+                    }
+                }
+            }
             let Some((kind, key_arg, value_arg)) = commands::builder(name, &words) else {
                 continue;
             };
