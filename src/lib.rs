@@ -9,6 +9,7 @@ pub mod cli;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
+pub mod fingerprint;
 pub mod frontend;
 pub mod ir;
 pub mod locks;

@@ -2,7 +2,7 @@
 
 use super::{fail, validate_rules, ReportArgs, EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS};
 use crate::engine::{self, Options};
-use crate::output::{human, json, Format};
+use crate::output::{self, human, Format};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,20 +49,46 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
             eprintln!("note: {}: {}", n.path, n.message);
         }
     }
-    let text = match args.format {
-        Format::Human => human::render(
-            &report,
-            human::Style {
-                color: use_color(args),
-                width: width(),
-            },
-            args.quiet,
-        ),
-        Format::Json => json::render(&report),
+    let style = human::Style {
+        color: use_color(args),
+        width: width(),
     };
+    let mut stdout_text = String::new();
+    let mut stderr_text = String::new();
+    if let Some(path) = &args.output_file {
+        // the file gets the report without colour; the terminal the summary
+        let plain = human::Style {
+            color: false,
+            ..style
+        };
+        let report_text = output::render(&report, args.format, plain, args.quiet);
+        if let Err(e) = std::fs::write(path, report_text) {
+            return fail(format!(
+                "{}: cannot write the report: {}",
+                path.display(),
+                crate::discover::describe_io(&e)
+            ));
+        }
+        if !args.quiet {
+            stdout_text.push_str(&human::summary(&report));
+            stdout_text.push('\n');
+        }
+    } else {
+        stdout_text = output::render(&report, args.format, style, args.quiet);
+    }
+    if args.statistics {
+        let stats = output::statistics(&report);
+        if args.format == Format::Human || args.output_file.is_some() {
+            stdout_text.push_str(&stats);
+        } else {
+            // keep stdout parseable
+            stderr_text.push_str(&stats);
+        }
+    }
+    eprint!("{stderr_text}");
     let mut stdout = std::io::stdout().lock();
     if stdout
-        .write_all(text.as_bytes())
+        .write_all(stdout_text.as_bytes())
         .and_then(|_| stdout.flush())
         .is_err()
     {

@@ -68,6 +68,12 @@ pub struct ReportArgs {
     /// Do not colour the output (also when `NO_COLOR` is set).
     #[arg(long)]
     pub no_color: bool,
+    /// Write the report to FILE (in --format); the terminal gets the human summary.
+    #[arg(long, value_name = "FILE")]
+    pub output_file: Option<std::path::PathBuf>,
+    /// Print how many findings each rule produced.
+    #[arg(long)]
+    pub statistics: bool,
 }
 
 /// Print an error line and return the error exit code.

@@ -129,6 +129,18 @@ fn finding(d: &Diagnostic) -> Finding<'_> {
     }
 }
 
+/// One finding per line, each with the same fields as in [`render`].
+pub fn render_lines(report: &Report) -> String {
+    let mut out = String::new();
+    for d in &report.findings {
+        if let Ok(line) = serde_json::to_string(&finding(d)) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Render the report as pretty-printed JSON.
 pub fn render(report: &Report) -> String {
     let doc = Doc {

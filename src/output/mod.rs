@@ -1,7 +1,12 @@
 //! Renderers: every output format reads the same [`Report`](crate::engine::Report).
 
+pub mod github;
+pub mod gitlab;
 pub mod human;
 pub mod json;
+pub mod sarif;
+
+use crate::engine::Report;
 
 /// The output formats of `locklint check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -10,4 +15,42 @@ pub enum Format {
     Human,
     /// One JSON document (see README, "JSON output").
     Json,
+    /// One JSON object per finding per line (same fields as `json`).
+    JsonLines,
+    /// SARIF 2.1.0 (GitHub code scanning and other SARIF viewers).
+    Sarif,
+    /// GitHub Actions workflow-command annotations.
+    Github,
+    /// GitLab Code Quality JSON.
+    Gitlab,
+}
+
+/// Render a machine-readable or human report.
+pub fn render(report: &Report, format: Format, style: human::Style, quiet: bool) -> String {
+    match format {
+        Format::Human => human::render(report, style, quiet),
+        Format::Json => json::render(report),
+        Format::JsonLines => json::render_lines(report),
+        Format::Sarif => sarif::render(report),
+        Format::Github => github::render(report),
+        Format::Gitlab => gitlab::render(report),
+    }
+}
+
+/// Counts per rule, most frequent first: `count  rule  severity`.
+pub fn statistics(report: &Report) -> String {
+    let mut counts: Vec<(usize, &'static str, crate::diagnostic::Severity)> = Vec::new();
+    for d in &report.findings {
+        match counts.iter_mut().find(|c| c.1 == d.rule) {
+            Some(c) => c.0 += 1,
+            None => counts.push((1, d.rule, d.severity)),
+        }
+    }
+    counts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let w = counts.iter().map(|c| c.1.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (n, rule, sev) in counts {
+        out.push_str(&format!("{n:>5}  {rule:<w$}  {sev}\n"));
+    }
+    out
 }
