@@ -196,7 +196,8 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
         })
         .collect();
     out.extend(per_file);
-    merge_duplicates(out)
+    let merged = merge_duplicates(out);
+    crate::suppress::apply(irs, merged, &|name| enabled(name, opts))
 }
 
 /// One finding per (rule, span). The same defect is seen from every function that reaches it;

@@ -16,3 +16,4 @@ pub mod locks;
 pub mod output;
 pub mod rules;
 pub mod source;
+pub mod suppress;

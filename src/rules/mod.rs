@@ -63,6 +63,9 @@ pub fn all() -> &'static [&'static dyn Rule] {
 pub fn infos() -> Vec<&'static RuleInfo> {
     let mut v: Vec<&'static RuleInfo> = all().iter().map(|r| r.info()).collect();
     v.push(&PARSE_ERROR);
+    v.push(&crate::suppress::WITHOUT_REASON);
+    v.push(&crate::suppress::UNUSED);
+    v.push(&crate::suppress::UNKNOWN_RULE);
     v
 }
 

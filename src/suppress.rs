@@ -1,0 +1,419 @@
+//! Suppression comments: `// locklint: allow(rule, ...) -- reason` on a finding's line or on
+//! its own line above the statement, `// locklint: allow-file(rule) -- reason` for a whole
+//! file (`--` comments in `.sql` and `.lua` files). Only real comment tokens count, never text
+//! inside string literals. Suppressions without a reason, suppressions that suppress nothing
+//! and unknown rule names are reported.
+
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
+use crate::ir::FileIr;
+use crate::rules::{self, RuleInfo};
+use crate::source::{FileRef, Span};
+use std::collections::HashSet;
+
+pub static WITHOUT_REASON: RuleInfo = RuleInfo {
+    name: "suppression-without-reason",
+    summary: "a suppression comment gives no reason",
+    severity: Severity::Warning,
+    fixable: false,
+    doc: include_str!("../rules/suppression-without-reason.md"),
+};
+
+pub static UNUSED: RuleInfo = RuleInfo {
+    name: "unused-suppression",
+    summary: "a suppression comment suppresses nothing",
+    severity: Severity::Warning,
+    fixable: true,
+    doc: include_str!("../rules/unused-suppression.md"),
+};
+
+pub static UNKNOWN_RULE: RuleInfo = RuleInfo {
+    name: "suppression-unknown-rule",
+    summary: "a suppression comment names a rule that does not exist",
+    severity: Severity::Warning,
+    fixable: false,
+    doc: include_str!("../rules/suppression-unknown-rule.md"),
+};
+
+/// A comment token: its span and text (without the comment markers).
+#[derive(Debug, Clone)]
+struct Comment {
+    span: Span,
+    body: String,
+    /// Code precedes the comment on its line.
+    trailing: bool,
+}
+
+/// The scope a suppression covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Lines `first..=last` (1-based).
+    Lines(usize, usize),
+    File,
+}
+
+#[derive(Debug, Clone)]
+struct Suppression {
+    comment: Comment,
+    /// Rule names with their spans in the file.
+    rules: Vec<(String, Span)>,
+    reason: bool,
+    scope: Scope,
+    used: Vec<bool>,
+}
+
+/// Statement extents and comments of one file.
+struct Lexed {
+    comments: Vec<Comment>,
+    /// Line ranges of statements, by their first line.
+    statements: Vec<(usize, usize)>,
+}
+
+fn line_of(file: &FileRef, offset: usize) -> usize {
+    file.line_col(offset).line
+}
+
+/// Rust comments and statement extents, from the rustc lexer.
+fn lex_rust(file: &FileRef) -> Lexed {
+    use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+    let text = &file.text;
+    let mut comments = Vec::new();
+    let mut code: Vec<(usize, K)> = Vec::new();
+    let mut pos = 0usize;
+    let mut last_code_line = 0usize;
+    for t in tokenize(text, FrontmatterAllowed::No) {
+        let start = pos;
+        pos += t.len as usize;
+        match t.kind {
+            K::LineComment { doc_style: None } | K::BlockComment { doc_style: None, .. } => {
+                let raw = &text[start..pos];
+                let body = raw
+                    .strip_prefix("//")
+                    .or_else(|| raw.strip_prefix("/*").map(|b| b.trim_end_matches("*/")))
+                    .unwrap_or(raw)
+                    .to_string();
+                let line = line_of(file, start);
+                comments.push(Comment {
+                    span: Span::new(start, pos),
+                    body,
+                    trailing: last_code_line == line,
+                });
+            }
+            K::Whitespace | K::LineComment { .. } | K::BlockComment { .. } => {}
+            kind => {
+                last_code_line = line_of(file, pos.saturating_sub(1).max(start));
+                code.push((start, kind));
+            }
+        }
+    }
+    let statements = statements(file, &code, |k| match k {
+        K::OpenParen | K::OpenBrace | K::OpenBracket => 1,
+        K::CloseParen | K::CloseBrace | K::CloseBracket => -1,
+        _ => 0,
+    }, |k| *k == K::Semi, |k| *k == K::CloseBrace);
+    Lexed {
+        comments,
+        statements,
+    }
+}
+
+/// Statement extents from code tokens: from a token to the `;` (or block end) that closes it.
+fn statements<T>(
+    file: &FileRef,
+    code: &[(usize, T)],
+    depth_of: impl Fn(&T) -> i32,
+    is_semi: impl Fn(&T) -> bool,
+    is_close_brace: impl Fn(&T) -> bool,
+) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut seen_lines = HashSet::new();
+    for i in 0..code.len() {
+        let first = line_of(file, code[i].0);
+        if !seen_lines.insert(first) {
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut last = first;
+        for (j, (at, kind)) in code.iter().enumerate().skip(i) {
+            depth += depth_of(kind);
+            last = line_of(file, *at);
+            if depth < 0 {
+                break;
+            }
+            if depth == 0 && is_semi(kind) {
+                break;
+            }
+            if depth == 0 && is_close_brace(kind) {
+                // `} else {`, `}.await`, `})?` continue the statement
+                let next_continues = code.get(j + 1).is_some_and(|(n, k)| {
+                    let t = &file.text[*n..];
+                    depth_of(k) < 0 || t.starts_with("else") || t.starts_with('.') || t.starts_with('?')
+                });
+                if !next_continues {
+                    break;
+                }
+            }
+            if last > first + 400 {
+                break;
+            }
+        }
+        out.push((first, last));
+    }
+    out
+}
+
+/// `--` comments of SQL and Lua: outside string literals, quoted identifiers and `[[...]]`.
+fn lex_dash(file: &FileRef) -> Lexed {
+    let text = &file.text;
+    let b = text.as_bytes();
+    let mut comments = Vec::new();
+    let mut code: Vec<(usize, u8)> = Vec::new();
+    let mut last_code_line = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'-' && b.get(i + 1) == Some(&b'-') {
+            let end = text[i..].find('\n').map(|n| i + n).unwrap_or(text.len());
+            let line = line_of(file, i);
+            comments.push(Comment {
+                span: Span::new(i, end),
+                body: text[i + 2..end].to_string(),
+                trailing: last_code_line == line,
+            });
+            i = end;
+            continue;
+        }
+        if c == b'\'' || c == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != c {
+                if b[j] == b'\\' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            last_code_line = line_of(file, i);
+            code.push((i, b'x'));
+            i = j + 1;
+            continue;
+        }
+        if c == b'$' {
+            // dollar quoting: $tag$ ... $tag$
+            if let Some(close) = text[i + 1..].find('$') {
+                let tag = &text[i..i + close + 2];
+                if tag[1..tag.len() - 1].chars().all(|ch| ch.is_alphanumeric() || ch == '_') {
+                    if let Some(end) = text[i + tag.len()..].find(tag) {
+                        code.push((i, b'x'));
+                        i += tag.len() + end + tag.len();
+                        last_code_line = line_of(file, i.saturating_sub(1));
+                        continue;
+                    }
+                }
+            }
+        }
+        if !c.is_ascii_whitespace() {
+            last_code_line = line_of(file, i);
+            code.push((i, c));
+        }
+        i += 1;
+    }
+    let statements = statements(
+        file,
+        &code,
+        |k| match k {
+            b'(' => 1,
+            b')' => -1,
+            _ => 0,
+        },
+        |k| *k == b';',
+        |_| false,
+    );
+    Lexed {
+        comments,
+        statements,
+    }
+}
+
+/// Parse `locklint: allow(a, b) -- reason` / `locklint: allow-file(a) -- reason`.
+fn parse(file: &FileRef, c: &Comment, statements: &[(usize, usize)]) -> Option<Suppression> {
+    let body = c.body.trim_start_matches(['/', '*', '!', ' ', '\t']);
+    let rest = body.strip_prefix("locklint:")?.trim_start();
+    let (file_level, rest) = if let Some(r) = rest.strip_prefix("allow-file(") {
+        (true, r)
+    } else if let Some(r) = rest.strip_prefix("allow(") {
+        (false, r)
+    } else {
+        return None;
+    };
+    let close = rest.find(')')?;
+    let list = &rest[..close];
+    let after = rest[close + 1..].trim();
+    let reason = after
+        .strip_prefix("--")
+        .is_some_and(|r| !r.trim().trim_end_matches("*/").trim().is_empty());
+    // offsets of the rule names inside the file
+    let opener = if file_level { "allow-file(" } else { "allow(" };
+    let list_at = file.text[c.span.start..c.span.end]
+        .find(opener)
+        .map(|i| c.span.start + i + opener.len())
+        .unwrap_or(c.span.start);
+    let mut rules = Vec::new();
+    let mut offset = 0;
+    for part in list.split(',') {
+        let name = part.trim();
+        let at = list_at + offset + part.find(name).unwrap_or(0);
+        offset += part.len() + 1;
+        if !name.is_empty() {
+            rules.push((name.to_string(), Span::new(at, at + name.len())));
+        }
+    }
+    let line = line_of(file, c.span.start);
+    let scope = if file_level {
+        Scope::File
+    } else if c.trailing {
+        Scope::Lines(line, line)
+    } else {
+        // the statement starting on the next code line below (other comments may sit between)
+        statements
+            .iter()
+            .find(|(first, _)| *first > line)
+            .map(|&(first, last)| Scope::Lines(first, last))
+            .unwrap_or(Scope::Lines(line + 1, line + 1))
+    };
+    let n = rules.len();
+    Some(Suppression {
+        comment: c.clone(),
+        rules,
+        reason,
+        scope,
+        used: vec![false; n],
+    })
+}
+
+fn suppressions(file: &FileRef) -> Vec<Suppression> {
+    if !file.text.contains("locklint:") {
+        return Vec::new();
+    }
+    let lexed = match file.path.extension().and_then(|e| e.to_str()) {
+        Some("sql") | Some("lua") => lex_dash(file),
+        _ => lex_rust(file),
+    };
+    lexed
+        .comments
+        .iter()
+        .filter_map(|c| parse(file, c, &lexed.statements))
+        .collect()
+}
+
+/// The span an `unused-suppression` fix deletes: the whole line for a comment on its own line.
+fn removal(file: &FileRef, c: &Comment) -> Span {
+    let text = &file.text;
+    if c.trailing {
+        let start = text[..c.span.start].trim_end_matches([' ', '\t']).len();
+        return Span::new(start, c.span.end);
+    }
+    let line_start = text[..c.span.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_end = text[c.span.end..]
+        .find('\n')
+        .map(|i| c.span.end + i + 1)
+        .unwrap_or(text.len());
+    Span::new(line_start, line_end)
+}
+
+fn meta(info: &'static RuleInfo, file: &FileRef, span: Span, label: &str, message: String, help: &str) -> Diagnostic {
+    Diagnostic {
+        rule: info.name,
+        severity: info.severity,
+        primary: Location::new(file.clone(), span),
+        label: label.to_string(),
+        message,
+        help: help.to_string(),
+        related: Vec::new(),
+        fix: None,
+    }
+}
+
+/// Remove suppressed findings and report problems with the suppressions themselves.
+/// `ran` tells whether a rule ran in this analysis (a suppression of a rule that did not run
+/// is not called unused).
+pub fn apply(files: &[FileIr], findings: Vec<Diagnostic>, ran: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
+    let known: HashSet<&str> = rules::infos().iter().map(|i| i.name).collect();
+    let mut by_file: Vec<(FileRef, Vec<Suppression>)> = files
+        .iter()
+        .map(|f| (f.file.clone(), suppressions(&f.file)))
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
+    let mut kept = Vec::with_capacity(findings.len());
+    'finding: for d in findings {
+        if let Some((_, sups)) = by_file.iter_mut().find(|(f, _)| f.path == d.primary.file.path) {
+            let line = d.primary.start().line;
+            for s in sups.iter_mut() {
+                let covers = match s.scope {
+                    Scope::File => true,
+                    Scope::Lines(a, b) => (a..=b).contains(&line),
+                };
+                if !covers {
+                    continue;
+                }
+                if let Some(i) = s.rules.iter().position(|(r, _)| r == d.rule) {
+                    s.used[i] = true;
+                    continue 'finding;
+                }
+            }
+        }
+        kept.push(d);
+    }
+    for (file, sups) in &by_file {
+        for s in sups {
+            if !s.reason && ran(WITHOUT_REASON.name) {
+                kept.push(meta(
+                    &WITHOUT_REASON,
+                    file,
+                    s.comment.span,
+                    "no reason given",
+                    "this suppression does not say why the finding is acceptable".to_string(),
+                    "add the reason after `--`: `// locklint: allow(rule) -- why this is safe here`",
+                ));
+            }
+            for (i, (name, span)) in s.rules.iter().enumerate() {
+                if !known.contains(name.as_str()) {
+                    if ran(UNKNOWN_RULE.name) {
+                        let hint = crate::cli::validate_rules(std::slice::from_ref(name), "this suppression")
+                            .err()
+                            .unwrap_or_default();
+                        kept.push(meta(
+                            &UNKNOWN_RULE,
+                            file,
+                            *span,
+                            "unknown rule",
+                            format!("`{name}` is not a locklint rule, so this suppression has no effect"),
+                            &hint,
+                        ));
+                    }
+                    continue;
+                }
+                if !s.used[i] && ran(name) && ran(UNUSED.name) {
+                    let mut d = meta(
+                        &UNUSED,
+                        file,
+                        *span,
+                        "suppresses nothing",
+                        format!("this suppression of `{name}` matches no finding"),
+                        "remove the suppression (the defect it covered is gone or it is in the wrong place)",
+                    );
+                    if s.rules.len() == 1 {
+                        d.fix = Some(Fix {
+                            message: "remove the unused suppression".to_string(),
+                            applicability: Applicability::Safe,
+                            edits: vec![Edit {
+                                location: Location::new(file.clone(), removal(file, &s.comment)),
+                                replacement: String::new(),
+                            }],
+                        });
+                    }
+                    kept.push(d);
+                }
+            }
+        }
+    }
+    kept.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    kept
+}
