@@ -1,6 +1,6 @@
-//! Content-based fingerprints of findings: the rule, the path and the normalised text of the
-//! flagged code and its neighbouring lines — not line numbers — so that a finding keeps its
-//! fingerprint when unrelated lines are added above it.
+//! Content-based fingerprints of findings: the rule and the normalised text of the flagged
+//! code and its neighbouring lines — not line numbers, not the path — so that a finding keeps
+//! its fingerprint when unrelated lines are added above it or the file is renamed.
 
 use crate::diagnostic::Diagnostic;
 use sha2::{Digest, Sha256};
@@ -37,12 +37,10 @@ fn context(d: &Diagnostic) -> String {
     format!("{before}\n{line}\n{flagged}\n{after}")
 }
 
-/// A stable hex key for a finding: same rule, path and code give the same key.
+/// A stable hex key for a finding: same rule and code give the same key.
 pub fn fingerprint(d: &Diagnostic) -> String {
     let mut h = Sha256::new();
     h.update(d.rule.as_bytes());
-    h.update([0]);
-    h.update(d.primary.path().as_bytes());
     h.update([0]);
     h.update(context(d).as_bytes());
     let digest = h.finalize();

@@ -5,10 +5,12 @@
 //! are locks and expands lock helpers at their call sites, each rule in [`rules`] reads those
 //! traces and emits [`diagnostic::Diagnostic`]s, and [`output`] renders them.
 
+pub mod baseline;
 pub mod cli;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
+pub mod fix;
 pub mod fingerprint;
 pub mod frontend;
 pub mod ir;

@@ -84,7 +84,10 @@ fn lex_rust(file: &FileRef) -> Lexed {
         let start = pos;
         pos += t.len as usize;
         match t.kind {
-            K::LineComment { doc_style: None } | K::BlockComment { doc_style: None, .. } => {
+            K::LineComment { doc_style: None }
+            | K::BlockComment {
+                doc_style: None, ..
+            } => {
                 let raw = &text[start..pos];
                 let body = raw
                     .strip_prefix("//")
@@ -105,11 +108,17 @@ fn lex_rust(file: &FileRef) -> Lexed {
             }
         }
     }
-    let statements = statements(file, &code, |k| match k {
-        K::OpenParen | K::OpenBrace | K::OpenBracket => 1,
-        K::CloseParen | K::CloseBrace | K::CloseBracket => -1,
-        _ => 0,
-    }, |k| *k == K::Semi, |k| *k == K::CloseBrace);
+    let statements = statements(
+        file,
+        &code,
+        |k| match k {
+            K::OpenParen | K::OpenBrace | K::OpenBracket => 1,
+            K::CloseParen | K::CloseBrace | K::CloseBracket => -1,
+            _ => 0,
+        },
+        |k| *k == K::Semi,
+        |k| *k == K::CloseBrace,
+    );
     Lexed {
         comments,
         statements,
@@ -146,7 +155,10 @@ fn statements<T>(
                 // `} else {`, `}.await`, `})?` continue the statement
                 let next_continues = code.get(j + 1).is_some_and(|(n, k)| {
                     let t = &file.text[*n..];
-                    depth_of(k) < 0 || t.starts_with("else") || t.starts_with('.') || t.starts_with('?')
+                    depth_of(k) < 0
+                        || t.starts_with("else")
+                        || t.starts_with('.')
+                        || t.starts_with('?')
                 });
                 if !next_continues {
                     break;
@@ -199,7 +211,10 @@ fn lex_dash(file: &FileRef) -> Lexed {
             // dollar quoting: $tag$ ... $tag$
             if let Some(close) = text[i + 1..].find('$') {
                 let tag = &text[i..i + close + 2];
-                if tag[1..tag.len() - 1].chars().all(|ch| ch.is_alphanumeric() || ch == '_') {
+                if tag[1..tag.len() - 1]
+                    .chars()
+                    .all(|ch| ch.is_alphanumeric() || ch == '_')
+                {
                     if let Some(end) = text[i + tag.len()..].find(tag) {
                         code.push((i, b'x'));
                         i += tag.len() + end + tag.len();
@@ -318,7 +333,14 @@ fn removal(file: &FileRef, c: &Comment) -> Span {
     Span::new(line_start, line_end)
 }
 
-fn meta(info: &'static RuleInfo, file: &FileRef, span: Span, label: &str, message: String, help: &str) -> Diagnostic {
+fn meta(
+    info: &'static RuleInfo,
+    file: &FileRef,
+    span: Span,
+    label: &str,
+    message: String,
+    help: &str,
+) -> Diagnostic {
     Diagnostic {
         rule: info.name,
         severity: info.severity,
@@ -334,7 +356,11 @@ fn meta(info: &'static RuleInfo, file: &FileRef, span: Span, label: &str, messag
 /// Remove suppressed findings and report problems with the suppressions themselves.
 /// `ran` tells whether a rule ran in this analysis (a suppression of a rule that did not run
 /// is not called unused).
-pub fn apply(files: &[FileIr], findings: Vec<Diagnostic>, ran: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
+pub fn apply(
+    files: &[FileIr],
+    findings: Vec<Diagnostic>,
+    ran: &dyn Fn(&str) -> bool,
+) -> Vec<Diagnostic> {
     let known: HashSet<&str> = rules::infos().iter().map(|i| i.name).collect();
     let mut by_file: Vec<(FileRef, Vec<Suppression>)> = files
         .iter()
@@ -343,7 +369,10 @@ pub fn apply(files: &[FileIr], findings: Vec<Diagnostic>, ran: &dyn Fn(&str) -> 
         .collect();
     let mut kept = Vec::with_capacity(findings.len());
     'finding: for d in findings {
-        if let Some((_, sups)) = by_file.iter_mut().find(|(f, _)| f.path == d.primary.file.path) {
+        if let Some((_, sups)) = by_file
+            .iter_mut()
+            .find(|(f, _)| f.path == d.primary.file.path)
+        {
             let line = d.primary.start().line;
             for s in sups.iter_mut() {
                 let covers = match s.scope {
@@ -376,9 +405,12 @@ pub fn apply(files: &[FileIr], findings: Vec<Diagnostic>, ran: &dyn Fn(&str) -> 
             for (i, (name, span)) in s.rules.iter().enumerate() {
                 if !known.contains(name.as_str()) {
                     if ran(UNKNOWN_RULE.name) {
-                        let hint = crate::cli::validate_rules(std::slice::from_ref(name), "this suppression")
-                            .err()
-                            .unwrap_or_default();
+                        let hint = crate::cli::validate_rules(
+                            std::slice::from_ref(name),
+                            "this suppression",
+                        )
+                        .err()
+                        .unwrap_or_default();
                         kept.push(meta(
                             &UNKNOWN_RULE,
                             file,
@@ -416,4 +448,81 @@ pub fn apply(files: &[FileIr], findings: Vec<Diagnostic>, ran: &dyn Fn(&str) -> 
     }
     kept.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     kept
+}
+
+/// Start of the Rust string literal (or block comment) that contains `offset`, if any.
+fn literal_around(file: &FileRef, offset: usize) -> Option<usize> {
+    use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+    if file.path.extension().and_then(|e| e.to_str()) != Some("rs") {
+        return None;
+    }
+    let mut pos = 0usize;
+    for t in tokenize(&file.text, FrontmatterAllowed::No) {
+        let start = pos;
+        pos += t.len as usize;
+        if pos <= offset {
+            continue;
+        }
+        if start > offset {
+            return None;
+        }
+        let multi_line = file.text[start..pos].contains('\n');
+        return (multi_line && matches!(t.kind, K::Literal { .. } | K::BlockComment { .. }) && start < offset)
+            .then_some(start);
+    }
+    None
+}
+
+/// Edits that insert a suppression (with `reason`) above every finding, one comment per line
+/// naming all rules found there, indented like the line. Grouped by file.
+pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(Span, String)>)> {
+    let mut out: Vec<(FileRef, Vec<(usize, Vec<&'static str>)>)> = Vec::new();
+    for d in findings {
+        if matches!(d.rule, "suppression-without-reason" | "unused-suppression" | "suppression-unknown-rule") {
+            continue;
+        }
+        let file = &d.primary.file;
+        let text = &file.text;
+        let mut at = d.primary.span.start.min(text.len());
+        // a finding inside a multi-line string (embedded SQL or Lua): comment above the literal
+        if let Some(lit) = literal_around(file, at) {
+            at = lit;
+        }
+        let line_start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let entry = match out.iter_mut().find(|(f, _)| f.path == file.path) {
+            Some(e) => e,
+            None => {
+                out.push((file.clone(), Vec::new()));
+                out.last_mut().expect("just pushed")
+            }
+        };
+        match entry.1.iter_mut().find(|(at, _)| *at == line_start) {
+            Some((_, rules)) if !rules.contains(&d.rule) => rules.push(d.rule),
+            Some(_) => {}
+            None => entry.1.push((line_start, vec![d.rule])),
+        }
+    }
+    out.into_iter()
+        .map(|(file, lines)| {
+            let dash = matches!(
+                file.path.extension().and_then(|e| e.to_str()),
+                Some("sql") | Some("lua")
+            );
+            let edits = lines
+                .into_iter()
+                .map(|(at, rules)| {
+                    let indent: String = file.text[at..]
+                        .chars()
+                        .take_while(|c| *c == ' ' || *c == '\t')
+                        .collect();
+                    let marker = if dash { "--" } else { "//" };
+                    (
+                        Span::new(at, at),
+                        format!("{indent}{marker} locklint: allow({}) -- {reason}\n", rules.join(", ")),
+                    )
+                })
+                .collect();
+            (file, edits)
+        })
+        .collect()
 }

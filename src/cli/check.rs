@@ -1,6 +1,7 @@
 //! `locklint check`: run the engine and print the report.
 
 use super::{fail, validate_rules, ReportArgs, EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS};
+use crate::baseline::Baseline;
 use crate::engine::{self, Options};
 use crate::output::{self, human, Format};
 use std::io::{IsTerminal, Write};
@@ -22,6 +23,71 @@ fn width() -> usize {
         .unwrap_or(100)
 }
 
+/// Files changed since `reference` (committed, staged, unstaged and untracked), canonical.
+fn changed_files(reference: &str) -> Result<std::collections::HashSet<PathBuf>, String> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))
+            .and_then(|o| {
+                if o.status.success() {
+                    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+                } else {
+                    Err(format!(
+                        "git {}: {}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ))
+                }
+            })
+    };
+    let top = PathBuf::from(git(&["rev-parse", "--show-toplevel"])?.trim());
+    let mut names = git(&["diff", "--name-only", reference, "--"])?;
+    names.push_str(&git(&["ls-files", "--others", "--exclude-standard", "--full-name"])?);
+    Ok(names
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let p = top.join(l);
+            p.canonicalize().unwrap_or(p)
+        })
+        .collect())
+}
+
+/// `--add-suppressions`: write a suppression above every finding.
+fn add_suppressions(report: &crate::engine::Report, reason: &str) -> ExitCode {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return fail("--add-suppressions needs a reason");
+    }
+    let mut added = 0;
+    let mut files = 0;
+    let mut failed = false;
+    for (file, edits) in crate::suppress::insertions(&report.findings, reason) {
+        let new = match crate::fix::apply_to_text(&file.text, &edits) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {}: {e}", file.display);
+                failed = true;
+                continue;
+            }
+        };
+        match crate::fix::write_atomically(&file.path, &file.text, &new) {
+            Ok(()) => {
+                added += edits.len();
+                files += 1;
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", file.display);
+                failed = true;
+            }
+        }
+    }
+    println!("added {added} suppressions in {files} files");
+    ExitCode::from(if failed { EXIT_ERROR } else { EXIT_CLEAN })
+}
+
 /// Analyse `paths` and print the report; returns the process exit code.
 pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
     if let Err(e) = validate_rules(&args.select, "--select") {
@@ -36,7 +102,42 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         select: args.select.clone(),
         ignore: args.ignore.clone(),
     };
-    let report = engine::run(&opts);
+    let mut report = engine::run(&opts);
+    if let Some(reference) = &args.changed_since {
+        match changed_files(reference) {
+            Ok(changed) => report.findings.retain(|d| {
+                let p = d.primary.file.path.canonicalize().unwrap_or_else(|_| d.primary.file.path.clone());
+                changed.contains(&p)
+            }),
+            Err(e) => return fail(e),
+        }
+    }
+    if let Some(reason) = &args.add_suppressions {
+        return add_suppressions(&report, reason);
+    }
+    if let Some(path) = &args.write_baseline {
+        let b = Baseline::of(&report.findings);
+        if let Err(e) = b.write(path) {
+            return fail(format!("{}: {e}", path.display()));
+        }
+        println!(
+            "recorded {} findings in the baseline {}",
+            report.findings.len(),
+            path.display()
+        );
+        return ExitCode::from(EXIT_CLEAN);
+    }
+    if let Some(path) = &args.baseline {
+        let b = match Baseline::read(path) {
+            Ok(b) => b,
+            Err(e) => return fail(format!("{}: {e}", path.display())),
+        };
+        let (new, gone) = b.filter(std::mem::take(&mut report.findings));
+        report.findings = new;
+        if gone > 0 && !args.quiet {
+            eprintln!("note: {gone} findings of the baseline are gone (fixed or removed)");
+        }
+    }
     for e in &report.errors {
         eprintln!(
             "error: {}: {}",

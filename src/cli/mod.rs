@@ -74,6 +74,19 @@ pub struct ReportArgs {
     /// Print how many findings each rule produced.
     #[arg(long)]
     pub statistics: bool,
+    /// Report only findings that are not recorded in this baseline file.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// Record the current findings in a baseline file (and exit 0).
+    #[arg(long, value_name = "FILE", conflicts_with = "baseline")]
+    pub write_baseline: Option<std::path::PathBuf>,
+    /// Report only findings in files changed since this git ref (the whole tree is still read
+    /// for cross-file facts).
+    #[arg(long, value_name = "REF")]
+    pub changed_since: Option<String>,
+    /// Insert `// locklint: allow(rule) -- REASON` above every current finding (and exit 0).
+    #[arg(long, value_name = "REASON")]
+    pub add_suppressions: Option<String>,
 }
 
 /// Print an error line and return the error exit code.
