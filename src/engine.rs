@@ -1,6 +1,7 @@
 //! Runs an analysis: load files in parallel, run the front-ends, derive project facts,
 //! run the rules over every trace, and return sorted, de-duplicated findings.
 
+use crate::config::{self, Mode, Resolver, Settings};
 use crate::diagnostic::{Diagnostic, Location};
 use crate::discover::{describe_io, discover, PathError};
 use crate::frontend;
@@ -11,11 +12,24 @@ use crate::source::{display_path, SourceFile};
 use rayon::prelude::*;
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Files larger than this are skipped with a note.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 /// Stack for analysis threads: deep but legal expressions must not overflow it.
 const STACK_BYTES: usize = 512 * 1024 * 1024;
+
+/// Where configuration comes from.
+#[derive(Debug, Clone, Default)]
+pub enum ConfigSource {
+    /// The nearest `locklint.toml` / `.locklint.toml` / `Cargo.toml` metadata above each file.
+    Discover,
+    /// One file for everything (`--config`).
+    File(PathBuf),
+    /// None (`--isolated`; the default for library use).
+    #[default]
+    Isolated,
+}
 
 /// What to analyse and which rules to run.
 #[derive(Debug, Clone, Default)]
@@ -23,9 +37,11 @@ pub struct Options {
     pub paths: Vec<PathBuf>,
     /// Directories not to descend into.
     pub exclude_dirs: Vec<PathBuf>,
-    /// Only these rules (all when empty).
+    /// Only these rules (all when empty); replaces a configuration's `select`.
     pub select: Vec<String>,
+    /// Rules not to run, on top of a configuration's `ignore`.
     pub ignore: Vec<String>,
+    pub config: ConfigSource,
 }
 
 /// Something worth telling the user that is not a finding (a skipped file).
@@ -45,6 +61,10 @@ pub struct Report {
     pub lines: usize,
     pub notes: Vec<Note>,
     pub errors: Vec<PathError>,
+    /// Invalid configuration, rendered; nothing was analysed.
+    pub config_error: Option<String>,
+    /// Findings that fail the run (all of them, unless `fail-on = "error"` lets warnings pass).
+    pub failing: usize,
 }
 
 enum Loaded {
@@ -113,15 +133,92 @@ fn pool() -> rayon::ThreadPool {
         })
 }
 
+fn resolver(opts: &Options) -> Result<Resolver, String> {
+    Ok(match &opts.config {
+        ConfigSource::Isolated => Resolver::new(Mode::Isolated),
+        ConfigSource::Discover => Resolver::new(Mode::Discover),
+        ConfigSource::File(p) => match config::load(p) {
+            Ok(Some(s)) => Resolver::new(Mode::Fixed(Arc::new(s))),
+            Ok(None) => return Err(format!(
+                "error: {}: no [package.metadata.locklint] or [workspace.metadata.locklint] table",
+                p.display()
+            )),
+            Err(e) => return Err(e.render()),
+        },
+    })
+}
+
 /// Analyse the paths in `opts`.
 pub fn run(opts: &Options) -> Report {
+    let resolver = match resolver(opts) {
+        Ok(r) => r,
+        Err(e) => {
+            return Report {
+                config_error: Some(e),
+                ..Default::default()
+            }
+        }
+    };
+    // a broken configuration is an error even where there is nothing to analyse
+    for p in &opts.paths {
+        if let Err(e) = resolver.for_file(p) {
+            return Report {
+                config_error: Some(e.render()),
+                ..Default::default()
+            };
+        }
+    }
     let (paths, errors) = discover(&opts.paths, &opts.exclude_dirs);
-    let mut report = pool().install(|| analyze_paths(paths, opts));
+    // configuration of every file, and of the first path for project-wide settings
+    let mut kept = Vec::with_capacity(paths.len());
+    for p in paths {
+        match resolver.for_file(&p) {
+            Ok(s) if s.excludes(&p) => {}
+            Ok(_) => kept.push(p),
+            Err(e) => {
+                return Report {
+                    config_error: Some(e.render()),
+                    ..Default::default()
+                }
+            }
+        }
+    }
+    let project_settings = opts
+        .paths
+        .first()
+        .and_then(|p| resolver.for_file(p).ok())
+        .unwrap_or_default();
+    let mut report = pool().install(|| analyze_paths(kept, opts, &project_settings));
     report.errors.splice(0..0, errors);
+    // per-file rule selection, severities and what fails the run
+    report.findings.retain_mut(|d| {
+        let Ok(s) = resolver.for_file(&d.primary.file.path) else {
+            return true;
+        };
+        if !s.enabled(d.rule, &d.primary.file.path) {
+            return false;
+        }
+        if let Some(sev) = s.severity.get(d.rule) {
+            d.severity = *sev;
+        }
+        true
+    });
+    report.failing = report
+        .findings
+        .iter()
+        .filter(|d| {
+            let fail_on = resolver
+                .for_file(&d.primary.file.path)
+                .ok()
+                .and_then(|s| s.fail_on);
+            d.severity == crate::diagnostic::Severity::Error
+                || fail_on != Some(config::Level::Error)
+        })
+        .count();
     report
 }
 
-fn analyze_paths(paths: Vec<PathBuf>, opts: &Options) -> Report {
+fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Report {
     let loaded: Vec<Loaded> = paths.into_par_iter().map(load).collect();
     let mut report = Report::default();
     let mut sources = Vec::new();
@@ -139,7 +236,7 @@ fn analyze_paths(paths: Vec<PathBuf>, opts: &Options) -> Report {
         .enumerate()
         .map(|(i, f)| frontend::analyze(i, f))
         .collect();
-    report.findings = findings(&irs, opts);
+    report.findings = findings_with(&irs, opts, settings);
     report
 }
 
@@ -148,8 +245,13 @@ fn enabled(name: &str, opts: &Options) -> bool {
         && !opts.ignore.iter().any(|s| s == name)
 }
 
-/// Run the rules over analysed files.
+/// Run the rules over analysed files (no configuration).
 pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
+    findings_with(irs, opts, &Settings::default())
+}
+
+/// Run the rules over analysed files with project-wide settings.
+pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if enabled(PARSE_ERROR.name, opts) {
         for ir in irs {
@@ -167,7 +269,7 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
             }
         }
     }
-    let project = locks::analyze(irs);
+    let project = locks::analyze_with(irs, &settings.lock_key_patterns);
     let active: Vec<_> = rules::all()
         .iter()
         .filter(|r| enabled(r.info().name, opts))

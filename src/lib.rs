@@ -7,11 +7,12 @@
 
 pub mod baseline;
 pub mod cli;
+pub mod config;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
-pub mod fix;
 pub mod fingerprint;
+pub mod fix;
 pub mod frontend;
 pub mod ir;
 pub mod locks;

@@ -75,14 +75,17 @@ fn is_lock_word(w: &str) -> bool {
 
 /// (a) the key's text or the names it passed through say "lock".
 pub fn key_matches_pattern(key: &KeyRef) -> bool {
+    key_matches(key, &[])
+}
+
+/// (a) with extra lock words from the configuration (`lock-key-patterns`).
+pub fn key_matches(key: &KeyRef, extra: &[String]) -> bool {
+    let is = |w: &String| is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
     let lit = key.parts.iter().any(|p| match p {
-        Part::Lit(s) => words(s).iter().any(|w| is_lock_word(w)),
+        Part::Lit(s) => words(s).iter().any(is),
         _ => false,
     });
-    lit || key
-        .names
-        .iter()
-        .any(|n| words(n).iter().any(|w| is_lock_word(w)))
+    lit || key.names.iter().any(|n| words(n).iter().any(is))
 }
 
 /// (c) a function whose name says it is a lock operation.
@@ -540,6 +543,11 @@ impl<'a> Expander<'_, 'a> {
 
 /// Build traces for every function that touches Redis and decide which keys are locks.
 pub fn analyze(files: &[FileIr]) -> Project<'_> {
+    analyze_with(files, &[])
+}
+
+/// [`analyze`] with extra lock words (`lock-key-patterns`).
+pub fn analyze_with<'a>(files: &'a [FileIr], lock_words: &[String]) -> Project<'a> {
     let idx = Index::new(files);
     let mut traces = Vec::new();
     let mut roots: Vec<(usize, usize)> = idx.touches.iter().copied().collect();
@@ -560,7 +568,7 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
         });
     }
     let mut acquired_nx = HashSet::new();
-    mark_locks(&mut traces, &mut acquired_nx);
+    mark_locks(&mut traces, &mut acquired_nx, lock_words);
     let mut facts = collect_facts(&traces);
     facts.acquired_nx = acquired_nx;
     Project {
@@ -579,7 +587,7 @@ fn ends_hold(k: &OpKind) -> bool {
     ) || k.is_renewing_write()
 }
 
-fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>) {
+fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>, lock_words: &[String]) {
     // (b): acquired with NX and also released, expired or renewed somewhere
     let mut acquired = HashSet::new();
     let mut ended = HashSet::new();
@@ -609,7 +617,7 @@ fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>) {
             .filter_map(|o| o.identity.clone())
             .collect();
         for o in &mut t.ops {
-            let pattern = key_matches_pattern(&o.key);
+            let pattern = key_matches(&o.key, lock_words);
             let scoped = scoped_identity(o);
             let used_as_lock = scoped
                 .as_ref()

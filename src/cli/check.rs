@@ -23,6 +23,17 @@ fn width() -> usize {
         .unwrap_or(100)
 }
 
+/// Configuration per the flags: `--isolated`, `--config FILE`, or discovery.
+pub fn config_source(args: &ReportArgs) -> engine::ConfigSource {
+    if args.isolated {
+        engine::ConfigSource::Isolated
+    } else if let Some(p) = &args.config {
+        engine::ConfigSource::File(p.clone())
+    } else {
+        engine::ConfigSource::Discover
+    }
+}
+
 /// Files changed since `reference` (committed, staged, unstaged and untracked), canonical.
 fn changed_files(reference: &str) -> Result<std::collections::HashSet<PathBuf>, String> {
     let git = |args: &[&str]| {
@@ -44,7 +55,12 @@ fn changed_files(reference: &str) -> Result<std::collections::HashSet<PathBuf>, 
     };
     let top = PathBuf::from(git(&["rev-parse", "--show-toplevel"])?.trim());
     let mut names = git(&["diff", "--name-only", reference, "--"])?;
-    names.push_str(&git(&["ls-files", "--others", "--exclude-standard", "--full-name"])?);
+    names.push_str(&git(&[
+        "ls-files",
+        "--others",
+        "--exclude-standard",
+        "--full-name",
+    ])?);
     Ok(names
         .lines()
         .filter(|l| !l.is_empty())
@@ -101,12 +117,22 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         exclude_dirs: exclude_dirs.to_vec(),
         select: args.select.clone(),
         ignore: args.ignore.clone(),
+        config: config_source(args),
     };
     let mut report = engine::run(&opts);
+    if let Some(e) = &report.config_error {
+        eprint!("{e}");
+        return ExitCode::from(EXIT_ERROR);
+    }
     if let Some(reference) = &args.changed_since {
         match changed_files(reference) {
             Ok(changed) => report.findings.retain(|d| {
-                let p = d.primary.file.path.canonicalize().unwrap_or_else(|_| d.primary.file.path.clone());
+                let p = d
+                    .primary
+                    .file
+                    .path
+                    .canonicalize()
+                    .unwrap_or_else(|_| d.primary.file.path.clone());
                 changed.contains(&p)
             }),
             Err(e) => return fail(e),
@@ -197,7 +223,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
     }
     if !report.errors.is_empty() {
         ExitCode::from(EXIT_ERROR)
-    } else if report.findings.is_empty() {
+    } else if report.failing == 0 {
         ExitCode::from(EXIT_CLEAN)
     } else {
         ExitCode::from(EXIT_FINDINGS)

@@ -39,6 +39,18 @@ pub enum Command {
         /// Rule name, e.g. `separate-expire`.
         rule: String,
     },
+    /// Show the configuration that applies to a path.
+    Config {
+        /// Print the effective settings.
+        #[arg(long)]
+        show: bool,
+        /// File or directory (default: the current directory).
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Use this configuration file instead of discovering one.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +99,12 @@ pub struct ReportArgs {
     /// Insert `// locklint: allow(rule) -- REASON` above every current finding (and exit 0).
     #[arg(long, value_name = "REASON")]
     pub add_suppressions: Option<String>,
+    /// Use this configuration file for every analysed file.
+    #[arg(long, value_name = "FILE", conflicts_with = "isolated")]
+    pub config: Option<PathBuf>,
+    /// Ignore all configuration files.
+    #[arg(long)]
+    pub isolated: bool,
 }
 
 /// Print an error line and return the error exit code.
@@ -156,6 +174,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
             print!("{}", list_rules());
             ExitCode::from(EXIT_CLEAN)
         }
+        Command::Config { show, path, config } => show_config(show, &path, config.as_deref()),
         Command::Explain { rule } => match explain(&rule) {
             Ok(doc) => {
                 print!("{doc}");
@@ -163,6 +182,37 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
             }
             Err(e) => fail(e),
         },
+    }
+}
+
+/// `locklint config --show PATH`.
+fn show_config(show: bool, path: &std::path::Path, file: Option<&std::path::Path>) -> ExitCode {
+    if !show {
+        return fail("`locklint config` needs `--show`");
+    }
+    let loaded = match file {
+        Some(f) => crate::config::load(f),
+        None => {
+            let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            let dir = if abs.is_dir() {
+                abs
+            } else {
+                abs.parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default()
+            };
+            crate::config::nearest(&dir)
+        }
+    };
+    match loaded {
+        Ok(s) => {
+            print!("{}", crate::config::show(&s.unwrap_or_default()));
+            ExitCode::from(EXIT_CLEAN)
+        }
+        Err(e) => {
+            eprint!("{}", e.render());
+            ExitCode::from(EXIT_ERROR)
+        }
     }
 }
 

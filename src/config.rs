@@ -1,0 +1,616 @@
+//! Configuration: `locklint.toml` / `.locklint.toml`, or `[workspace.metadata.locklint]` /
+//! `[package.metadata.locklint]` in `Cargo.toml`. The nearest configuration above a file
+//! applies to it; `extend = "../locklint.toml"` inherits another file explicitly. Errors name
+//! the file, line and column, with a suggestion.
+
+use crate::diagnostic::Severity;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use toml::Spanned;
+
+/// Every key a configuration may hold (for suggestions).
+pub const KEYS: &[&str] = &[
+    "extend",
+    "select",
+    "ignore",
+    "extend-select",
+    "severity",
+    "exclude",
+    "per-path-ignores",
+    "lock-key-patterns",
+    "fence-columns",
+    "lock-table",
+    "locks",
+    "redis-version",
+    "default-ttl",
+    "fail-on",
+];
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Error,
+    Warning,
+}
+
+impl From<Level> for Severity {
+    fn from(l: Level) -> Self {
+        match l {
+            Level::Error => Severity::Error,
+            Level::Warning => Severity::Warning,
+        }
+    }
+}
+
+/// What a lock is for.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Purpose {
+    /// Avoids duplicate work; a rare double run is harmless.
+    Efficiency,
+    /// Protects data; needs a fence or idempotent writes.
+    Correctness,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LockTableColumns {
+    pub name_columns: Option<Vec<String>>,
+    pub owner_columns: Option<Vec<String>>,
+    pub expiry_columns: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockDecl {
+    pub purpose: Purpose,
+}
+
+/// One configuration table as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Raw {
+    pub extend: Option<Spanned<String>>,
+    pub select: Option<Vec<Spanned<String>>>,
+    pub ignore: Option<Vec<Spanned<String>>>,
+    pub extend_select: Option<Vec<Spanned<String>>>,
+    pub severity: Option<BTreeMap<Spanned<String>, Level>>,
+    pub exclude: Option<Vec<Spanned<String>>>,
+    pub per_path_ignores: Option<BTreeMap<Spanned<String>, Vec<Spanned<String>>>>,
+    pub lock_key_patterns: Option<Vec<String>>,
+    pub fence_columns: Option<Vec<String>>,
+    pub lock_table: Option<LockTableColumns>,
+    pub locks: Option<BTreeMap<String, LockDecl>>,
+    pub redis_version: Option<Spanned<String>>,
+    pub default_ttl: Option<Spanned<String>>,
+    pub fail_on: Option<Level>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Manifest {
+    package: Option<MetaHolder>,
+    workspace: Option<MetaHolder>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MetaHolder {
+    metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    locklint: Option<Raw>,
+}
+
+/// A configuration error, rendered with the file's text.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub text: String,
+    pub span: std::ops::Range<usize>,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idx = crate::source::LineIndex::new(&self.text);
+        let lc = idx.line_col(&self.text, self.span.start);
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            lc.line,
+            lc.column,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl miette::Diagnostic for ConfigError {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("locklint::config"))
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.text)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        let len = self.span.end.saturating_sub(self.span.start);
+        let label = self
+            .message
+            .split(", expected")
+            .next()
+            .unwrap_or(&self.message);
+        Some(Box::new(std::iter::once(
+            miette::LabeledSpan::new_primary_with_span(
+                Some(label.to_string()),
+                miette::SourceSpan::new(self.span.start.into(), len),
+            ),
+        )))
+    }
+}
+
+impl ConfigError {
+    /// The error as miette renders it (file, line, snippet, help).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let handler =
+            miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor());
+        if handler.render_report(&mut out, self).is_err() {
+            out = self.to_string();
+        }
+        format!(
+            "error: {}: invalid configuration\n{out}",
+            self.path.display()
+        )
+    }
+}
+
+fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::levenshtein(c, word), c))
+        .min()
+        .filter(|(d, _)| *d <= 3)
+        .map(|(_, c)| format!("did you mean `{c}`?"))
+}
+
+fn parse_error(path: &Path, text: &str, e: toml::de::Error) -> ConfigError {
+    let message = e.message().trim().to_string();
+    let help = message
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+        .and_then(|field| closest(field, KEYS.iter().copied()));
+    ConfigError {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        span: e.span().unwrap_or(0..0),
+        message,
+        help,
+    }
+}
+
+/// Effective settings for the files under one configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Files that contributed, nearest first.
+    pub sources: Vec<PathBuf>,
+    /// Directory globs are relative to.
+    pub root: PathBuf,
+    pub select: Option<Vec<String>>,
+    pub ignore: Vec<String>,
+    pub extend_select: Vec<String>,
+    pub severity: HashMap<String, Severity>,
+    pub exclude: Vec<String>,
+    exclude_set: Option<GlobSet>,
+    pub per_path_ignores: Vec<(String, Vec<String>)>,
+    per_path_sets: Vec<(GlobSet, Vec<String>)>,
+    pub lock_key_patterns: Vec<String>,
+    pub fence_columns: Vec<String>,
+    pub lock_table: LockTableColumns,
+    pub locks: Vec<(String, Purpose)>,
+    pub redis_version: Option<String>,
+    pub default_ttl: Option<String>,
+    pub fail_on: Option<Level>,
+}
+
+fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        let p = p.trim_start_matches("./");
+        for pat in [p.to_string(), format!("{}/**", p.trim_end_matches('/'))] {
+            if let Ok(g) = Glob::new(&pat) {
+                b.add(g);
+            }
+        }
+    }
+    let _ = root;
+    b.build().unwrap_or_else(|_| GlobSet::empty())
+}
+
+impl Settings {
+    fn relative<'p>(&self, path: &'p Path) -> Option<PathBuf> {
+        let abs = path.canonicalize().ok()?;
+        abs.strip_prefix(&self.root).ok().map(Path::to_path_buf)
+    }
+
+    /// Whether the file is excluded.
+    pub fn excludes(&self, path: &Path) -> bool {
+        match (&self.exclude_set, self.relative(path)) {
+            (Some(set), Some(rel)) => set.is_match(&rel),
+            _ => false,
+        }
+    }
+
+    /// Whether `rule` applies to `path` under these settings.
+    pub fn enabled(&self, rule: &str, path: &Path) -> bool {
+        let selected = match &self.select {
+            Some(s) => s.iter().any(|r| r == rule),
+            None => true,
+        } || self.extend_select.iter().any(|r| r == rule);
+        if !selected || self.ignore.iter().any(|r| r == rule) {
+            return false;
+        }
+        if let Some(rel) = self.relative(path) {
+            for (set, rules) in &self.per_path_sets {
+                if set.is_match(&rel) && rules.iter().any(|r| r == rule) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn finish(mut self) -> Self {
+        self.exclude_set = Some(glob_set(&self.root, &self.exclude));
+        self.per_path_sets = self
+            .per_path_ignores
+            .iter()
+            .map(|(g, r)| (glob_set(&self.root, std::slice::from_ref(g)), r.clone()))
+            .collect();
+        self
+    }
+
+    /// Apply a configuration table on top of these settings (a child over its parent).
+    fn apply(&mut self, raw: &Raw) {
+        let names =
+            |v: &Vec<Spanned<String>>| v.iter().map(|s| s.get_ref().clone()).collect::<Vec<_>>();
+        if let Some(s) = &raw.select {
+            self.select = Some(names(s));
+            self.extend_select.clear();
+        }
+        if let Some(s) = &raw.ignore {
+            self.ignore = names(s);
+        }
+        if let Some(s) = &raw.extend_select {
+            self.extend_select.extend(names(s));
+        }
+        if let Some(s) = &raw.severity {
+            for (k, v) in s {
+                self.severity.insert(k.get_ref().clone(), (*v).into());
+            }
+        }
+        if let Some(s) = &raw.exclude {
+            self.exclude = names(s);
+        }
+        if let Some(s) = &raw.per_path_ignores {
+            self.per_path_ignores = s
+                .iter()
+                .map(|(k, v)| (k.get_ref().clone(), names(v)))
+                .collect();
+        }
+        if let Some(s) = &raw.lock_key_patterns {
+            self.lock_key_patterns = s.clone();
+        }
+        if let Some(s) = &raw.fence_columns {
+            self.fence_columns = s.clone();
+        }
+        if let Some(s) = &raw.lock_table {
+            self.lock_table = s.clone();
+        }
+        if let Some(s) = &raw.locks {
+            self.locks = s.iter().map(|(k, v)| (k.clone(), v.purpose)).collect();
+        }
+        if let Some(s) = &raw.redis_version {
+            self.redis_version = Some(s.get_ref().clone());
+        }
+        if let Some(s) = &raw.default_ttl {
+            self.default_ttl = Some(s.get_ref().clone());
+        }
+        if let Some(s) = raw.fail_on {
+            self.fail_on = Some(s);
+        }
+    }
+}
+
+/// Check rule names, versions and durations; the first problem becomes an error.
+fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
+    let known: Vec<&str> = crate::rules::infos().iter().map(|i| i.name).collect();
+    let err = |span: std::ops::Range<usize>, message: String, help: Option<String>| ConfigError {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        span,
+        message,
+        help,
+    };
+    let mut rule_names: Vec<&Spanned<String>> = Vec::new();
+    for list in [&raw.select, &raw.ignore, &raw.extend_select]
+        .into_iter()
+        .flatten()
+    {
+        rule_names.extend(list.iter());
+    }
+    if let Some(s) = &raw.severity {
+        rule_names.extend(s.keys());
+    }
+    if let Some(p) = &raw.per_path_ignores {
+        for v in p.values() {
+            rule_names.extend(v.iter());
+        }
+    }
+    for name in rule_names {
+        if !known.contains(&name.get_ref().as_str()) {
+            return Err(err(
+                name.span(),
+                format!("unknown rule `{}`", name.get_ref()),
+                closest(name.get_ref(), known.iter().copied())
+                    .or(Some("`locklint rules` lists the rules".to_string())),
+            ));
+        }
+    }
+    for pattern in raw
+        .exclude
+        .iter()
+        .flatten()
+        .chain(raw.per_path_ignores.iter().flat_map(|p| p.keys()))
+    {
+        if let Err(e) = Glob::new(pattern.get_ref()) {
+            return Err(err(pattern.span(), format!("invalid glob: {e}"), None));
+        }
+    }
+    if let Some(v) = &raw.redis_version {
+        let ok = v
+            .get_ref()
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+        if !ok {
+            return Err(err(
+                v.span(),
+                "redis-version must look like `7.2` or `8.4`".to_string(),
+                None,
+            ));
+        }
+    }
+    if let Some(v) = &raw.default_ttl {
+        if parse_duration_ms(v.get_ref()).is_none() {
+            return Err(err(
+                v.span(),
+                "default-ttl must be a duration such as `30s` or `1500ms`".to_string(),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `30s`, `1500ms`, `2m` → milliseconds.
+pub fn parse_duration_ms(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    match unit.trim() {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        _ => None,
+    }
+}
+
+/// Read the configuration table of a file (`None` for a Cargo.toml without one).
+fn read_raw(path: &Path) -> Result<Option<(Raw, String)>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        path: path.to_path_buf(),
+        text: String::new(),
+        span: 0..0,
+        message: crate::discover::describe_io(&e),
+        help: None,
+    })?;
+    let is_manifest = path.file_name().is_some_and(|n| n == "Cargo.toml");
+    let raw = if is_manifest {
+        let m: Manifest = toml::from_str(&text).map_err(|e| parse_error(path, &text, e))?;
+        let meta = m
+            .package
+            .and_then(|p| p.metadata)
+            .and_then(|m| m.locklint)
+            .or_else(|| {
+                m.workspace
+                    .and_then(|w| w.metadata)
+                    .and_then(|m| m.locklint)
+            });
+        match meta {
+            Some(r) => r,
+            None => return Ok(None),
+        }
+    } else {
+        toml::from_str(&text).map_err(|e| parse_error(path, &text, e))?
+    };
+    validate(path, &text, &raw)?;
+    Ok(Some((raw, text)))
+}
+
+/// Load a configuration file with what it extends.
+pub fn load(path: &Path) -> Result<Option<Settings>, ConfigError> {
+    load_chain(path, 0)
+}
+
+fn load_chain(path: &Path, depth: usize) -> Result<Option<Settings>, ConfigError> {
+    let Some((raw, text)) = read_raw(path)? else {
+        return Ok(None);
+    };
+    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut settings = match &raw.extend {
+        Some(parent) if depth < 16 => {
+            let p = dir.join(parent.get_ref());
+            if !p.is_file() {
+                return Err(ConfigError {
+                    path: path.to_path_buf(),
+                    text,
+                    span: parent.span(),
+                    message: format!(
+                        "`extend` names `{}`, which does not exist",
+                        parent.get_ref()
+                    ),
+                    help: None,
+                });
+            }
+            load_chain(&p, depth + 1)?.unwrap_or_default()
+        }
+        _ => Settings::default(),
+    };
+    settings.apply(&raw);
+    settings.sources.insert(0, path.to_path_buf());
+    settings.root = dir.canonicalize().unwrap_or(dir);
+    Ok(Some(settings.finish()))
+}
+
+/// The configuration file nearest above `dir`, if any.
+pub fn nearest(dir: &Path) -> Result<Option<Settings>, ConfigError> {
+    for d in dir.ancestors() {
+        for name in ["locklint.toml", ".locklint.toml", "Cargo.toml"] {
+            let p = d.join(name);
+            if p.is_file() {
+                if let Some(s) = load(&p)? {
+                    return Ok(Some(s));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// How configurations are found for files.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// The nearest configuration above each file.
+    Discover,
+    /// One file for everything (`--config`).
+    Fixed(Arc<Settings>),
+    /// No configuration (`--isolated`).
+    Isolated,
+}
+
+/// Settings per directory, cached.
+pub struct Resolver {
+    mode: Mode,
+    cache: Mutex<HashMap<PathBuf, Arc<Settings>>>,
+}
+
+impl Resolver {
+    pub fn new(mode: Mode) -> Self {
+        Resolver {
+            mode,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The settings that apply to a file.
+    pub fn for_file(&self, path: &Path) -> Result<Arc<Settings>, ConfigError> {
+        match &self.mode {
+            Mode::Isolated => Ok(Arc::new(Settings::default())),
+            Mode::Fixed(s) => Ok(s.clone()),
+            Mode::Discover => {
+                let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+                let dir = if abs.is_dir() {
+                    abs
+                } else {
+                    abs.parent().map(Path::to_path_buf).unwrap_or_default()
+                };
+                if let Some(s) = self.cache.lock().ok().and_then(|c| c.get(&dir).cloned()) {
+                    return Ok(s);
+                }
+                let s = Arc::new(nearest(&dir)?.unwrap_or_default());
+                if let Ok(mut c) = self.cache.lock() {
+                    c.insert(dir, s.clone());
+                }
+                Ok(s)
+            }
+        }
+    }
+}
+
+/// `locklint config --show`: the effective settings, as TOML.
+pub fn show(s: &Settings) -> String {
+    let list = |v: &[String]| {
+        format!(
+            "[{}]",
+            v.iter()
+                .map(|x| format!("{x:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let mut out = String::new();
+    if s.sources.is_empty() {
+        out.push_str("# no configuration file applies; defaults\n");
+    } else {
+        for p in &s.sources {
+            out.push_str(&format!("# from {}\n", p.display()));
+        }
+    }
+    match &s.select {
+        Some(sel) => out.push_str(&format!("select = {}\n", list(sel))),
+        None => out.push_str("select = [\"all\"]\n"),
+    }
+    out.push_str(&format!("extend-select = {}\n", list(&s.extend_select)));
+    out.push_str(&format!("ignore = {}\n", list(&s.ignore)));
+    out.push_str(&format!("exclude = {}\n", list(&s.exclude)));
+    out.push_str(&format!(
+        "lock-key-patterns = {}\n",
+        list(&s.lock_key_patterns)
+    ));
+    out.push_str(&format!("fence-columns = {}\n", list(&s.fence_columns)));
+    out.push_str(&format!(
+        "redis-version = {:?}\ndefault-ttl = {:?}\nfail-on = {:?}\n",
+        s.redis_version.as_deref().unwrap_or("7.0"),
+        s.default_ttl.as_deref().unwrap_or("30s"),
+        match s.fail_on {
+            Some(Level::Error) => "error",
+            _ => "warning",
+        }
+    ));
+    let mut sev: Vec<_> = s.severity.iter().collect();
+    sev.sort();
+    if !sev.is_empty() {
+        out.push_str("\n[severity]\n");
+        for (k, v) in sev {
+            out.push_str(&format!("{k} = \"{v}\"\n"));
+        }
+    }
+    if !s.per_path_ignores.is_empty() {
+        out.push_str("\n[per-path-ignores]\n");
+        for (g, r) in &s.per_path_ignores {
+            out.push_str(&format!("{g:?} = {}\n", list(r)));
+        }
+    }
+    for (k, p) in &s.locks {
+        out.push_str(&format!(
+            "\n[locks.{k:?}]\npurpose = \"{}\"\n",
+            match p {
+                Purpose::Efficiency => "efficiency",
+                Purpose::Correctness => "correctness",
+            }
+        ));
+    }
+    out
+}

@@ -1,0 +1,243 @@
+//! Configuration files: discovery, nearest wins, `extend`, Cargo metadata, `--config`,
+//! `--isolated`, every key that changes results, and errors with file, line and suggestion.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn locklint(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn found(o: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {} {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    let mut out: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}:{}:{}",
+                f["path"].as_str().unwrap(),
+                f["rule"].as_str().unwrap(),
+                f["severity"].as_str().unwrap()
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// SETNX with a constant value and no expiry, then a plain DEL.
+const LOCKY: &str = "use redis::AsyncCommands;\npub async fn job(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    let ok: bool = con.set_nx(\"lock:job\", \"1\").await?;\n    if ok {\n        let _: () = con.del(\"lock:job\").await?;\n    }\n    Ok(())\n}\n";
+
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rs", LOCKY);
+    write(dir.path(), "sub/b.rs", LOCKY);
+    dir
+}
+
+#[test]
+fn the_nearest_configuration_applies() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "locklint.toml",
+        "ignore = [\"constant-lock-value\"]\n",
+    );
+    write(
+        dir.path(),
+        "sub/.locklint.toml",
+        "select = [\"unconditional-release\"]\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:setnx-without-expiry:error",
+            "a.rs:unconditional-release:error",
+            "sub/b.rs:unconditional-release:error"
+        ]
+    );
+    // --isolated ignores every file; --config uses one for everything
+    let o = locklint(dir.path(), &["check", "--format", "json", "--isolated"]);
+    assert_eq!(found(&o).len(), 6);
+    let o = locklint(
+        dir.path(),
+        &[
+            "check",
+            "--format",
+            "json",
+            "--config",
+            "sub/.locklint.toml",
+        ],
+    );
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:unconditional-release:error",
+            "sub/b.rs:unconditional-release:error"
+        ]
+    );
+}
+
+#[test]
+fn extend_inherits_and_extend_select_adds() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "base.toml",
+        "select = [\"constant-lock-value\"]\n[severity]\nconstant-lock-value = \"error\"\n",
+    );
+    write(
+        dir.path(),
+        "sub/locklint.toml",
+        "extend = \"../base.toml\"\nextend-select = [\"unconditional-release\"]\n",
+    );
+    let o = locklint(&dir.path().join("sub"), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "b.rs:constant-lock-value:error",
+            "b.rs:unconditional-release:error"
+        ]
+    );
+}
+
+#[test]
+fn cargo_metadata_tables_are_read() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[package.metadata.locklint]\nselect = [\"setnx-without-expiry\"]\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:setnx-without-expiry:error",
+            "sub/b.rs:setnx-without-expiry:error"
+        ]
+    );
+}
+
+#[test]
+fn exclude_per_path_ignores_severity_and_fail_on() {
+    let dir = tree();
+    write(dir.path(), "gen/c.rs", LOCKY);
+    write(
+        dir.path(),
+        "locklint.toml",
+        "exclude = [\"gen\"]\nfail-on = \"error\"\n\n[per-path-ignores]\n\"sub/**\" = [\"unconditional-release\", \"setnx-without-expiry\"]\n\n[severity]\nunconditional-release = \"warning\"\nsetnx-without-expiry = \"warning\"\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:constant-lock-value:warning",
+            "a.rs:setnx-without-expiry:warning",
+            "a.rs:unconditional-release:warning",
+            "sub/b.rs:constant-lock-value:warning"
+        ]
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "warnings pass with fail-on = \"error\""
+    );
+}
+
+#[test]
+fn lock_key_patterns_extend_what_counts_as_a_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rs", "use redis::AsyncCommands;\npub async fn f(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    let _: () = con.del(\"job:guard:7\").await?;\n    Ok(())\n}\n");
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert!(found(&o).is_empty());
+    write(
+        dir.path(),
+        "locklint.toml",
+        "lock-key-patterns = [\"guard\"]\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(found(&o), vec!["a.rs:unconditional-release:error"]);
+}
+
+#[test]
+fn errors_name_the_file_line_and_a_suggestion() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "locklint.toml",
+        "# settings\nselect = [\"separate-expire\"]\nignroe = [\"get-then-set\"]\n",
+    );
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("locklint.toml"), "{err}");
+    assert!(err.contains("unknown field `ignroe`"), "{err}");
+    assert!(err.contains("did you mean `ignore`?"), "{err}");
+    assert!(
+        err.contains(":3:1]") || err.contains("3 │"),
+        "points at line 3: {err}"
+    );
+
+    write(
+        dir.path(),
+        "locklint.toml",
+        "select = [\"separate-expiry\"]\n",
+    );
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unknown rule `separate-expiry`")
+            && err.contains("did you mean `separate-expire`?"),
+        "{err}"
+    );
+
+    write(dir.path(), "locklint.toml", "fail-on = 3\n");
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("fail-on"));
+
+    write(dir.path(), "locklint.toml", "default-ttl = \"soon\"\n");
+    let o = locklint(dir.path(), &["check"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("default-ttl must be a duration"));
+
+    // a broken configuration is an error even with nothing to analyse
+    let empty = tempfile::tempdir().unwrap();
+    write(empty.path(), "locklint.toml", "selct = []\n");
+    let o = locklint(empty.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean `select`?"));
+}
+
+#[test]
+fn config_show_prints_the_effective_settings() {
+    let dir = tree();
+    write(dir.path(), "locklint.toml", "ignore = [\"constant-lock-value\"]\nredis-version = \"8.4\"\n[locks.\"lock:report:{}\"]\npurpose = \"efficiency\"\n");
+    let o = locklint(dir.path(), &["config", "--show", "sub/b.rs"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("locklint.toml"), "{out}");
+    assert!(out.contains("ignore = [\"constant-lock-value\"]"), "{out}");
+    assert!(out.contains("redis-version = \"8.4\""), "{out}");
+    assert!(out.contains("purpose = \"efficiency\""), "{out}");
+}
