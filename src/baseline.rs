@@ -52,7 +52,10 @@ impl Baseline {
         let b: Baseline =
             serde_json::from_str(&text).map_err(|e| format!("not a locklint baseline: {e}"))?;
         if b.version != VERSION {
-            return Err(format!("baseline version {} is not supported (expected {VERSION})", b.version));
+            return Err(format!(
+                "baseline version {} is not supported (expected {VERSION})",
+                b.version
+            ));
         }
         Ok(b)
     }
@@ -61,7 +64,9 @@ impl Baseline {
     pub fn filter(&self, findings: Vec<Diagnostic>) -> (Vec<Diagnostic>, usize) {
         let mut left: HashMap<(String, String), usize> = HashMap::new();
         for e in &self.findings {
-            *left.entry((e.rule.clone(), e.fingerprint.clone())).or_default() += 1;
+            *left
+                .entry((e.rule.clone(), e.fingerprint.clone()))
+                .or_default() += 1;
         }
         let mut new = Vec::new();
         for d in findings {

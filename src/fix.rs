@@ -18,7 +18,10 @@ pub fn apply_to_text(text: &str, edits: &[(Span, String)]) -> Result<String, Str
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for (span, replacement) in sorted {
-        if span.end > text.len() || !text.is_char_boundary(span.start) || !text.is_char_boundary(span.end) {
+        if span.end > text.len()
+            || !text.is_char_boundary(span.start)
+            || !text.is_char_boundary(span.end)
+        {
             return Err("an edit lies outside the file".to_string());
         }
         out.push_str(&text[at..span.start]);
@@ -39,13 +42,19 @@ pub fn write_atomically(path: &Path, expected: &str, new: &str) -> Result<(), St
     if meta.permissions().readonly() {
         return Err("the file is read-only; it was left alone".to_string());
     }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| crate::discover::describe_io(&e))?;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| crate::discover::describe_io(&e))?;
     tmp.write_all(new.as_bytes())
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(|e| crate::discover::describe_io(&e))?;
-    std::fs::set_permissions(tmp.path(), meta.permissions()).map_err(|e| crate::discover::describe_io(&e))?;
-    tmp.persist(path).map_err(|e| crate::discover::describe_io(&e.error))?;
+    std::fs::set_permissions(tmp.path(), meta.permissions())
+        .map_err(|e| crate::discover::describe_io(&e))?;
+    tmp.persist(path)
+        .map_err(|e| crate::discover::describe_io(&e.error))?;
     Ok(())
 }
 
@@ -56,9 +65,17 @@ mod tests {
     #[test]
     fn edits_apply_in_order_and_overlaps_are_refused() {
         let t = "abcdef";
-        let out = apply_to_text(t, &[(Span::new(4, 5), "E".into()), (Span::new(0, 1), "A".into())]).unwrap();
+        let out = apply_to_text(
+            t,
+            &[(Span::new(4, 5), "E".into()), (Span::new(0, 1), "A".into())],
+        )
+        .unwrap();
         assert_eq!(out, "AbcdEf");
-        assert!(apply_to_text(t, &[(Span::new(0, 3), "".into()), (Span::new(2, 4), "".into())]).is_err());
+        assert!(apply_to_text(
+            t,
+            &[(Span::new(0, 3), "".into()), (Span::new(2, 4), "".into())]
+        )
+        .is_err());
         assert!(apply_to_text(t, &[(Span::new(5, 9), "".into())]).is_err());
     }
 

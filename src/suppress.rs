@@ -467,7 +467,9 @@ fn literal_around(file: &FileRef, offset: usize) -> Option<usize> {
             return None;
         }
         let multi_line = file.text[start..pos].contains('\n');
-        return (multi_line && matches!(t.kind, K::Literal { .. } | K::BlockComment { .. }) && start < offset)
+        return (multi_line
+            && matches!(t.kind, K::Literal { .. } | K::BlockComment { .. })
+            && start < offset)
             .then_some(start);
     }
     None
@@ -478,7 +480,10 @@ fn literal_around(file: &FileRef, offset: usize) -> Option<usize> {
 pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(Span, String)>)> {
     let mut out: Vec<(FileRef, Vec<(usize, Vec<&'static str>)>)> = Vec::new();
     for d in findings {
-        if matches!(d.rule, "suppression-without-reason" | "unused-suppression" | "suppression-unknown-rule") {
+        if matches!(
+            d.rule,
+            "suppression-without-reason" | "unused-suppression" | "suppression-unknown-rule"
+        ) {
             continue;
         }
         let file = &d.primary.file;
@@ -518,7 +523,10 @@ pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(S
                     let marker = if dash { "--" } else { "//" };
                     (
                         Span::new(at, at),
-                        format!("{indent}{marker} locklint: allow({}) -- {reason}\n", rules.join(", ")),
+                        format!(
+                            "{indent}{marker} locklint: allow({}) -- {reason}\n",
+                            rules.join(", ")
+                        ),
                     )
                 })
                 .collect();

@@ -18,7 +18,13 @@ fn rules(o: &Output) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| format!("{}@{}", f["rule"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .map(|f| {
+            format!(
+                "{}@{}",
+                f["rule"].as_str().unwrap(),
+                f["path"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -39,13 +45,19 @@ fn baseline_reports_only_new_findings_across_edits_and_renames() {
         format!("// a header comment\n\n{OLD}{NEW}"),
     )
     .unwrap();
-    let o = locklint(dir.path(), &["check", "--baseline", "baseline.json", "--format", "json"]);
+    let o = locklint(
+        dir.path(),
+        &["check", "--baseline", "baseline.json", "--format", "json"],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(rules(&o), vec!["unconditional-renew@jobs.rs"]);
 
     // the file renamed: the old finding stays in the baseline
     std::fs::rename(dir.path().join("jobs.rs"), dir.path().join("locks.rs")).unwrap();
-    let o = locklint(dir.path(), &["check", "--baseline", "baseline.json", "--format", "json"]);
+    let o = locklint(
+        dir.path(),
+        &["check", "--baseline", "baseline.json", "--format", "json"],
+    );
     assert_eq!(rules(&o), vec!["unconditional-renew@locks.rs"]);
 
     // the old defect fixed: it drops out and the run says so
@@ -65,7 +77,11 @@ fn git(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -75,8 +91,15 @@ fn changed_since_reports_only_changed_files() {
     std::fs::write(dir.path().join("old.rs"), OLD).unwrap();
     git(dir.path(), &["add", "."]);
     git(dir.path(), &["commit", "-q", "-m", "old"]);
-    std::fs::write(dir.path().join("new.rs"), format!("use redis::AsyncCommands;\n{NEW}")).unwrap();
-    let o = locklint(dir.path(), &["check", "--changed-since", "HEAD", "--format", "json"]);
+    std::fs::write(
+        dir.path().join("new.rs"),
+        format!("use redis::AsyncCommands;\n{NEW}"),
+    )
+    .unwrap();
+    let o = locklint(
+        dir.path(),
+        &["check", "--changed-since", "HEAD", "--format", "json"],
+    );
     assert_eq!(rules(&o), vec!["unconditional-renew@new.rs"]);
     let o = locklint(dir.path(), &["check", "--format", "json"]);
     assert_eq!(rules(&o).len(), 2);
@@ -90,13 +113,26 @@ fn add_suppressions_silences_every_current_finding() {
     let sql_in_string = "pub async fn release(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    let _: () = redis::cmd(\"DEL\")\n        .arg(\"lock:report\")\n        .query_async(con)\n        .await?;\n    Ok(())\n}\n";
     std::fs::write(dir.path().join("a.rs"), format!("{OLD}{NEW}")).unwrap();
     std::fs::write(dir.path().join("b.rs"), sql_in_string).unwrap();
-    let o = locklint(dir.path(), &["check", "--add-suppressions", "legacy, tracked in #12"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = locklint(
+        dir.path(),
+        &["check", "--add-suppressions", "legacy, tracked in #12"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains("added 3 suppressions in 2 files"));
     let a = std::fs::read_to_string(dir.path().join("a.rs")).unwrap();
     assert!(a.contains("    // locklint: allow(unconditional-release) -- legacy, tracked in #12\n    let _: () = con.del"));
     let o = locklint(dir.path(), &["check"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     // a second run has nothing to add
     let o = locklint(dir.path(), &["check", "--add-suppressions", "again"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("added 0 suppressions"));

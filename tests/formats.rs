@@ -49,18 +49,31 @@ fn sarif_is_valid_against_the_official_schema() {
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .take(10)
         .collect();
-    assert!(errors.is_empty(), "SARIF schema errors:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "SARIF schema errors:\n{}",
+        errors.join("\n")
+    );
 
     let run = &sarif["runs"][0];
     let driver = &run["tool"]["driver"];
     assert_eq!(driver["name"], "locklint");
-    assert!(driver["informationUri"].as_str().unwrap().starts_with("https://"));
+    assert!(driver["informationUri"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://"));
     let rules = driver["rules"].as_array().unwrap();
     let ids: Vec<&str> = rules.iter().map(|r| r["id"].as_str().unwrap()).collect();
     for info in locklint::rules::infos() {
-        assert!(ids.contains(&info.name), "{} missing from rules[]", info.name);
+        assert!(
+            ids.contains(&info.name),
+            "{} missing from rules[]",
+            info.name
+        );
     }
-    assert!(rules.iter().all(|r| r["help"]["markdown"].as_str().unwrap().starts_with("# ")));
+    assert!(rules
+        .iter()
+        .all(|r| r["help"]["markdown"].as_str().unwrap().starts_with("# ")));
     let results = run["results"].as_array().unwrap();
     assert_eq!(results.len(), report.findings.len());
     for r in results {
@@ -68,13 +81,27 @@ fn sarif_is_valid_against_the_official_schema() {
         assert_eq!(rules[idx]["id"], r["ruleId"]);
         let loc = &r["locations"][0]["physicalLocation"];
         assert_eq!(loc["artifactLocation"]["uriBaseId"], "SRCROOT");
-        assert!(loc["artifactLocation"]["uri"].as_str().unwrap().starts_with("fixtures/"));
+        assert!(loc["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap()
+            .starts_with("fixtures/"));
         assert!(loc["region"]["startLine"].as_u64().unwrap() >= 1);
         assert!(loc["region"]["startColumn"].as_u64().unwrap() >= 1);
-        assert_eq!(r["partialFingerprints"]["locklint/v1"].as_str().unwrap().len(), 32);
+        assert_eq!(
+            r["partialFingerprints"]["locklint/v1"]
+                .as_str()
+                .unwrap()
+                .len(),
+            32
+        );
     }
-    assert!(results.iter().any(|r| r["relatedLocations"].as_array().is_some_and(|a| !a.is_empty())));
-    assert!(run["originalUriBaseIds"]["SRCROOT"]["uri"].as_str().unwrap().ends_with('/'));
+    assert!(results.iter().any(|r| r["relatedLocations"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())));
+    assert!(run["originalUriBaseIds"]["SRCROOT"]["uri"]
+        .as_str()
+        .unwrap()
+        .ends_with('/'));
 }
 
 #[test]
@@ -95,8 +122,13 @@ fn fingerprints_survive_lines_added_above_and_differ_between_findings() {
             .iter()
             .map(|r| {
                 (
-                    r["partialFingerprints"]["locklint/v1"].as_str().unwrap().to_string(),
-                    r["locations"][0]["physicalLocation"]["region"]["startLine"].as_u64().unwrap(),
+                    r["partialFingerprints"]["locklint/v1"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                    r["locations"][0]["physicalLocation"]["region"]["startLine"]
+                        .as_u64()
+                        .unwrap(),
                 )
             })
             .collect::<Vec<_>>()
@@ -121,7 +153,10 @@ fn github_annotations_escape_messages() {
     let text = render(&report, Format::Github);
     insta::assert_snapshot!("github", text);
     for line in text.lines() {
-        assert!(line.starts_with("::error file=") || line.starts_with("::warning file="), "{line}");
+        assert!(
+            line.starts_with("::error file=") || line.starts_with("::warning file="),
+            "{line}"
+        );
         assert!(line.contains(",title=locklint("));
         // the message's newline before `help:` is escaped, keeping one annotation per line
         assert!(line.contains("%0Ahelp: "));
@@ -138,13 +173,19 @@ fn gitlab_and_json_lines_carry_every_finding() {
     for i in &issues {
         assert!(i["fingerprint"].as_str().unwrap().len() == 32);
         assert!(["major", "minor"].contains(&i["severity"].as_str().unwrap()));
-        assert!(i["location"]["path"].as_str().unwrap().starts_with("fixtures/"));
+        assert!(i["location"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("fixtures/"));
         assert!(i["location"]["lines"]["begin"].as_u64().unwrap() >= 1);
     }
     let lines = render(&report, Format::JsonLines);
     insta::assert_snapshot!("json_lines", lines);
     let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
-    let parsed: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let parsed: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(&serde_json::Value::Array(parsed), &json["findings"]);
 }
 
@@ -153,7 +194,14 @@ fn output_file_and_statistics() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report.sarif");
     let o = Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(["check", "fixtures/separate-expire", "--format", "sarif", "--statistics", "--output-file"])
+        .args([
+            "check",
+            "fixtures/separate-expire",
+            "--format",
+            "sarif",
+            "--statistics",
+            "--output-file",
+        ])
         .arg(&out)
         .current_dir(root())
         .output()
@@ -161,12 +209,24 @@ fn output_file_and_statistics() {
     assert_eq!(o.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("findings in"), "{stdout}");
-    assert!(stdout.lines().any(|l| l.split_whitespace().nth(1) == Some("separate-expire")), "{stdout}");
-    let sarif: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("separate-expire")),
+        "{stdout}"
+    );
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
     // statistics with a machine format on stdout go to stderr
     let o = Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(["check", "fixtures/separate-expire", "--format", "json", "--statistics"])
+        .args([
+            "check",
+            "fixtures/separate-expire",
+            "--format",
+            "json",
+            "--statistics",
+        ])
         .current_dir(root())
         .output()
         .unwrap();

@@ -28,7 +28,10 @@ fn line_above_and_trailing_suppress_only_their_statement() {
     let code = body(
         "    // locklint: allow(unconditional-release) -- operator tool\n    let _: () = con.del(\"lock:a\").await?;\n    let _: () = con.del(\"lock:b\").await?;\n    let _: () = con.del(\"lock:c\").await?; // locklint: allow(unconditional-release) -- same\n",
     );
-    assert_eq!(findings("a.rs", &code), vec![("unconditional-release".to_string(), 5)]);
+    assert_eq!(
+        findings("a.rs", &code),
+        vec![("unconditional-release".to_string(), 5)]
+    );
 }
 
 #[test]
@@ -36,7 +39,10 @@ fn a_suppression_covers_a_statement_over_several_lines() {
     let code = body(
         "    // locklint: allow(unconditional-release) -- teardown\n    let _: () = con\n        .del(\n            \"lock:a\",\n        )\n        .await?;\n    let _: () = con.del(\"lock:b\").await?;\n",
     );
-    assert_eq!(findings("a.rs", &code), vec![("unconditional-release".to_string(), 9)]);
+    assert_eq!(
+        findings("a.rs", &code),
+        vec![("unconditional-release".to_string(), 9)]
+    );
 }
 
 #[test]
@@ -44,7 +50,10 @@ fn text_in_a_string_literal_never_suppresses() {
     let code = body(
         "    let _doc = \"// locklint: allow(unconditional-release) -- not a comment\";\n    let _: () = con.del(\"lock:a\").await?;\n    let _raw = r#\"/* locklint: allow-file(unconditional-release) -- nor this */\"#;\n",
     );
-    assert_eq!(findings("a.rs", &code), vec![("unconditional-release".to_string(), 4)]);
+    assert_eq!(
+        findings("a.rs", &code),
+        vec![("unconditional-release".to_string(), 4)]
+    );
 }
 
 #[test]

@@ -8,7 +8,8 @@ use crate::rules::{self, RuleInfo};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-const SCHEMA: &str = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
+const SCHEMA: &str =
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 const INFORMATION_URI: &str = "https://github.com/locklint/locklint";
 /// The base every artifact URI is relative to.
 pub const URI_BASE: &str = "SRCROOT";
@@ -128,7 +129,8 @@ fn result(d: &Diagnostic, index: usize, root: &Path) -> Value {
                 })
             })
             .collect();
-        v["fixes"] = json!([{ "description": { "text": fix.message }, "artifactChanges": changes }]);
+        v["fixes"] =
+            json!([{ "description": { "text": fix.message }, "artifactChanges": changes }]);
     }
     v
 }
