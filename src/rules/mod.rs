@@ -3,6 +3,9 @@
 mod constant_lock_value;
 mod get_then_set;
 mod lock_result_ignored;
+mod lua_matching;
+mod lua_release_no_compare;
+mod lua_renew_no_compare;
 mod matching;
 mod separate_expire;
 mod setnx_without_expiry;
@@ -55,6 +58,8 @@ pub fn all() -> &'static [&'static dyn Rule] {
         &lock_result_ignored::LockResultIgnored,
         &unconditional_release::UnconditionalRelease,
         &unconditional_renew::UnconditionalRenew,
+        &lua_release_no_compare::LuaReleaseNoCompare,
+        &lua_renew_no_compare::LuaRenewNoCompare,
     ];
     RULES
 }

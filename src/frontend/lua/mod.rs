@@ -1,10 +1,410 @@
 //! The Lua front-end: Redis scripts from `.lua` files and from script text embedded in Rust.
+//!
+//! Each script is parsed with `full_moon` (Lua 5.1, the dialect Redis runs) and walked by
+//! [`guard`]: every `DEL`/`UNLINK` and expiry change made through `redis.call`/`redis.pcall`
+//! is recorded with its key and whether an ownership check of that key dominates it. Positions
+//! are mapped through the embedded text's [`crate::ir::TextMap`] to the exact place in the
+//! Rust string literal or `.lua` file.
 
-use crate::ir::FileIr;
+pub mod guard;
+
+pub use guard::{KeyWrite, WriteKind};
+
+use crate::ir::{FileIr, Language, ParseProblem};
+use crate::locks::words;
+use crate::source::Span;
 
 /// What the Lua front-end extracted from one file.
 #[derive(Debug, Default)]
-pub struct LuaIr {}
+pub struct LuaIr {
+    pub scripts: Vec<Script>,
+}
+
+/// One parsed Redis script.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// Index in [`FileIr::embedded`].
+    pub embedded: usize,
+    /// Names the script is attached to: the `const`/`static`/`let` holding its text, the Rust
+    /// function that builds it, the `.lua` file's name.
+    pub names: Vec<String>,
+    /// One of [`Script::names`] says the script belongs to a lock (lock, unlock, release,
+    /// renew, extend, lease, mutex).
+    pub lock_named: bool,
+    /// `DEL`/`UNLINK`/expiry calls with their file spans.
+    pub writes: Vec<(KeyWrite, Span)>,
+    /// Keys whose value (`GET`, or an ownership read) the script compares somewhere, with the
+    /// file span of the first such comparison.
+    pub checked: Vec<(String, Span)>,
+}
+
+impl Script {
+    /// Where the script compares the value of `key`.
+    pub fn check_of(&self, key: &str) -> Option<Span> {
+        self.checked.iter().find(|(k, _)| k == key).map(|(_, s)| *s)
+    }
+}
+
+/// Words in a name that make a script a lock script on their own.
+const LOCK_SCRIPT_WORDS: &[&str] = &[
+    "lock", "locks", "unlock", "lease", "leases", "mutex", "redlock",
+];
+
+/// Words that name a lock operation, but also other things (`renew_session`,
+/// `extend_cache_ttl`): they count only when the rest of the name says nothing else.
+const LOCK_OP_WORDS: &[&str] = &["release", "renew", "extend"];
+
+/// Words that say nothing about what a name is for.
+const GENERIC_WORDS: &[&str] = &[
+    "script",
+    "lua",
+    "cmd",
+    "command",
+    "sha",
+    "src",
+    "source",
+    "text",
+    "body",
+    "atomic",
+    "atomically",
+    "safe",
+    "safely",
+    "try",
+    "do",
+    "run",
+    "key",
+    "token",
+    "owner",
+    "owned",
+    "if",
+    "by",
+    "with",
+    "checked",
+    "compare",
+    "and",
+    "the",
+    "async",
+    "sync",
+    "impl",
+    "inner",
+    "fn",
+];
+
+/// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
+/// script. `renew_session` or `extend_cache_ttl` do not.
+pub fn is_lock_script_name(name: &str) -> bool {
+    let w = words(name);
+    let strong = w.iter().any(|w| {
+        LOCK_SCRIPT_WORDS.contains(&w.as_str())
+            || (w.len() > 4
+                && w.ends_with("lock")
+                && !matches!(w.as_str(), "block" | "clock" | "unblock" | "deadlock"))
+    });
+    strong
+        || (w.iter().any(|w| LOCK_OP_WORDS.contains(&w.as_str()))
+            && w.iter().all(|w| {
+                LOCK_OP_WORDS.contains(&w.as_str())
+                    || GENERIC_WORDS.contains(&w.as_str())
+                    || w.chars().all(|c| c.is_ascii_digit())
+            }))
+}
 
 /// Parse the Lua texts of a file (`ir.embedded` with [`crate::ir::Language::Lua`]).
-pub fn analyze(_ir: &mut FileIr) {}
+pub fn analyze(ir: &mut FileIr) {
+    for (idx, e) in ir.embedded.iter().enumerate() {
+        if e.language != Language::Lua {
+            continue;
+        }
+        let whole_file = e.origin == "file";
+        // a `.lua` file that never calls Redis (an editor plugin, a game mod) has nothing to
+        // check, and may be written for a newer Lua
+        if whole_file && !e.text.contains("redis.") {
+            continue;
+        }
+        if let Some(at) = too_deep(&e.text) {
+            ir.problems.push(ParseProblem {
+                message: format!(
+                    "this Lua script nests brackets or blocks more than {MAX_NESTING} levels deep; it was not analysed"
+                ),
+                span: e.map.span(at, next_char_end(&e.text, at)),
+                help: "flatten the script; the rest of the file is analysed either way"
+                    .to_string(),
+            });
+            continue;
+        }
+        match guard::scan(&e.text) {
+            Ok(scan) => {
+                let mut names = Vec::new();
+                if whole_file {
+                    if let Some(stem) = ir.file.path.file_stem().and_then(|s| s.to_str()) {
+                        names.push(stem.to_string());
+                    }
+                } else {
+                    names.extend(binding_name(&ir.file.text, e.span.start));
+                    if let Some(f) = e.func.and_then(|f| ir.functions.get(f)) {
+                        names.push(f.name.clone());
+                    }
+                }
+                let lock_named = names.iter().any(|n| is_lock_script_name(n));
+                let writes = scan
+                    .writes
+                    .into_iter()
+                    .map(|w| {
+                        let span = e.map.span(w.range.0, w.range.1);
+                        (w, span)
+                    })
+                    .collect();
+                let checked = scan
+                    .checked
+                    .into_iter()
+                    .map(|(k, (s, t))| (k, e.map.span(s, t)))
+                    .collect();
+                ir.lua.scripts.push(Script {
+                    embedded: idx,
+                    names,
+                    lock_named,
+                    writes,
+                    checked,
+                });
+            }
+            Err(errors) => {
+                if let Some(err) = errors.first() {
+                    let (s, t) = err.range;
+                    let t = if t > s { t } else { next_char_end(&e.text, s) };
+                    let what = if whole_file {
+                        "this Lua script"
+                    } else {
+                        "this embedded Lua script"
+                    };
+                    ir.problems.push(ParseProblem {
+                        message: format!(
+                            "could not parse {what}: {}",
+                            lowercase_first(&err.message)
+                        ),
+                        span: e.map.span(s, t),
+                        help: "fix the script's syntax (Redis runs Lua 5.1); the rest of the file is analysed either way".to_string(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Deeper bracket nesting than this is refused before parsing (the parser and the walk recurse).
+const MAX_NESTING: usize = 256;
+
+/// The offset of the first bracket or block (`if`, `do`, `function`, `repeat`) nested deeper
+/// than [`MAX_NESTING`], skipping strings and comments.
+fn too_deep(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                i = match long_bracket(b, i + 2) {
+                    Some(level) => skip_long(b, i + 2, level),
+                    None => b[i..]
+                        .iter()
+                        .position(|&x| x == b'\n')
+                        .map_or(b.len(), |p| i + p),
+                };
+                continue;
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                while i < b.len() && b[i] != c && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                continue;
+            }
+            b'[' if long_bracket(b, i).is_some() => {
+                let level = long_bracket(b, i).unwrap_or(0);
+                i = skip_long(b, i, level);
+                continue;
+            }
+            b'(' | b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                match &text[start..i] {
+                    "if" | "do" | "function" | "repeat" => {
+                        depth += 1;
+                        if depth > MAX_NESTING {
+                            return Some(start);
+                        }
+                    }
+                    "end" | "until" => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `[[` or `[==[` at `at`: the number of `=`.
+fn long_bracket(b: &[u8], at: usize) -> Option<usize> {
+    if b.get(at) != Some(&b'[') {
+        return None;
+    }
+    let eq = b[at + 1..].iter().take_while(|&&x| x == b'=').count();
+    (b.get(at + 1 + eq) == Some(&b'[')).then_some(eq)
+}
+
+/// The offset just past the long string or comment opened at `at` with `level` `=`.
+fn skip_long(b: &[u8], at: usize, level: usize) -> usize {
+    let mut close = vec![b']'];
+    close.extend(std::iter::repeat_n(b'=', level));
+    close.push(b']');
+    let from = at + level + 2;
+    b.get(from..)
+        .and_then(|rest| {
+            rest.windows(close.len())
+                .position(|w| w == close.as_slice())
+        })
+        .map_or(b.len(), |p| from + p + close.len())
+}
+
+fn next_char_end(text: &str, at: usize) -> usize {
+    text.get(at..)
+        .and_then(|r| r.chars().next())
+        .map(|c| at + c.len_utf8())
+        .unwrap_or(at)
+}
+
+fn lowercase_first(s: &str) -> String {
+    let s = s.trim().trim_end_matches('.');
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The name a Rust literal at `at` is bound to: `const RELEASE: &str = "..";`,
+/// `static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(".."));`,
+/// `let renew = redis::Script::new("..");`.
+fn binding_name(src: &str, at: usize) -> Option<String> {
+    let before = src.get(..at)?;
+    let stmt_start = before.rfind([';', '}']).map(|i| i + 1).unwrap_or(0);
+    let stmt = &before[stmt_start..];
+    let mut best: Option<(usize, &str)> = None;
+    for kw in ["const", "static", "let"] {
+        let mut from = 0;
+        while let Some(i) = stmt[from..].find(kw) {
+            let pos = from + i;
+            from = pos + kw.len();
+            let before_ok = stmt[..pos]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            let after_ok = stmt[from..].starts_with(char::is_whitespace);
+            if before_ok && after_ok && best.is_none_or(|(b, _)| pos > b) {
+                best = Some((pos, &stmt[from..]));
+            }
+        }
+    }
+    let (_, rest) = best?;
+    let mut rest = rest.trim_start();
+    for skip in ["mut ", "ref "] {
+        if let Some(r) = rest.strip_prefix(skip) {
+            rest = r.trim_start();
+        }
+    }
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_names() {
+        let src = "fn a() {}\nconst RELEASE_LOCK: &str = \"x\";";
+        assert_eq!(
+            binding_name(src, src.find('"').unwrap()),
+            Some("RELEASE_LOCK".into())
+        );
+        let src = "x();\n/// doc; let\npub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {\n Script::new(r\"x\")";
+        assert_eq!(
+            binding_name(src, src.find("r\"").unwrap()),
+            Some("UNLOCK".into())
+        );
+        let src = "{ let mut script = redis::Script::new(\"x\")";
+        assert_eq!(
+            binding_name(src, src.find('"').unwrap()),
+            Some("script".into())
+        );
+        let src = "{ con.eval(\"x\")";
+        assert_eq!(binding_name(src, src.find('"').unwrap()), None);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let deep = format!("return {}1{}", "(".repeat(300), ")".repeat(300));
+        assert_eq!(too_deep(&deep), Some(7 + MAX_NESTING));
+        assert_eq!(too_deep("return redis.call('del', KEYS[1])"), None);
+        let blocks = format!("{}return 1{}", "do ".repeat(300), " end".repeat(300));
+        assert_eq!(too_deep(&blocks), Some(3 * MAX_NESTING));
+        // words and brackets in strings and comments do not count
+        let quiet = format!(
+            "-- {}\n--[==[ {} ]==]\nlocal s = '{}' .. [[{}]]\nreturn s",
+            "if ".repeat(300),
+            "(".repeat(300),
+            "do \\' ".repeat(300),
+            "function ".repeat(300)
+        );
+        assert_eq!(too_deep(&quiet), None);
+        let sane = "if a then\n  for i = 1, 3 do\n    local f = function() return {x = (1)} end\n  end\nelseif b then\n  repeat x() until y\nend";
+        assert_eq!(too_deep(sane), None);
+        let lopsided = format!("{}\n{}", "if a then x() end\n".repeat(1000), "(".repeat(10));
+        assert_eq!(too_deep(&lopsided), None);
+    }
+
+    #[test]
+    fn lock_script_names() {
+        for n in [
+            "RELEASE",
+            "unlock",
+            "renew_lease",
+            "EXTEND_SCRIPT",
+            "redlock_release",
+            "mutex",
+            "renew",
+            "release_if_owner",
+            "jobLock",
+        ] {
+            assert!(is_lock_script_name(n), "{n}");
+        }
+        for n in [
+            "INVALIDATE",
+            "clock",
+            "block_users",
+            "script",
+            "purge_cache",
+            "renew_session",
+            "extend_cache_ttl",
+            "release_reservation",
+        ] {
+            assert!(!is_lock_script_name(n), "{n}");
+        }
+    }
+}

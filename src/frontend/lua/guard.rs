@@ -1,0 +1,880 @@
+//! Which key-changing Redis calls of a Lua script are guarded by an ownership check.
+//!
+//! The script is walked in order with the set of keys that are known, at that point, to hold the
+//! caller's token: established by a dominating comparison of `GET key` with an `ARGV` value
+//! (`if .. == ARGV[1] then`, an early `return` or `error` under `~=`, the `else` of a `~=`, the
+//! right operand of `and`, a statement `assert(..)`), by a successful `SET key ARGV[..] NX` / `SETNX`, or by the script
+//! itself writing an `ARGV` value to the key. Every `DEL`/`UNLINK` and every expiry change
+//! (`PEXPIRE`, `EXPIRE`, `PEXPIREAT`, `EXPIREAT`, `SET .. KEEPTTL`, `SET .. XX PX`) is recorded
+//! with whether its key is in that set.
+
+use full_moon::ast::{
+    BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index,
+    LastStmt, Parameter, Prefix, Stmt, Suffix, UnOp, Var,
+};
+use full_moon::node::Node;
+use full_moon::tokenizer::{TokenReference, TokenType};
+use std::collections::BTreeSet;
+
+/// What a key-changing call does to a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// `DEL`, `UNLINK`.
+    Release,
+    /// `PEXPIRE`, `EXPIRE`, `PEXPIREAT`, `EXPIREAT`, `SET .. KEEPTTL`, `SET .. XX PX`.
+    Renew,
+}
+
+/// A `redis.call`/`redis.pcall` that deletes a key or changes its expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrite {
+    pub kind: WriteKind,
+    /// The command as users know it: `DEL`, `PEXPIRE`, `SET ... KEEPTTL`.
+    pub command: String,
+    /// The key's identity: `KEYS[1]` (also through a local bound to it), else the expression.
+    pub key: String,
+    /// Byte range of the whole call in the script text.
+    pub range: (usize, usize),
+    /// Whether an ownership check of the same key dominates the call.
+    pub guarded: bool,
+}
+
+/// What the guard analysis found in one script.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub writes: Vec<KeyWrite>,
+    /// Keys whose value the script compares with an `ARGV` value somewhere (`GET key == ARGV[1]`,
+    /// directly or through locals, or an ownership read such as `HEXISTS key ARGV[1] == 1`), with
+    /// the byte range of the first such comparison.
+    pub checked: Vec<(String, (usize, usize))>,
+}
+
+impl Scan {
+    /// Where the script compares the value of `key`, if it does.
+    pub fn check_of(&self, key: &str) -> Option<(usize, usize)> {
+        self.checked.iter().find(|(k, _)| k == key).map(|(_, r)| *r)
+    }
+}
+
+/// A parse error: message and byte range in the script text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub message: String,
+    pub range: (usize, usize),
+}
+
+/// Parse a Redis script (Lua 5.1) and analyse its key-changing calls.
+pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
+    let parsed = full_moon::parse_fallible(text, full_moon::LuaVersion::lua51());
+    if !parsed.errors().is_empty() {
+        return Err(parsed
+            .errors()
+            .iter()
+            .map(|e| {
+                let (s, t) = e.range();
+                SyntaxError {
+                    message: e.error_message().trim().to_string(),
+                    range: (s.bytes(), t.bytes()),
+                }
+            })
+            .collect());
+    }
+    let mut w = Walker::default();
+    w.block(parsed.ast().nodes(), Facts::new());
+    Ok(Scan {
+        writes: w.writes,
+        checked: w.checked,
+    })
+}
+
+/// Keys known to hold the caller's token.
+type Facts = BTreeSet<String>;
+
+/// The abstract value of an expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Val {
+    /// A key: `KEYS[1]`.
+    Key(String),
+    /// `redis.call('get', key)`.
+    Get(String),
+    /// An ownership read whose reply says whether the caller holds the key
+    /// (`HEXISTS key ARGV[..]`, `SISMEMBER key ARGV[..]`, `HGET key ARGV[..]`, `ZSCORE ..`).
+    Owner(String),
+    /// A value derived from the script's arguments (`ARGV[1]`, `tostring(ARGV[1])`).
+    Argv,
+    /// The reply of `SET key ARGV[..] NX` / `SETNX key ARGV[..]`: truthy (or 1) when acquired.
+    Acquired(String),
+    /// The reply of a `SET key ARGV[..]` that writes the caller's token unconditionally.
+    Wrote(String),
+    Number(String),
+    Other,
+}
+
+#[derive(Default)]
+struct Walker {
+    /// Locals in scope, innermost last.
+    locals: Vec<(String, Val)>,
+    writes: Vec<KeyWrite>,
+    checked: Vec<(String, (usize, usize))>,
+}
+
+/// A node's byte range, from its first token to the end of its last. `Node::range` can stop
+/// short (for `x[1]` it ends at the index expression, before the `]`), so the end is the
+/// furthest token end.
+fn range_of(n: &impl Node) -> (usize, usize) {
+    let start = n.start_position().map(|p| p.bytes()).unwrap_or(0);
+    let end = n
+        .tokens()
+        .map(|t| t.token().end_position().bytes())
+        .max()
+        .unwrap_or(start);
+    (start, end.max(start))
+}
+
+fn token_text(t: &TokenReference) -> String {
+    t.token().to_string()
+}
+
+fn string_literal(e: &Expression) -> Option<String> {
+    match e {
+        Expression::String(t) => match t.token_type() {
+            TokenType::StringLiteral { literal, .. } => Some(literal.to_string()),
+            _ => None,
+        },
+        Expression::Parentheses { expression, .. } => string_literal(expression),
+        _ => None,
+    }
+}
+
+/// An expression's source text with whitespace collapsed.
+fn text_of(e: &impl std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn union(a: &Facts, b: &Facts) -> Facts {
+    a.union(b).cloned().collect()
+}
+
+fn intersect(a: &Facts, b: &Facts) -> Facts {
+    a.intersection(b).cloned().collect()
+}
+
+fn one(k: &str) -> Facts {
+    std::iter::once(k.to_string()).collect()
+}
+
+/// Whether a function call statement ends the script (`error(..)`).
+fn is_error_call(e: &Expression) -> bool {
+    matches!(e, Expression::FunctionCall(c) if matches!(c.prefix(), Prefix::Name(n) if token_text(n) == "error"))
+}
+
+/// The condition of an `assert(cond, ..)` statement.
+fn assertion(c: &FunctionCall) -> Option<&Expression> {
+    if !matches!(c.prefix(), Prefix::Name(n) if token_text(n) == "assert") {
+        return None;
+    }
+    let mut suffixes = c.suffixes();
+    let (Some(Suffix::Call(Call::AnonymousCall(args))), None) = (suffixes.next(), suffixes.next())
+    else {
+        return None;
+    };
+    match args.as_ref() {
+        FunctionArgs::Parentheses { arguments, .. } => arguments.iter().next(),
+        _ => None,
+    }
+}
+
+impl Walker {
+    fn lookup(&self, name: &str) -> Option<&Val> {
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
+    fn bind(&mut self, name: String, v: Val) {
+        self.locals.push((name, v));
+    }
+
+    fn assign(&mut self, name: &str, v: Val) {
+        if let Some(slot) = self.locals.iter_mut().rev().find(|(n, _)| n == name) {
+            slot.1 = v;
+        }
+    }
+
+    fn note_check(&mut self, key: &str, range: (usize, usize)) {
+        if !self.checked.iter().any(|(k, _)| k == key) {
+            self.checked.push((key.to_string(), range));
+        }
+    }
+
+    /// Walk a block; `None` when it always ends the script (or the loop), else the facts at
+    /// its end.
+    fn block(&mut self, b: &Block, facts: Facts) -> Option<Facts> {
+        let depth = self.locals.len();
+        let mut facts = facts;
+        let mut ended = false;
+        for stmt in b.stmts() {
+            match self.stmt(stmt, facts.clone()) {
+                Some(f) => facts = f,
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if !ended {
+            match b.last_stmt() {
+                Some(LastStmt::Return(r)) => {
+                    for e in r.returns().iter() {
+                        self.expr(e, &facts);
+                    }
+                    ended = true;
+                }
+                Some(LastStmt::Break(_)) => ended = true,
+                _ => {}
+            }
+        }
+        self.locals.truncate(depth);
+        (!ended).then_some(facts)
+    }
+
+    fn stmt(&mut self, s: &Stmt, mut facts: Facts) -> Option<Facts> {
+        match s {
+            Stmt::LocalAssignment(l) => {
+                let vals: Vec<Val> = l
+                    .expressions()
+                    .iter()
+                    .map(|e| self.expr(e, &facts))
+                    .collect();
+                for v in &vals {
+                    if let Val::Wrote(k) = v {
+                        facts.insert(k.clone());
+                    }
+                }
+                for (i, n) in l.names().iter().enumerate() {
+                    let v = vals.get(i).cloned().unwrap_or(Val::Other);
+                    self.bind(token_text(n), v);
+                }
+            }
+            Stmt::Assignment(a) => {
+                let vals: Vec<Val> = a
+                    .expressions()
+                    .iter()
+                    .map(|e| self.expr(e, &facts))
+                    .collect();
+                for v in &vals {
+                    if let Val::Wrote(k) = v {
+                        facts.insert(k.clone());
+                    }
+                }
+                for (i, var) in a.variables().iter().enumerate() {
+                    match var {
+                        Var::Name(n) => {
+                            let v = vals.get(i).cloned().unwrap_or(Val::Other);
+                            self.assign(&token_text(n), v);
+                        }
+                        other => {
+                            self.var(other, &facts);
+                        }
+                    }
+                }
+            }
+            Stmt::FunctionCall(c) => {
+                if let Some(cond) = assertion(c) {
+                    // `assert(cond, ..)` raises unless `cond` holds
+                    let (t, _) = self.cond(cond, &facts);
+                    return Some(union(&facts, &t));
+                }
+                let e = Expression::FunctionCall(c.clone());
+                let v = self.expr(&e, &facts);
+                if let Val::Wrote(k) = v {
+                    facts.insert(k);
+                }
+                if is_error_call(&e) {
+                    return None;
+                }
+            }
+            Stmt::Do(d) => return self.block(d.block(), facts),
+            Stmt::If(i) => {
+                let (t, f) = self.cond(i.condition(), &facts);
+                let mut outs: Vec<Option<Facts>> = vec![self.block(i.block(), union(&facts, &t))];
+                let mut rest = union(&facts, &f);
+                if let Some(elifs) = i.else_if() {
+                    for ei in elifs {
+                        let (t, f) = self.cond(ei.condition(), &rest);
+                        outs.push(self.block(ei.block(), union(&rest, &t)));
+                        rest = union(&rest, &f);
+                    }
+                }
+                match i.else_block() {
+                    Some(b) => outs.push(self.block(b, rest)),
+                    None => outs.push(Some(rest)),
+                }
+                let mut live = outs.into_iter().flatten();
+                let first = live.next()?;
+                return Some(live.fold(first, |acc, f| intersect(&acc, &f)));
+            }
+            Stmt::While(w) => {
+                let (t, _) = self.cond(w.condition(), &facts);
+                self.block(w.block(), union(&facts, &t));
+            }
+            Stmt::Repeat(r) => {
+                let depth = self.locals.len();
+                self.block_keep_locals(r.block(), facts.clone());
+                self.expr(r.until(), &facts);
+                self.locals.truncate(depth);
+            }
+            Stmt::NumericFor(n) => {
+                self.expr(n.start(), &facts);
+                self.expr(n.end(), &facts);
+                if let Some(s) = n.step() {
+                    self.expr(s, &facts);
+                }
+                let depth = self.locals.len();
+                self.bind(token_text(n.index_variable()), Val::Other);
+                self.block(n.block(), facts.clone());
+                self.locals.truncate(depth);
+            }
+            Stmt::GenericFor(g) => {
+                for e in g.expressions().iter() {
+                    self.expr(e, &facts);
+                }
+                let depth = self.locals.len();
+                for n in g.names().iter() {
+                    self.bind(token_text(n), Val::Other);
+                }
+                self.block(g.block(), facts.clone());
+                self.locals.truncate(depth);
+            }
+            Stmt::FunctionDeclaration(f) => self.function(f.body()),
+            Stmt::LocalFunction(f) => {
+                self.bind(token_text(f.name()), Val::Other);
+                self.function(f.body());
+            }
+            _ => {}
+        }
+        Some(facts)
+    }
+
+    /// A `repeat` body: its locals stay visible to the `until` condition.
+    fn block_keep_locals(&mut self, b: &Block, facts: Facts) {
+        let mut facts = facts;
+        for stmt in b.stmts() {
+            match self.stmt(stmt, facts.clone()) {
+                Some(f) => facts = f,
+                None => return,
+            }
+        }
+        if let Some(LastStmt::Return(r)) = b.last_stmt() {
+            for e in r.returns().iter() {
+                self.expr(e, &facts);
+            }
+        }
+    }
+
+    /// A function body can be called from anywhere: nothing is known on entry.
+    fn function(&mut self, body: &FunctionBody) {
+        let depth = self.locals.len();
+        for p in body.parameters().iter() {
+            if let Parameter::Name(n) = p {
+                self.bind(token_text(n), Val::Other);
+            }
+        }
+        self.block(body.block(), Facts::new());
+        self.locals.truncate(depth);
+    }
+
+    /// A condition: the keys known to be owned when it is true, and when it is false.
+    fn cond(&mut self, e: &Expression, facts: &Facts) -> (Facts, Facts) {
+        match e {
+            Expression::Parentheses { expression, .. } => self.cond(expression, facts),
+            Expression::UnaryOperator {
+                unop: UnOp::Not(_),
+                expression,
+            } => {
+                let (t, f) = self.cond(expression, facts);
+                (f, t)
+            }
+            Expression::BinaryOperator { lhs, binop, rhs } => match binop {
+                BinOp::And(_) => {
+                    let (tx, fx) = self.cond(lhs, facts);
+                    let (ty, fy) = self.cond(rhs, &union(facts, &tx));
+                    (union(&tx, &ty), intersect(&fx, &union(&tx, &fy)))
+                }
+                BinOp::Or(_) => {
+                    let (tx, fx) = self.cond(lhs, facts);
+                    let (ty, fy) = self.cond(rhs, &union(facts, &fx));
+                    (intersect(&tx, &union(&fx, &ty)), union(&fx, &fy))
+                }
+                BinOp::TwoEqual(_) => self.equality(lhs, rhs, e, facts),
+                BinOp::TildeEqual(_) => {
+                    let (t, f) = self.equality(lhs, rhs, e, facts);
+                    (f, t)
+                }
+                BinOp::LessThan(_)
+                | BinOp::LessThanEqual(_)
+                | BinOp::GreaterThan(_)
+                | BinOp::GreaterThanEqual(_) => {
+                    self.comparison_operands(lhs, rhs, facts);
+                    (Facts::new(), Facts::new())
+                }
+                _ => {
+                    self.expr(e, facts);
+                    (Facts::new(), Facts::new())
+                }
+            },
+            _ => match self.expr(e, facts) {
+                Val::Acquired(k) => (one(&k), Facts::new()),
+                _ => (Facts::new(), Facts::new()),
+            },
+        }
+    }
+
+    /// Evaluate both operands of an ordering comparison (`<`, `>=` ..): not an ownership check.
+    fn comparison_operands(&mut self, lhs: &Expression, rhs: &Expression, facts: &Facts) {
+        self.expr(lhs, facts);
+        self.expr(rhs, facts);
+    }
+
+    /// `lhs == rhs`: keys owned when true, when false. An ownership comparison is noted as a
+    /// check of its key wherever it is.
+    fn equality(
+        &mut self,
+        lhs: &Expression,
+        rhs: &Expression,
+        whole: &Expression,
+        facts: &Facts,
+    ) -> (Facts, Facts) {
+        let a = self.expr(lhs, facts);
+        let b = self.expr(rhs, facts);
+        let zero = |n: &str| n.trim() == "0";
+        let (key, when_equal) = match (a, b) {
+            (Val::Get(k), Val::Argv) | (Val::Argv, Val::Get(k)) => (k, true),
+            (Val::Owner(k), Val::Argv) | (Val::Argv, Val::Owner(k)) => (k, true),
+            (Val::Owner(k), Val::Number(n)) | (Val::Number(n), Val::Owner(k)) => {
+                let owned = !zero(&n);
+                (k, owned)
+            }
+            (Val::Acquired(k), Val::Number(n)) | (Val::Number(n), Val::Acquired(k)) => {
+                // `SETNX key ARGV[1] == 1`: the script now holds the key; not a read of it
+                let owned = !zero(&n);
+                return if owned {
+                    (one(&k), Facts::new())
+                } else {
+                    (Facts::new(), one(&k))
+                };
+            }
+            _ => return (Facts::new(), Facts::new()),
+        };
+        self.note_check(&key, range_of(whole));
+        if when_equal {
+            (one(&key), Facts::new())
+        } else {
+            (Facts::new(), one(&key))
+        }
+    }
+
+    fn expr(&mut self, e: &Expression, facts: &Facts) -> Val {
+        match e {
+            Expression::Parentheses { expression, .. } => self.expr(expression, facts),
+            Expression::BinaryOperator { lhs, binop, rhs } => match binop {
+                BinOp::And(_) | BinOp::Or(_) | BinOp::TwoEqual(_) | BinOp::TildeEqual(_) => {
+                    self.cond(e, facts);
+                    Val::Other
+                }
+                BinOp::TwoDots(_) => {
+                    let a = self.expr(lhs, facts);
+                    let b = self.expr(rhs, facts);
+                    if a == Val::Argv || b == Val::Argv {
+                        Val::Argv
+                    } else {
+                        Val::Other
+                    }
+                }
+                BinOp::LessThan(_)
+                | BinOp::LessThanEqual(_)
+                | BinOp::GreaterThan(_)
+                | BinOp::GreaterThanEqual(_) => {
+                    self.comparison_operands(lhs, rhs, facts);
+                    Val::Other
+                }
+                _ => {
+                    self.expr(lhs, facts);
+                    self.expr(rhs, facts);
+                    Val::Other
+                }
+            },
+            Expression::UnaryOperator { unop, expression } => {
+                if matches!(unop, UnOp::Not(_)) {
+                    self.cond(e, facts);
+                } else {
+                    self.expr(expression, facts);
+                }
+                Val::Other
+            }
+            Expression::Function(f) => {
+                self.function(f.body());
+                Val::Other
+            }
+            Expression::FunctionCall(c) => self.call(c.prefix(), c.suffixes(), e, facts),
+            Expression::TableConstructor(t) => {
+                for f in t.fields().iter() {
+                    match f {
+                        Field::ExpressionKey { key, value, .. } => {
+                            self.expr(key, facts);
+                            self.expr(value, facts);
+                        }
+                        Field::NameKey { value, .. } => {
+                            self.expr(value, facts);
+                        }
+                        Field::NoKey(value) => {
+                            self.expr(value, facts);
+                        }
+                        _ => {}
+                    }
+                }
+                Val::Other
+            }
+            Expression::Number(n) => Val::Number(token_text(n)),
+            Expression::Var(v) => self.var(v, facts),
+            _ => Val::Other,
+        }
+    }
+
+    fn var(&mut self, v: &Var, facts: &Facts) -> Val {
+        match v {
+            Var::Name(n) => {
+                let name = token_text(n);
+                match name.as_str() {
+                    "ARGV" => Val::Argv,
+                    _ => self.lookup(&name).cloned().unwrap_or(Val::Other),
+                }
+            }
+            Var::Expression(x) => {
+                let whole = Expression::Var(v.clone());
+                self.call(x.prefix(), x.suffixes(), &whole, facts)
+            }
+            _ => Val::Other,
+        }
+    }
+
+    /// A prefix with suffixes: an index (`KEYS[1]`, `ARGV[2]`) or a call.
+    fn call<'s>(
+        &mut self,
+        prefix: &Prefix,
+        suffixes: impl Iterator<Item = &'s Suffix>,
+        whole: &Expression,
+        facts: &Facts,
+    ) -> Val {
+        let suffixes: Vec<&Suffix> = suffixes.collect();
+        let base = match prefix {
+            Prefix::Name(n) => Some(token_text(n)),
+            Prefix::Expression(x) => {
+                self.expr(x, facts);
+                None
+            }
+            _ => None,
+        };
+        // `KEYS[i]`, `ARGV[i]`
+        if let ([Suffix::Index(Index::Brackets { expression, .. })], Some(b)) =
+            (suffixes.as_slice(), base.as_deref())
+        {
+            if self.lookup(b).is_none() {
+                match b {
+                    "KEYS" => {
+                        self.expr(expression, facts);
+                        return Val::Key(format!("KEYS[{}]", text_of(expression.as_ref())));
+                    }
+                    "ARGV" => {
+                        self.expr(expression, facts);
+                        return Val::Argv;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // `redis.call(..)`, `redis.pcall(..)`
+        if let (
+            [Suffix::Index(Index::Dot { name, .. }), Suffix::Call(Call::AnonymousCall(args))],
+            Some("redis"),
+        ) = (suffixes.as_slice(), base.as_deref())
+        {
+            let method = token_text(name);
+            if method == "call" || method == "pcall" {
+                let args = self.args(args, facts);
+                return self.redis_call(&args, whole, facts);
+            }
+        }
+        // `tostring(x)`, `tonumber(x)`, any other function: ARGV flows through
+        if let [Suffix::Call(Call::AnonymousCall(args))] = suffixes.as_slice() {
+            let vals: Vec<Val> = self.args(args, facts).into_iter().map(|(_, v)| v).collect();
+            if matches!(base.as_deref(), Some("tostring" | "tonumber")) && vals.len() == 1 {
+                return vals.into_iter().next().unwrap_or(Val::Other);
+            }
+            if vals.contains(&Val::Argv) {
+                return Val::Argv;
+            }
+            return Val::Other;
+        }
+        let mut derived_from_argv = base.as_deref() == Some("ARGV")
+            || base
+                .as_deref()
+                .and_then(|b| self.lookup(b))
+                .is_some_and(|v| *v == Val::Argv);
+        for s in &suffixes {
+            match s {
+                Suffix::Index(Index::Brackets { expression, .. }) => {
+                    self.expr(expression, facts);
+                }
+                Suffix::Call(Call::AnonymousCall(args)) => {
+                    let vals = self.args(args, facts);
+                    derived_from_argv |= vals.iter().any(|(_, v)| *v == Val::Argv);
+                }
+                Suffix::Call(Call::MethodCall(m)) => {
+                    let vals = self.args(m.args(), facts);
+                    derived_from_argv |= vals.iter().any(|(_, v)| *v == Val::Argv);
+                }
+                _ => {}
+            }
+        }
+        if derived_from_argv {
+            Val::Argv
+        } else {
+            Val::Other
+        }
+    }
+
+    fn args<'e>(&mut self, args: &'e FunctionArgs, facts: &Facts) -> Vec<(&'e Expression, Val)> {
+        match args {
+            FunctionArgs::Parentheses { arguments, .. } => {
+                arguments.iter().map(|a| (a, self.expr(a, facts))).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// `redis.call(cmd, key, ...)` with its arguments already evaluated.
+    fn redis_call(
+        &mut self,
+        args: &[(&Expression, Val)],
+        whole: &Expression,
+        facts: &Facts,
+    ) -> Val {
+        let Some(cmd) = args.first().and_then(|(e, _)| string_literal(e)) else {
+            return Val::Other;
+        };
+        let cmd = cmd.to_ascii_uppercase();
+        let Some((key_expr, key_val)) = args.get(1) else {
+            return Val::Other;
+        };
+        let key = match key_val {
+            Val::Key(k) => k.clone(),
+            _ => text_of(*key_expr),
+        };
+        let words: Vec<String> = args
+            .iter()
+            .skip(3)
+            .filter_map(|(e, _)| string_literal(e))
+            .map(|w| w.to_ascii_uppercase())
+            .collect();
+        let has = |w: &str| words.iter().any(|x| x == w);
+        let value_is_argv = args.get(2).is_some_and(|(_, v)| *v == Val::Argv);
+        let any_argv = args.iter().skip(2).any(|(_, v)| *v == Val::Argv);
+        let write = |kind, command: String| KeyWrite {
+            kind,
+            command,
+            key: key.clone(),
+            range: range_of(whole),
+            guarded: facts.contains(&key),
+        };
+        match cmd.as_str() {
+            "GET" => Val::Get(key),
+            "HGET" | "HEXISTS" | "SISMEMBER" | "ZSCORE" if any_argv => Val::Owner(key),
+            "DEL" | "UNLINK" => {
+                self.writes.push(write(WriteKind::Release, cmd.clone()));
+                Val::Other
+            }
+            "PEXPIRE" | "EXPIRE" | "PEXPIREAT" | "EXPIREAT" => {
+                self.writes.push(write(WriteKind::Renew, cmd.clone()));
+                Val::Other
+            }
+            "SETNX" if value_is_argv => Val::Acquired(key),
+            "SET" if has("NX") => {
+                if value_is_argv {
+                    Val::Acquired(key)
+                } else {
+                    Val::Other
+                }
+            }
+            "SET" if has("KEEPTTL") => {
+                self.writes
+                    .push(write(WriteKind::Renew, "SET ... KEEPTTL".to_string()));
+                Val::Other
+            }
+            "SET" if has("XX") => {
+                let expiry = ["PX", "EX", "PXAT", "EXAT"].into_iter().find(|w| has(w));
+                if let Some(x) = expiry {
+                    self.writes
+                        .push(write(WriteKind::Renew, format!("SET ... XX {x}")));
+                }
+                Val::Other
+            }
+            "SET" if value_is_argv => Val::Wrote(key),
+            // a hash lock whose field is the holder (`HINCRBY lock ARGV[2] 1`): the script has
+            // just recorded the caller as a holder
+            "HSET" | "HINCRBY" if value_is_argv => Val::Wrote(key),
+            _ => Val::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writes(src: &str) -> Vec<(WriteKind, String, String, bool)> {
+        scan(src)
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+            .writes
+            .into_iter()
+            .map(|w| (w.kind, w.command, w.key, w.guarded))
+            .collect()
+    }
+
+    fn all_guarded(src: &str) {
+        let w = writes(src);
+        assert!(!w.is_empty(), "no writes found in {src}");
+        assert!(w.iter().all(|x| x.3), "unguarded write in {src}: {w:?}");
+    }
+
+    fn unguarded(src: &str) {
+        let w = writes(src);
+        assert!(
+            w.iter().any(|x| !x.3),
+            "expected an unguarded write in {src}: {w:?}"
+        );
+    }
+
+    #[test]
+    fn canonical_release_in_any_case_and_order() {
+        all_guarded("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0");
+        all_guarded("if ARGV[1] == redis.call(\"GET\", KEYS[1]) then return redis.call(\"DEL\", KEYS[1]) else return 0 end");
+        all_guarded("if redis.call('Get',KEYS[1]) == ARGV[1] then return redis.call('Unlink',KEYS[1]) else return 0 end");
+        all_guarded("local v = redis.call('GET', KEYS[1])\nif v == ARGV[1] then\n  return redis.call('DEL', KEYS[1])\nend\nreturn 0");
+        all_guarded("local key = KEYS[1]\nlocal token = ARGV[1]\nif redis.call('get', key) == token then return redis.call('del', key) end return 0");
+        all_guarded("if tostring(redis.call('get', KEYS[1])) == tostring(ARGV[1]) then return redis.call('del', KEYS[1]) end return 0");
+    }
+
+    #[test]
+    fn early_return_else_and_and_chains() {
+        all_guarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end return redis.call('pexpire', KEYS[1], ARGV[2])");
+        all_guarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then return redis.error_reply('not owner') end redis.call('del', KEYS[1]) return 1");
+        all_guarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then error('lost') end redis.call('del', KEYS[1]) return 1");
+        all_guarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 else return redis.call('del', KEYS[1]) end");
+        all_guarded("if not (redis.call('get', KEYS[1]) == ARGV[1]) then return 0 end return redis.call('expire', KEYS[1], ARGV[2])");
+        all_guarded("if redis.call('exists', KEYS[1]) == 1 and redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0");
+        all_guarded(
+            "return redis.call('get', KEYS[1]) == ARGV[1] and redis.call('del', KEYS[1]) or 0",
+        );
+        all_guarded("local v = redis.call('get', KEYS[1])\nif v == false or v ~= ARGV[1] then return 0 end\nreturn redis.call('pexpire', KEYS[1], ARGV[2])");
+    }
+
+    #[test]
+    fn assertions_guard_what_follows() {
+        all_guarded("assert(redis.call('get', KEYS[1]) == ARGV[1], 'not the holder')\nreturn redis.call('pexpire', KEYS[1], ARGV[2])");
+        unguarded(
+            "assert(redis.call('get', KEYS[1]) ~= ARGV[1])\nreturn redis.call('del', KEYS[1])",
+        );
+    }
+
+    #[test]
+    fn renew_forms() {
+        all_guarded("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2]) end return 0");
+        all_guarded("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpireat', KEYS[1], ARGV[2]) end return 0");
+        assert_eq!(
+            writes("return redis.call('set', KEYS[1], ARGV[1], 'KEEPTTL')")[0].1,
+            "SET ... KEEPTTL"
+        );
+        assert_eq!(
+            writes("return redis.call('set', KEYS[1], ARGV[1], 'xx', 'px', ARGV[2])")[0].1,
+            "SET ... XX PX"
+        );
+    }
+
+    #[test]
+    fn acquire_then_expire_is_owned() {
+        all_guarded("if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0");
+        all_guarded("redis.call('set', KEYS[1], ARGV[1])\nredis.call('pexpire', KEYS[1], ARGV[2])\nreturn 1");
+        all_guarded("if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end redis.call('del', KEYS[1]) return 1");
+    }
+
+    #[test]
+    fn hash_locks_with_holder_fields() {
+        // reentrant acquire: take it when free or already ours, then set the expiry
+        all_guarded("if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);");
+        // renew
+        all_guarded("if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;");
+        // reentrant release
+        all_guarded("if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;");
+    }
+
+    #[test]
+    fn unguarded_forms_are_found() {
+        unguarded("return redis.call('del', KEYS[1])");
+        unguarded("redis.call('get', KEYS[1]) return redis.call('del', KEYS[1])");
+        unguarded(
+            "local v = redis.call('get', KEYS[1])\nredis.call('del', KEYS[1])\nreturn v == ARGV[1]",
+        );
+        unguarded("if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[2], 1) end return redis.call('del', KEYS[1])");
+        unguarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then redis.log(redis.LOG_WARNING, 'x') end return redis.call('pexpire', KEYS[1], ARGV[2])");
+        unguarded("if redis.call('get', KEYS[2]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0");
+        unguarded("if redis.call('get', KEYS[1]) == 'locked' then return redis.call('del', KEYS[1]) end return 0");
+        unguarded(
+            "if redis.call('get', KEYS[1]) then return redis.call('del', KEYS[1]) end return 0",
+        );
+        unguarded("if redis.call('get', KEYS[1]) == ARGV[1] or true then return redis.call('del', KEYS[1]) end return 0");
+        unguarded("return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])");
+        unguarded("local function rel(k) return redis.call('del', k) end\nif redis.call('get', KEYS[1]) == ARGV[1] then return rel(KEYS[1]) end");
+    }
+
+    #[test]
+    fn keys_and_checks() {
+        let src = "local lock = KEYS[1]\nlocal v = redis.call('get', lock)\nredis.call('del', lock)\nreturn v == ARGV[1]";
+        let s = scan(src).unwrap();
+        assert_eq!(s.writes[0].key, "KEYS[1]");
+        let (a, b) = s.check_of("KEYS[1]").unwrap();
+        assert_eq!(&src[a..b], "v == ARGV[1]");
+        // reading without comparing (a pop) is not a check
+        let s = scan("local v = redis.call('get', KEYS[1])\nredis.call('del', KEYS[1])\nreturn v")
+            .unwrap();
+        assert!(s.check_of("KEYS[1]").is_none());
+        // nor is an ordering comparison (a rate limiter)
+        let s = scan("local n = redis.call('get', KEYS[1])\nif n and tonumber(n) >= tonumber(ARGV[1]) then return 0 end\nredis.call('incr', KEYS[1])\nredis.call('expire', KEYS[1], ARGV[2])\nreturn 1").unwrap();
+        assert!(s.check_of("KEYS[1]").is_none());
+        assert!(!s.writes[0].guarded);
+        // nor a comparison with a constant
+        let s = scan("if redis.call('get', KEYS[1]) == '1' then redis.call('del', KEYS[1]) end")
+            .unwrap();
+        assert!(s.check_of("KEYS[1]").is_none());
+        let s = scan("for _, k in ipairs(KEYS) do redis.call('del', k) end").unwrap();
+        assert_eq!(s.writes[0].key, "k");
+        assert!(s.check_of("k").is_none());
+        let src = "  return redis.call('del', KEYS[1])  ";
+        let s = scan(src).unwrap();
+        let (a, b) = s.writes[0].range;
+        assert_eq!(&src[a..b], "redis.call('del', KEYS[1])");
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let src = "if redis.call('get', KEYS[1]) == ARGV[1] then\n  return redis.call('del', KEYS[1]\nend";
+        let e = scan(src).unwrap_err();
+        assert!(!e.is_empty());
+        assert!(e[0].range.0 > 40, "{e:?}");
+    }
+}
