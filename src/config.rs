@@ -239,7 +239,7 @@ fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
 }
 
 impl Settings {
-    fn relative<'p>(&self, path: &'p Path) -> Option<PathBuf> {
+    fn relative(&self, path: &Path) -> Option<PathBuf> {
         let abs = path.canonicalize().ok()?;
         abs.strip_prefix(&self.root).ok().map(Path::to_path_buf)
     }

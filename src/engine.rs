@@ -139,10 +139,12 @@ fn resolver(opts: &Options) -> Result<Resolver, String> {
         ConfigSource::Discover => Resolver::new(Mode::Discover),
         ConfigSource::File(p) => match config::load(p) {
             Ok(Some(s)) => Resolver::new(Mode::Fixed(Arc::new(s))),
-            Ok(None) => return Err(format!(
+            Ok(None) => {
+                return Err(format!(
                 "error: {}: no [package.metadata.locklint] or [workspace.metadata.locklint] table",
                 p.display()
-            )),
+            ))
+            }
             Err(e) => return Err(e.render()),
         },
     })

@@ -478,7 +478,9 @@ fn literal_around(file: &FileRef, offset: usize) -> Option<usize> {
 /// Edits that insert a suppression (with `reason`) above every finding, one comment per line
 /// naming all rules found there, indented like the line. Grouped by file.
 pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(Span, String)>)> {
-    let mut out: Vec<(FileRef, Vec<(usize, Vec<&'static str>)>)> = Vec::new();
+    // per file: insertion offsets with the rules found on that line
+    type Lines = Vec<(usize, Vec<&'static str>)>;
+    let mut out: Vec<(FileRef, Lines)> = Vec::new();
     for d in findings {
         if matches!(
             d.rule,

@@ -1,16 +1,23 @@
 //! The rule registry. Each rule is one file that reads [`Trace`]s and emits diagnostics.
 
+mod advisory_lock_on_pool;
+mod advisory_lock_unbalanced;
 mod constant_lock_value;
 mod get_then_set;
 mod lock_result_ignored;
+mod lock_table_client_clock;
+mod lock_table_no_owner_check;
+mod lock_table_steals_live_lock;
 mod lua_matching;
 mod lua_release_no_compare;
 mod lua_renew_no_compare;
 mod matching;
 mod separate_expire;
 mod setnx_without_expiry;
+mod sql_matching;
 mod unconditional_release;
 mod unconditional_renew;
+mod unfenced_write;
 
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::FileIr;
@@ -58,6 +65,12 @@ pub fn all() -> &'static [&'static dyn Rule] {
         &lock_result_ignored::LockResultIgnored,
         &unconditional_release::UnconditionalRelease,
         &unconditional_renew::UnconditionalRenew,
+        &unfenced_write::UnfencedWrite,
+        &lock_table_steals_live_lock::LockTableStealsLiveLock,
+        &lock_table_no_owner_check::LockTableNoOwnerCheck,
+        &lock_table_client_clock::LockTableClientClock,
+        &advisory_lock_unbalanced::AdvisoryLockUnbalanced,
+        &advisory_lock_on_pool::AdvisoryLockOnPool,
         &lua_release_no_compare::LuaReleaseNoCompare,
         &lua_renew_no_compare::LuaRenewNoCompare,
     ];

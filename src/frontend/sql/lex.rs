@@ -1,0 +1,369 @@
+//! A small SQL lexer: enough to split a text into statements (respecting quotes, dollar
+//! quotes and comments), to find the bodies of PL/pgSQL functions, and to locate clauses and
+//! calls by their keywords.
+
+/// What a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A keyword or identifier (quoted identifiers included).
+    Word,
+    /// A `'...'` string.
+    Str,
+    /// A `$tag$...$tag$` string; the body is `body.0..body.1`.
+    Dollar {
+        body: (usize, usize),
+    },
+    Number,
+    /// A bind parameter: `$1`, `?`, `?2`, `:name`.
+    Param,
+    /// Any other single character (`(`, `)`, `,`, `;`, `=`, ...) or operator run.
+    Punct,
+}
+
+/// One token: byte range in the lexed text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token {
+    pub kind: Kind,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Token {
+    pub fn text<'t>(&self, src: &'t str) -> &'t str {
+        &src[self.start..self.end]
+    }
+
+    /// Whether this is the word `w` (case-insensitive; `w` in lower case).
+    pub fn is_word(&self, src: &str, w: &str) -> bool {
+        self.kind == Kind::Word && self.text(src).eq_ignore_ascii_case(w)
+    }
+
+    pub fn is_punct(&self, src: &str, p: &str) -> bool {
+        self.kind == Kind::Punct && self.text(src) == p
+    }
+}
+
+fn is_word_start(c: char) -> bool {
+    c.is_alphabetic() || c == '_'
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// Tokenize `src`; offsets are relative to `src`. Never fails: an unterminated string or
+/// comment runs to the end of the text.
+pub fn tokens(src: &str) -> Vec<Token> {
+    let b = src.as_bytes();
+    let n = b.len();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let char_at = |i: usize| src[i..].chars().next().unwrap_or('\0');
+    while i < n {
+        let c = char_at(i);
+        let start = i;
+        if c.is_whitespace() {
+            i += c.len_utf8();
+            continue;
+        }
+        // comments
+        if b[i] == b'-' && b.get(i + 1) == Some(&b'-') {
+            while i < n && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            let mut depth = 0usize;
+            while i < n {
+                if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            continue;
+        }
+        // E'..' strings take backslash escapes
+        let escape_string =
+            (c == 'e' || c == 'E') && b.get(i + 1) == Some(&b'\'') && !prev_is_word(src, i);
+        if b[i] == b'\'' || escape_string {
+            if escape_string {
+                i += 1;
+            }
+            i += 1;
+            while i < n {
+                if escape_string && b[i] == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                if b[i] == b'\'' {
+                    if b.get(i + 1) == Some(&b'\'') {
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    break;
+                }
+                i += 1;
+            }
+            out.push(tok(Kind::Str, start, i.min(n)));
+            i = i.min(n);
+            continue;
+        }
+        if b[i] == b'"' || b[i] == b'`' {
+            let q = b[i];
+            i += 1;
+            while i < n {
+                if b[i] == q {
+                    if b.get(i + 1) == Some(&q) {
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    break;
+                }
+                i += 1;
+            }
+            out.push(tok(Kind::Word, start, i.min(n)));
+            i = i.min(n);
+            continue;
+        }
+        if b[i] == b'$' {
+            // $1 parameter
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 {
+                i += 1 + digits;
+                out.push(tok(Kind::Param, start, i));
+                continue;
+            }
+            // $tag$ ... $tag$
+            let tag_len = src[i + 1..]
+                .chars()
+                .take_while(|&c| is_word_char(c) && c != '$')
+                .map(char::len_utf8)
+                .sum::<usize>();
+            if b.get(i + 1 + tag_len) == Some(&b'$') {
+                let tag = &src[i..i + tag_len + 2];
+                let body_start = i + tag.len();
+                let (body_end, end) = match src[body_start..].find(tag) {
+                    Some(p) => (body_start + p, body_start + p + tag.len()),
+                    None => (n, n),
+                };
+                out.push(tok(
+                    Kind::Dollar {
+                        body: (body_start, body_end),
+                    },
+                    start,
+                    end,
+                ));
+                i = end;
+                continue;
+            }
+            i += 1;
+            out.push(tok(Kind::Punct, start, i));
+            continue;
+        }
+        if b[i] == b'?' {
+            i += 1;
+            while i < n && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            out.push(tok(Kind::Param, start, i));
+            continue;
+        }
+        if b[i] == b':' {
+            if b.get(i + 1) == Some(&b':') {
+                i += 2;
+                out.push(tok(Kind::Punct, start, i));
+                continue;
+            }
+            let next = src[i + 1..].chars().next().unwrap_or('\0');
+            if is_word_start(next) {
+                i += 1;
+                while i < n && is_word_char(char_at(i)) {
+                    i += char_at(i).len_utf8();
+                }
+                out.push(tok(Kind::Param, start, i));
+                continue;
+            }
+            i += 1;
+            out.push(tok(Kind::Punct, start, i));
+            continue;
+        }
+        if is_word_start(c) {
+            while i < n && is_word_char(char_at(i)) {
+                i += char_at(i).len_utf8();
+            }
+            out.push(tok(Kind::Word, start, i));
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < n && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(tok(Kind::Number, start, i));
+            continue;
+        }
+        // two-character operators
+        let two = src.get(i..i + 2).unwrap_or("");
+        if matches!(two, "<=" | ">=" | "<>" | "!=" | "||") {
+            i += 2;
+        } else {
+            i += c.len_utf8();
+        }
+        out.push(tok(Kind::Punct, start, i));
+    }
+    out
+}
+
+fn prev_is_word(src: &str, i: usize) -> bool {
+    src[..i].chars().next_back().is_some_and(is_word_char)
+}
+
+fn tok(kind: Kind, start: usize, end: usize) -> Token {
+    Token { kind, start, end }
+}
+
+/// One statement of a text: byte range (from its first token to the end of its last token,
+/// without the `;`) and its tokens.
+#[derive(Debug, Clone)]
+pub struct Piece {
+    pub start: usize,
+    pub end: usize,
+    pub tokens: Vec<Token>,
+}
+
+/// Split a text into statements at top-level `;`. Comments between statements are dropped;
+/// empty statements are skipped.
+pub fn split(src: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut cur: Vec<Token> = Vec::new();
+    let flush = |cur: &mut Vec<Token>, out: &mut Vec<Piece>| {
+        if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
+            out.push(Piece {
+                start: f.start,
+                end: l.end,
+                tokens: std::mem::take(cur),
+            });
+        }
+    };
+    for t in tokens(src) {
+        if t.is_punct(src, ";") {
+            flush(&mut cur, &mut out);
+        } else {
+            cur.push(t);
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+/// Index of the token closing the parenthesis opened at `open`.
+pub fn matching_paren(src: &str, toks: &[Token], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, t) in toks.iter().enumerate().skip(open) {
+        if t.is_punct(src, "(") {
+            depth += 1;
+        } else if t.is_punct(src, ")") {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// The parenthesis depth before each token.
+pub fn depths(src: &str, toks: &[Token]) -> Vec<usize> {
+    let mut d = 0usize;
+    toks.iter()
+        .map(|t| {
+            if t.is_punct(src, ")") {
+                d = d.saturating_sub(1);
+            }
+            let here = d;
+            if t.is_punct(src, "(") {
+                d += 1;
+            }
+            here
+        })
+        .collect()
+}
+
+/// The unquoted, lower-case form of a word token (`"Owner"` → `owner`).
+pub fn ident(text: &str) -> String {
+    let t = text.trim_matches(|c| c == '"' || c == '`');
+    t.to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(src: &str) -> Vec<&str> {
+        split(src).iter().map(|p| &src[p.start..p.end]).collect()
+    }
+
+    #[test]
+    fn splits_at_top_level_semicolons() {
+        assert_eq!(
+            texts("SELECT 1; SELECT 2;\n\n-- trailing\n"),
+            vec!["SELECT 1", "SELECT 2"]
+        );
+    }
+
+    #[test]
+    fn quotes_and_comments_hide_semicolons() {
+        let src = "SELECT 'a;b', \"c;d\", `e;f` -- x;y\n FROM t /* ; /* nested ; */ ; */ WHERE a = E'\\';' ; UPDATE t SET a = 1";
+        let t = texts(src);
+        assert_eq!(t.len(), 2, "{t:?}");
+        assert!(t[0].ends_with("E'\\';'"));
+        assert_eq!(t[1], "UPDATE t SET a = 1");
+        assert_eq!(texts("SELECT 'it''s; fine'; SELECT 2").len(), 2);
+    }
+
+    #[test]
+    fn dollar_quotes_hide_semicolons() {
+        let src = "CREATE FUNCTION f() RETURNS void AS $body$ BEGIN PERFORM 1; END; $body$ LANGUAGE plpgsql; SELECT $1, $$a;b$$";
+        let p = split(src);
+        assert_eq!(p.len(), 2);
+        let dollar = p[0]
+            .tokens
+            .iter()
+            .find_map(|t| match t.kind {
+                Kind::Dollar { body } => Some(body),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(&src[dollar.0..dollar.1], " BEGIN PERFORM 1; END; ");
+        assert_eq!(p[1].tokens[1].kind, Kind::Param);
+    }
+
+    #[test]
+    fn parameters_and_casts() {
+        let src = "x = ?3 AND y = :name AND z = $2::bigint AND w = ?";
+        let kinds: Vec<_> = tokens(src)
+            .into_iter()
+            .filter(|t| t.kind == Kind::Param)
+            .map(|t| t.text(src).to_string())
+            .collect();
+        assert_eq!(kinds, vec!["?3", ":name", "$2", "?"]);
+    }
+
+    #[test]
+    fn unterminated_text_does_not_panic() {
+        assert_eq!(split("SELECT 'abc").len(), 1);
+        assert_eq!(split("SELECT $x$ abc").len(), 1);
+        assert_eq!(split("SELECT /* abc").len(), 1);
+        assert!(split("  -- only a comment").is_empty());
+    }
+}

@@ -1,0 +1,175 @@
+//! The project-wide schema model: tables from `CREATE TABLE`, `ALTER TABLE ... ADD COLUMN`
+//! and unique indexes anywhere in the project, with their fencing column and whether they are
+//! lock tables.
+
+use super::{Statement, TableDef};
+use crate::ir::{FileIr, KeyRef};
+use std::collections::BTreeMap;
+
+/// Default names of fencing-token columns.
+pub const FENCE_COLUMNS: &[&str] = &["fence", "fence_token", "fencing_token"];
+/// Columns naming a lock's holder.
+pub const OWNER_COLUMNS: &[&str] = &["owner", "holder", "locked_by", "owner_id"];
+/// Columns holding a lock's expiry.
+pub const EXPIRY_COLUMNS: &[&str] = &[
+    "expires_at",
+    "locked_until",
+    "lock_until",
+    "lease_until",
+    "expiry",
+];
+
+/// One table as far as the project's SQL defines it.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub columns: Vec<String>,
+    /// Primary keys and unique constraints or indexes.
+    pub unique: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn has(&self, c: &str) -> bool {
+        self.columns.iter().any(|x| x == c)
+    }
+
+    pub fn fence_column(&self) -> Option<&str> {
+        pick(&self.columns, FENCE_COLUMNS)
+    }
+
+    pub fn owner_column(&self) -> Option<&str> {
+        pick(&self.columns, OWNER_COLUMNS)
+    }
+
+    pub fn expiry_column(&self) -> Option<&str> {
+        pick(&self.columns, EXPIRY_COLUMNS)
+    }
+
+    /// A key column plus an owner and an expiry column.
+    pub fn looks_like_lock_table(&self) -> bool {
+        let keyed = self.unique.iter().any(|k| {
+            k.iter()
+                .all(|c| self.has(c) && !OWNER_COLUMNS.contains(&c.as_str()))
+        });
+        keyed && self.owner_column().is_some() && self.expiry_column().is_some()
+    }
+}
+
+/// The first of `names` (in the order of `names`) that `columns` has.
+fn pick<'a>(columns: &'a [String], names: &[&str]) -> Option<&'a str> {
+    names
+        .iter()
+        .find_map(|n| columns.iter().find(|c| c == n))
+        .map(String::as_str)
+}
+
+/// Whether a table's name says it holds locks (`job_locks`, `leases`, `mutexes`).
+pub fn lock_table_name(table: &str) -> bool {
+    crate::locks::key_matches_pattern(&KeyRef::lit(table))
+}
+
+/// Project-wide schema facts from every file's SQL.
+#[derive(Debug, Default)]
+pub struct Schema {
+    pub tables: BTreeMap<String, Table>,
+}
+
+impl Schema {
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name)
+    }
+
+    fn add(&mut self, def: &TableDef) {
+        let t = self.tables.entry(def.table.clone()).or_default();
+        for c in &def.columns {
+            if !t.has(c) {
+                t.columns.push(c.clone());
+            }
+        }
+        for u in &def.unique {
+            if !t.unique.contains(u) {
+                t.unique.push(u.clone());
+            }
+        }
+    }
+
+    /// Add the definitions found in these statements.
+    pub fn extend<'s>(&mut self, statements: impl IntoIterator<Item = &'s Statement>) {
+        for s in statements {
+            if let Some(d) = &s.table_def {
+                self.add(d);
+            }
+        }
+    }
+}
+
+/// Build the schema model from all files.
+pub fn schema(files: &[FileIr]) -> Schema {
+    let mut s = Schema::default();
+    for f in files {
+        s.extend(&f.sql.statements);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend;
+    use crate::source::SourceFile;
+
+    fn schema_of(sql: &str) -> Schema {
+        let ir = frontend::analyze(0, SourceFile::new("m.sql".into(), sql.to_string()));
+        let mut s = Schema::default();
+        s.extend(&ir.sql.statements);
+        s
+    }
+
+    #[test]
+    fn lock_tables_and_fencing_columns() {
+        let s = schema_of(
+            "CREATE TABLE IF NOT EXISTS job_locks (
+                 name TEXT PRIMARY KEY,
+                 holder TEXT NOT NULL,
+                 locked_until TIMESTAMPTZ NOT NULL
+             );
+             CREATE TABLE invoices (id BIGINT PRIMARY KEY, amount BIGINT NOT NULL);
+             ALTER TABLE invoices ADD COLUMN fence_token BIGINT NOT NULL DEFAULT 0;
+             CREATE TABLE claims (scope TEXT, k TEXT, PRIMARY KEY (scope, k));
+             CREATE UNIQUE INDEX invoices_period ON invoices (amount);",
+        );
+        let locks = s.table("job_locks").unwrap();
+        assert!(locks.looks_like_lock_table());
+        assert_eq!(locks.owner_column(), Some("holder"));
+        assert_eq!(locks.expiry_column(), Some("locked_until"));
+        let inv = s.table("invoices").unwrap();
+        assert_eq!(inv.fence_column(), Some("fence_token"));
+        assert!(!inv.looks_like_lock_table());
+        assert!(inv.unique.contains(&vec!["amount".to_string()]));
+        assert_eq!(
+            s.table("claims").unwrap().unique,
+            vec![vec!["scope".to_string(), "k".to_string()]]
+        );
+    }
+
+    #[test]
+    fn mysql_and_sqlite_definitions() {
+        let s = schema_of(
+            "CREATE TABLE IF NOT EXISTS `leases` (
+                 `name` VARCHAR(255) NOT NULL PRIMARY KEY,
+                 `owner` VARCHAR(64) NOT NULL,
+                 `expires_at` DATETIME(6) NOT NULL
+             ) ENGINE = InnoDB;
+             CREATE TABLE t (a INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)));",
+        );
+        assert!(s.table("leases").unwrap().looks_like_lock_table());
+        assert_eq!(s.table("t").unwrap().columns, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn lock_words_in_table_names() {
+        assert!(lock_table_name("job_locks"));
+        assert!(lock_table_name("leases"));
+        assert!(!lock_table_name("blocks"));
+        assert!(!lock_table_name("locklint_claims"));
+    }
+}

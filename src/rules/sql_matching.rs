@@ -1,0 +1,284 @@
+//! Matching shared by the SQL rules: which table a statement writes and what kind of table it
+//! is (lock table, fenced table), which guards its `WHERE` has, and which statements a Rust
+//! function runs in which order.
+
+use super::RuleInfo;
+use crate::diagnostic::{Diagnostic, Location, Related, Severity};
+use crate::frontend::sql::schema::{lock_table_name, EXPIRY_COLUMNS, FENCE_COLUMNS, OWNER_COLUMNS};
+use crate::frontend::sql::{Advisory, CmpOp, Col, Conflict, Kind, Schema, Statement, Value};
+use crate::ir::{Embedded, Event, FileIr, Function, NodeId};
+use crate::source::Span;
+
+/// The columns of a lock table that matter.
+#[derive(Debug, Clone)]
+pub struct LockTable {
+    pub table: String,
+    pub owner: Option<String>,
+    pub expiry: Option<String>,
+}
+
+fn first_of<'a>(names: &[&'a str], cols: &[&str]) -> Option<&'a str> {
+    names.iter().copied().find(|n| cols.contains(n))
+}
+
+/// The lock table a statement writes, if it writes one: a table the schema defines with a
+/// key, an owner and an expiry column, a table named like a lock table, or a statement that
+/// itself mentions an owner-like and an expiry-like column.
+pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
+    if !st.is_write() {
+        return None;
+    }
+    let table = st.table.clone()?;
+    let mentioned = st.mentioned();
+    let owner_m = first_of(OWNER_COLUMNS, &mentioned);
+    let expiry_m = first_of(EXPIRY_COLUMNS, &mentioned);
+    let def = schema.table(&table);
+    let by_schema = def.is_some_and(|t| t.looks_like_lock_table());
+    let by_statement = owner_m.is_some() && expiry_m.is_some();
+    if !(by_schema || by_statement || lock_table_name(&table)) {
+        return None;
+    }
+    let owner = def
+        .and_then(|t| t.owner_column())
+        .or(owner_m)
+        .map(str::to_string);
+    let expiry = def
+        .and_then(|t| t.expiry_column())
+        .or(expiry_m)
+        .map(str::to_string);
+    Some(LockTable {
+        table,
+        owner,
+        expiry,
+    })
+}
+
+/// The fencing column of the table a statement writes: from the schema, or because the
+/// statement itself writes a fencing column.
+pub fn fence_column(st: &Statement, schema: &Schema) -> Option<String> {
+    let table = st.table.as_deref()?;
+    if let Some(c) = schema.table(table).and_then(|t| t.fence_column()) {
+        return Some(c.to_string());
+    }
+    st.written()
+        .find(|c| FENCE_COLUMNS.contains(c))
+        .map(str::to_string)
+}
+
+/// Whether `v` is exactly the target table's column `col`.
+fn is_col(st: &Statement, v: &Value, col: &str) -> bool {
+    v.bare
+        .as_ref()
+        .is_some_and(|c| c.name == col && st.is_target(c))
+}
+
+/// Whether `v` holds no column of the target table (an incoming value, parameter, literal).
+fn is_outside(st: &Statement, v: &Value) -> bool {
+    !v.columns.iter().any(|c| st.is_target(c))
+}
+
+/// The `WHERE` compares the stored fencing column with an incoming token: `fence < $n`,
+/// `fence <= $n`, `$n > fence`, `t.fence < excluded.fence`.
+pub fn has_fence_guard(st: &Statement, fence: &str) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().any(|c| {
+        (matches!(c.op, CmpOp::Lt | CmpOp::LtEq)
+            && is_col(st, &c.left, fence)
+            && is_outside(st, &c.right))
+            || (matches!(c.op, CmpOp::Gt | CmpOp::GtEq)
+                && is_col(st, &c.right, fence)
+                && is_outside(st, &c.left))
+    })
+}
+
+/// The `WHERE` has `owner = <value>`.
+pub fn has_owner_check(st: &Statement, owner: &str) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().any(|c| {
+        c.op == CmpOp::Eq
+            && ((is_col(st, &c.left, owner) && is_outside(st, &c.right))
+                || (is_col(st, &c.right, owner) && is_outside(st, &c.left)))
+    })
+}
+
+/// The condition mentions one of these columns of the target table.
+pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
+    st.filter.as_ref().is_some_and(|f| {
+        f.columns
+            .iter()
+            .any(|c| st.is_target(c) && cols.contains(&c.name.as_str()))
+    })
+}
+
+/// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that
+/// issues tokens, not a write protected by one.
+pub fn issues_fences(st: &Statement, fence: &str) -> bool {
+    st.assignments.iter().any(|a| {
+        a.column == fence
+            && a.value
+                .columns
+                .iter()
+                .any(|c: &Col| c.name == fence && st.is_target(c))
+    })
+}
+
+/// An `INSERT` that does nothing when the row exists (idempotent on a unique key).
+pub fn is_idempotent(st: &Statement) -> bool {
+    st.kind == Kind::Insert && st.conflict == Conflict::Ignore
+}
+
+/// An upsert or update that overwrites existing rows.
+pub fn overwrites(st: &Statement) -> bool {
+    match st.kind {
+        Kind::Update | Kind::Delete => true,
+        Kind::Insert => matches!(
+            st.conflict,
+            Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
+        ),
+        _ => false,
+    }
+}
+
+/// What a write to a lock table does to the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockWrite {
+    /// Takes the lock: inserts or upserts the row, or sets the owner.
+    Acquire,
+    /// Extends the expiry of the current holder.
+    Renew,
+    /// Deletes the row or clears the owner.
+    Release,
+    Other,
+}
+
+pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
+    let owner = lt.owner.as_deref();
+    let expiry = lt.expiry.as_deref();
+    let sets = |c: Option<&str>| {
+        st.assignments
+            .iter()
+            .find(|a| Some(a.column.as_str()) == c)
+            .map(|a| &a.value)
+    };
+    match st.kind {
+        Kind::Insert => LockWrite::Acquire,
+        Kind::Delete => LockWrite::Release,
+        Kind::Update => match sets(owner) {
+            Some(v) if v.is_constant() => LockWrite::Release,
+            Some(_) => LockWrite::Acquire,
+            None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,
+            None if sets(expiry).is_some() => LockWrite::Renew,
+            None => LockWrite::Other,
+        },
+        _ => LockWrite::Other,
+    }
+}
+
+/// The narrowest span that shows a statement's missing condition: its `WHERE`, else its
+/// `DO UPDATE` / `ON DUPLICATE KEY UPDATE` part, else the whole statement.
+pub fn condition_span(st: &Statement) -> Span {
+    st.filter
+        .as_ref()
+        .map(|f| f.span)
+        .or(st.upsert_span)
+        .unwrap_or(st.span)
+}
+
+/// A diagnostic at a span of a file.
+pub fn sql_diagnostic(
+    info: &'static RuleInfo,
+    file: &FileIr,
+    span: Span,
+    label: impl Into<String>,
+    message: String,
+    help: String,
+) -> Diagnostic {
+    Diagnostic {
+        rule: info.name,
+        severity: info.severity,
+        primary: Location::new(file.file.clone(), span),
+        label: label.into(),
+        message,
+        help,
+        related: Vec::new(),
+        fix: None,
+    }
+}
+
+pub fn related(file: &FileIr, span: Span, label: impl Into<String>) -> Related {
+    Related {
+        location: Location::new(file.file.clone(), span),
+        label: label.into(),
+    }
+}
+
+/// Downgrade a finding to a warning.
+pub fn warning(mut d: Diagnostic) -> Diagnostic {
+    d.severity = Severity::Warning;
+    d
+}
+
+/// A file of named queries (`-- name: foo`) run one by one by the application.
+pub fn is_query_collection(e: &Embedded) -> bool {
+    e.origin == "file"
+        && e.text.lines().any(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("--")
+                .is_some_and(|r| r.trim_start().to_ascii_lowercase().starts_with("name:"))
+        })
+}
+
+/// One statement a Rust function runs, in event order.
+pub struct Run<'f> {
+    pub at: NodeId,
+    pub statement: &'f Statement,
+    pub embedded: &'f Embedded,
+}
+
+/// The statements a function runs, in order.
+pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
+    let mut out = Vec::new();
+    for e in &f.events {
+        if let Event::Sql { id, embedded } = e {
+            let Some(emb) = file.embedded.get(*embedded) else {
+                continue;
+            };
+            for st in file.sql.of(*embedded) {
+                out.push(Run {
+                    at: *id,
+                    statement: st,
+                    embedded: emb,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether an unlock releases this lock: the same mode and, when both keys are written out,
+/// the same key.
+pub fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
+    if !unlock.unlock || !unlock.session {
+        return false;
+    }
+    if unlock.all {
+        return true;
+    }
+    let literal = |a: &str| {
+        !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    };
+    unlock.shared == lock.shared
+        && (!(literal(&unlock.args) && literal(&lock.args)) || unlock.args == lock.args)
+}
+
+/// The name of the call a statement ran through (`execute`, `fetch_one`), read from the
+/// file text at the executing call.
+pub fn exec_method(file: &FileIr, span: Span) -> String {
+    file.file
+        .snippet(span)
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
