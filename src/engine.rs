@@ -262,7 +262,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
                     rule: PARSE_ERROR.name,
                     severity: PARSE_ERROR.severity,
                     primary: Location::new(ir.file.clone(), p.span),
-                    label: "analysis stopped here".to_string(),
+                    label: "not analysed".to_string(),
                     message: p.message.clone(),
                     help: p.help.clone(),
                     related: Vec::new(),
@@ -271,7 +271,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
             }
         }
     }
-    let project = locks::analyze_with(irs, &settings.lock_key_patterns);
+    let project = locks::analyze_with(irs, settings);
     let active: Vec<_> = rules::all()
         .iter()
         .filter(|r| enabled(r.info().name, opts))

@@ -177,6 +177,47 @@ pub struct Project<'a> {
     pub facts: Facts,
     /// Tables, fencing columns, lock tables and unique keys from every file's SQL.
     pub schema: crate::frontend::sql::Schema,
+    /// Key templates declared efficiency-only locks in the configuration.
+    pub efficiency_locks: Vec<String>,
+}
+
+impl Project<'_> {
+    /// Whether the configuration declares this lock key `purpose = "efficiency"`.
+    pub fn is_efficiency_lock(&self, key: &KeyRef) -> bool {
+        let (template, shown) = (key.template(), key.display());
+        self.efficiency_locks
+            .iter()
+            .any(|t| template_matches(t, &template) || template_matches(t, &shown))
+    }
+}
+
+/// Whether a declared key template (`lock:report:{id}`: `{...}` matches any text) matches a key.
+pub fn template_matches(declared: &str, key: &str) -> bool {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut rest = declared;
+    while let Some(open) = rest.find('{') {
+        parts.push(&rest[..open]);
+        rest = match rest[open..].find('}') {
+            Some(close) => &rest[open + close + 1..],
+            None => "",
+        };
+    }
+    parts.push(rest);
+    if parts.len() == 1 {
+        return declared == key;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if key.len() < first.len() + last.len() || !key.starts_with(first) || !key.ends_with(last) {
+        return false;
+    }
+    let mut middle = &key[first.len()..key.len() - last.len()];
+    for p in &parts[1..parts.len() - 1] {
+        match middle.find(p) {
+            Some(i) => middle = &middle[i + p.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 struct Index<'a> {
@@ -543,11 +584,12 @@ impl<'a> Expander<'_, 'a> {
 
 /// Build traces for every function that touches Redis and decide which keys are locks.
 pub fn analyze(files: &[FileIr]) -> Project<'_> {
-    analyze_with(files, &[])
+    analyze_with(files, &crate::config::Settings::default())
 }
 
-/// [`analyze`] with extra lock words (`lock-key-patterns`).
-pub fn analyze_with<'a>(files: &'a [FileIr], lock_words: &[String]) -> Project<'a> {
+/// [`analyze`] with configured settings: extra lock words, column names, efficiency locks.
+pub fn analyze_with<'a>(files: &'a [FileIr], settings: &crate::config::Settings) -> Project<'a> {
+    let lock_words = &settings.lock_key_patterns;
     let idx = Index::new(files);
     let mut traces = Vec::new();
     let mut roots: Vec<(usize, usize)> = idx.touches.iter().copied().collect();
@@ -575,7 +617,20 @@ pub fn analyze_with<'a>(files: &'a [FileIr], lock_words: &[String]) -> Project<'
         files,
         traces,
         facts,
-        schema: crate::frontend::sql::schema(files),
+        schema: crate::frontend::sql::schema::schema_with(
+            files,
+            crate::frontend::sql::schema::ColumnNames::with(
+                &settings.fence_columns,
+                settings.lock_table.owner_columns.as_deref().unwrap_or(&[]),
+                settings.lock_table.expiry_columns.as_deref().unwrap_or(&[]),
+            ),
+        ),
+        efficiency_locks: settings
+            .locks
+            .iter()
+            .filter(|(_, p)| *p == crate::config::Purpose::Efficiency)
+            .map(|(k, _)| k.clone())
+            .collect(),
     }
 }
 
@@ -680,6 +735,16 @@ mod tests {
         assert!(!key_matches_pattern(&KeyRef::lit("leaderboard:weekly")));
         assert!(!key_matches_pattern(&KeyRef::lit("release-notes")));
         assert!(!key_matches_pattern(&KeyRef::lit("user:{}:profile")));
+    }
+
+    #[test]
+    fn declared_templates_match_keys() {
+        assert!(template_matches("lock:report:{id}", "lock:report:7"));
+        assert!(template_matches("lock:report:{id}", "lock:report:{}"));
+        assert!(template_matches("lock:{}:x:{}", "lock:a:x:b"));
+        assert!(!template_matches("lock:report:{id}", "lock:invoice:7"));
+        assert!(template_matches("lock:exact", "lock:exact"));
+        assert!(!template_matches("lock:exact", "lock:exact2"));
     }
 
     #[test]

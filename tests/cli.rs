@@ -362,3 +362,17 @@ fn bad_input_is_reported_and_the_run_goes_on() {
     // analysed files: everything except the two skipped ones
     assert_eq!(v["summary"]["files"], 8);
 }
+
+#[test]
+fn findings_on_very_long_lines_are_rendered_without_a_snippet() {
+    let long = format!(
+        "use redis::Commands;\nfn f(c: &mut redis::Connection) {{ let _s = \"{}\"; let _: () = c.del(\"lock:x\").unwrap(); }}\n",
+        "x".repeat(120_000)
+    );
+    let dir = tree(&[("long.rs", long.as_bytes())]);
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("error[unconditional-release]"));
+    assert!(stdout(&o).contains("long.rs:2:"));
+    assert!(!stderr(&o).contains("internal error"));
+}

@@ -241,3 +241,35 @@ fn config_show_prints_the_effective_settings() {
     assert!(out.contains("redis-version = \"8.4\""), "{out}");
     assert!(out.contains("purpose = \"efficiency\""), "{out}");
 }
+
+#[test]
+fn fence_columns_lock_table_columns_and_efficiency_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "schema.sql", "CREATE TABLE reports (id BIGINT PRIMARY KEY, body TEXT, epoch BIGINT NOT NULL DEFAULT 0);\nCREATE TABLE job_slots (name TEXT PRIMARY KEY, taken_by TEXT NOT NULL, valid_until TIMESTAMPTZ NOT NULL);\n");
+    write(dir.path(), "queries.sql", "UPDATE reports SET body = 'x', epoch = 5 WHERE id = 1;\nDELETE FROM job_slots WHERE name = 'nightly';\n");
+    write(
+        dir.path(),
+        "job.rs",
+        "use redis::AsyncCommands;\nuse redis::{SetOptions, SetExpiry, ExistenceCheck};\npub async fn job(con: &mut redis::aio::MultiplexedConnection, pool: &sqlx::PgPool, token: &str) -> anyhow::Result<()> {\n    let opts = SetOptions::default().conditional_set(ExistenceCheck::NX).with_expiration(SetExpiry::PX(30_000));\n    let ok: bool = con.set_options(\"lock:report:7\", token, opts).await?;\n    if !ok { return Ok(()); }\n    sqlx::query(\"UPDATE report_state SET done = true WHERE id = 7\").execute(pool).await?;\n    Ok(())\n}\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    let before = found(&o);
+    assert_eq!(
+        before,
+        vec!["job.rs:unfenced-write:warning"],
+        "defaults know neither `epoch` nor `taken_by`"
+    );
+    write(
+        dir.path(),
+        "locklint.toml",
+        "fence-columns = [\"epoch\"]\nlock-table = { owner-columns = [\"taken_by\"], expiry-columns = [\"valid_until\"] }\n\n[locks.\"lock:report:{id}\"]\npurpose = \"efficiency\"\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "queries.sql:lock-table-no-owner-check:error",
+            "queries.sql:unfenced-write:error"
+        ]
+    );
+}

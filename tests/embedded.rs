@@ -91,3 +91,14 @@ fn sql_and_lua_files_are_whole_texts() {
     let f = SourceFile::new("release.lua".into(), "return 1\n".into());
     assert_eq!(frontend::analyze(0, f).embedded[0].language, Language::Lua);
 }
+
+#[test]
+fn scripts_built_in_static_initialisers_are_collected() {
+    let src = "use std::sync::LazyLock;\nstatic RELEASE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(r\"return redis.call('del', KEYS[1])\"));\n";
+    let file = SourceFile::new("s.rs".into(), src.to_string());
+    let ir = frontend::analyze(0, file.clone());
+    assert_eq!(ir.embedded.len(), 1);
+    assert_eq!(ir.embedded[0].language, Language::Lua);
+    let at = ir.embedded[0].text.find("del").unwrap();
+    assert_eq!(file.snippet(ir.embedded[0].map.span(at, at + 3)), "del");
+}

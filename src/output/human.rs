@@ -129,8 +129,60 @@ fn rendered(d: &Diagnostic) -> Rendered {
     }
 }
 
+/// Longer source lines than this are not drawn as snippets (the renderer cannot lay them out).
+const MAX_SNIPPET_LINE: usize = 4000;
+
+fn line_len_at(file: &crate::source::SourceFile, offset: usize) -> usize {
+    let text = &file.text;
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = text[offset..]
+        .find('\n')
+        .map(|i| offset + i)
+        .unwrap_or(text.len());
+    end - start
+}
+
+/// A plain rendering without a snippet.
+fn plain(d: &Diagnostic) -> String {
+    let s = d.primary.start();
+    let mut out = format!(
+        "{}[{}]: {}\n  --> {}:{}:{}\n",
+        d.severity,
+        d.rule,
+        d.message,
+        d.primary.path(),
+        s.line,
+        s.column
+    );
+    for r in &d.related {
+        let rs = r.location.start();
+        out.push_str(&format!(
+            "  --> {}:{}:{}: {}\n",
+            r.location.path(),
+            rs.line,
+            rs.column,
+            r.label
+        ));
+    }
+    out.push_str(&format!(
+        "  help: {}\n  see `locklint explain {}` for details\n",
+        d.help, d.rule
+    ));
+    out
+}
+
 /// Render one finding.
 pub fn render_one(d: &Diagnostic, style: Style) -> String {
+    let too_long = std::iter::once(&d.primary)
+        .chain(d.related.iter().map(|r| &r.location))
+        .any(|l| {
+            line_len_at(&l.file, l.span.start) > MAX_SNIPPET_LINE
+                || line_len_at(&l.file, l.span.end) > MAX_SNIPPET_LINE
+        });
+    if too_long {
+        return plain(d);
+    }
     let theme = if style.color {
         GraphicalTheme::unicode()
     } else {
@@ -141,17 +193,7 @@ pub fn render_one(d: &Diagnostic, style: Style) -> String {
         .with_links(false);
     let mut out = String::new();
     if handler.render_report(&mut out, &rendered(d)).is_err() {
-        let s = d.primary.start();
-        out = format!(
-            "{}: {} [{}]\n  --> {}:{}:{}\n  help: {}\n",
-            d.severity,
-            d.message,
-            d.rule,
-            d.primary.path(),
-            s.line,
-            s.column,
-            d.help
-        );
+        out = plain(d);
     }
     out
 }

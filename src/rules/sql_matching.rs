@@ -4,7 +4,7 @@
 
 use super::RuleInfo;
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
-use crate::frontend::sql::schema::{lock_table_name, EXPIRY_COLUMNS, FENCE_COLUMNS, OWNER_COLUMNS};
+use crate::frontend::sql::schema::lock_table_name;
 use crate::frontend::sql::{Advisory, CmpOp, Col, Conflict, Kind, Schema, Statement, Value};
 use crate::ir::{Embedded, Event, FileIr, Function, NodeId};
 use crate::source::Span;
@@ -17,8 +17,8 @@ pub struct LockTable {
     pub expiry: Option<String>,
 }
 
-fn first_of<'a>(names: &[&'a str], cols: &[&str]) -> Option<&'a str> {
-    names.iter().copied().find(|n| cols.contains(n))
+fn first_of<'a>(names: &'a [String], cols: &[&str]) -> Option<&'a str> {
+    names.iter().map(String::as_str).find(|n| cols.contains(n))
 }
 
 /// The lock table a statement writes, if it writes one: a table the schema defines with a
@@ -30,20 +30,21 @@ pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
     }
     let table = st.table.clone()?;
     let mentioned = st.mentioned();
-    let owner_m = first_of(OWNER_COLUMNS, &mentioned);
-    let expiry_m = first_of(EXPIRY_COLUMNS, &mentioned);
+    let names = &schema.names;
+    let owner_m = first_of(&names.owner, &mentioned);
+    let expiry_m = first_of(&names.expiry, &mentioned);
     let def = schema.table(&table);
-    let by_schema = def.is_some_and(|t| t.looks_like_lock_table());
+    let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
     let by_statement = owner_m.is_some() && expiry_m.is_some();
     if !(by_schema || by_statement || lock_table_name(&table)) {
         return None;
     }
     let owner = def
-        .and_then(|t| t.owner_column())
+        .and_then(|t| t.owner_column(names))
         .or(owner_m)
         .map(str::to_string);
     let expiry = def
-        .and_then(|t| t.expiry_column())
+        .and_then(|t| t.expiry_column(names))
         .or(expiry_m)
         .map(str::to_string);
     Some(LockTable {
@@ -57,11 +58,14 @@ pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
 /// statement itself writes a fencing column.
 pub fn fence_column(st: &Statement, schema: &Schema) -> Option<String> {
     let table = st.table.as_deref()?;
-    if let Some(c) = schema.table(table).and_then(|t| t.fence_column()) {
+    if let Some(c) = schema
+        .table(table)
+        .and_then(|t| t.fence_column(&schema.names))
+    {
         return Some(c.to_string());
     }
     st.written()
-        .find(|c| FENCE_COLUMNS.contains(c))
+        .find(|c| schema.names.fence.iter().any(|f| f == c))
         .map(str::to_string)
 }
 

@@ -67,7 +67,7 @@ impl Rule for UnfencedWrite {
             let mut holds: Vec<Hold> = Vec::new();
             if let Some(t) = trace {
                 for o in &t.ops {
-                    if o.is_lock && o.op.kind.is_acquire() {
+                    if o.is_lock && o.op.kind.is_acquire() && !project.is_efficiency_lock(&o.key) {
                         let (rf, rs) = o.reply_site();
                         holds.push(Hold {
                             key: format!("redis:{}", o.identity.clone().unwrap_or_default()),
@@ -136,10 +136,7 @@ impl Rule for UnfencedWrite {
                         continue;
                     }
                 }
-                if crate::frontend::sql::schema::FENCE_COLUMNS
-                    .iter()
-                    .any(|c| has_fence_guard(st, c))
-                {
+                if schema.names.fence.iter().any(|c| has_fence_guard(st, c)) {
                     continue;
                 }
                 let held = holds

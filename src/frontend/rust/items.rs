@@ -93,6 +93,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     };
     let mut fns = Vec::new();
     walk_items(&cx, &parsed.items, &mut fns, ir);
+    embed_static_scripts(file, &parsed.items, ir);
     ir.functions = fns;
     for name in order {
         if let Some(k) = consts.get(&name) {
@@ -143,6 +144,63 @@ fn collect_const_spans(
             _ => {}
         }
     }
+}
+
+/// `static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(".."))`: scripts built in
+/// `const`/`static` initialisers, which no function body contains.
+fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr) {
+    struct Scripts<'f> {
+        file: &'f SourceFile,
+        found: Vec<crate::ir::Embedded>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Scripts<'_> {
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            let is_script = matches!(&*c.func, syn::Expr::Path(p)
+                if p.path.segments.len() >= 2
+                    && p.path.segments.iter().rev().nth(1).is_some_and(|s| s.ident == "Script")
+                    && p.path.segments.last().is_some_and(|s| s.ident == "new"));
+            if let (true, Some(syn::Expr::Lit(lit))) = (is_script, c.args.first()) {
+                if matches!(lit.lit, syn::Lit::Str(_)) {
+                    let span = super::spans::of(self.file, lit);
+                    if let Some((text, map)) =
+                        super::literal::decode(self.file.snippet(span), span.start)
+                    {
+                        self.found.push(crate::ir::Embedded {
+                            language: crate::ir::Language::Lua,
+                            text,
+                            map,
+                            span,
+                            origin: "redis::Script".to_string(),
+                            func: None,
+                            exec: None,
+                        });
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut v = Scripts {
+        file,
+        found: Vec::new(),
+    };
+    for item in items {
+        match item {
+            syn::Item::Static(st) if !matches!(&*st.expr, syn::Expr::Lit(_)) => {
+                syn::visit::Visit::visit_expr(&mut v, &st.expr)
+            }
+            syn::Item::Const(c) if !matches!(&*c.expr, syn::Expr::Lit(_)) => {
+                syn::visit::Visit::visit_expr(&mut v, &c.expr)
+            }
+            syn::Item::Mod(m) if !is_test(&m.attrs) => {
+                if let Some((_, inner)) = &m.content {
+                    embed_static_scripts(file, inner, ir);
+                }
+            }
+            _ => {}
+        }
+    }
+    ir.embedded.extend(v.found);
 }
 
 fn type_name(ty: &syn::Type) -> Option<String> {

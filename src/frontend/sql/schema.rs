@@ -19,6 +19,43 @@ pub const EXPIRY_COLUMNS: &[&str] = &[
     "expiry",
 ];
 
+/// Column names that mark fencing tokens, lock owners and lock expiries: the defaults plus
+/// `fence-columns` and `lock-table` from the configuration.
+#[derive(Debug, Clone)]
+pub struct ColumnNames {
+    pub fence: Vec<String>,
+    pub owner: Vec<String>,
+    pub expiry: Vec<String>,
+}
+
+impl Default for ColumnNames {
+    fn default() -> Self {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        ColumnNames {
+            fence: v(FENCE_COLUMNS),
+            owner: v(OWNER_COLUMNS),
+            expiry: v(EXPIRY_COLUMNS),
+        }
+    }
+}
+
+impl ColumnNames {
+    /// The defaults extended by configured names (configured names first).
+    pub fn with(fence: &[String], owner: &[String], expiry: &[String]) -> Self {
+        let d = ColumnNames::default();
+        let join = |a: &[String], b: Vec<String>| {
+            let mut v: Vec<String> = a.to_vec();
+            v.extend(b.into_iter().filter(|x| !a.contains(x)));
+            v
+        };
+        ColumnNames {
+            fence: join(fence, d.fence),
+            owner: join(owner, d.owner),
+            expiry: join(expiry, d.expiry),
+        }
+    }
+}
+
 /// One table as far as the project's SQL defines it.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
@@ -32,33 +69,33 @@ impl Table {
         self.columns.iter().any(|x| x == c)
     }
 
-    pub fn fence_column(&self) -> Option<&str> {
-        pick(&self.columns, FENCE_COLUMNS)
+    pub fn fence_column(&self, names: &ColumnNames) -> Option<&str> {
+        pick(&self.columns, &names.fence)
     }
 
-    pub fn owner_column(&self) -> Option<&str> {
-        pick(&self.columns, OWNER_COLUMNS)
+    pub fn owner_column(&self, names: &ColumnNames) -> Option<&str> {
+        pick(&self.columns, &names.owner)
     }
 
-    pub fn expiry_column(&self) -> Option<&str> {
-        pick(&self.columns, EXPIRY_COLUMNS)
+    pub fn expiry_column(&self, names: &ColumnNames) -> Option<&str> {
+        pick(&self.columns, &names.expiry)
     }
 
     /// A key column plus an owner and an expiry column.
-    pub fn looks_like_lock_table(&self) -> bool {
-        let keyed = self.unique.iter().any(|k| {
-            k.iter()
-                .all(|c| self.has(c) && !OWNER_COLUMNS.contains(&c.as_str()))
-        });
-        keyed && self.owner_column().is_some() && self.expiry_column().is_some()
+    pub fn looks_like_lock_table(&self, names: &ColumnNames) -> bool {
+        let keyed = self
+            .unique
+            .iter()
+            .any(|k| k.iter().all(|c| self.has(c) && !names.owner.contains(c)));
+        keyed && self.owner_column(names).is_some() && self.expiry_column(names).is_some()
     }
 }
 
 /// The first of `names` (in the order of `names`) that `columns` has.
-fn pick<'a>(columns: &'a [String], names: &[&str]) -> Option<&'a str> {
+fn pick<'a>(columns: &'a [String], names: &[String]) -> Option<&'a str> {
     names
         .iter()
-        .find_map(|n| columns.iter().find(|c| c == n))
+        .find_map(|n| columns.iter().find(|c| *c == n))
         .map(String::as_str)
 }
 
@@ -71,6 +108,7 @@ pub fn lock_table_name(table: &str) -> bool {
 #[derive(Debug, Default)]
 pub struct Schema {
     pub tables: BTreeMap<String, Table>,
+    pub names: ColumnNames,
 }
 
 impl Schema {
@@ -104,7 +142,15 @@ impl Schema {
 
 /// Build the schema model from all files.
 pub fn schema(files: &[FileIr]) -> Schema {
-    let mut s = Schema::default();
+    schema_with(files, ColumnNames::default())
+}
+
+/// Build the schema model with configured column names.
+pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
+    let mut s = Schema {
+        names,
+        ..Default::default()
+    };
     for f in files {
         s.extend(&f.sql.statements);
     }
@@ -138,12 +184,13 @@ mod tests {
              CREATE UNIQUE INDEX invoices_period ON invoices (amount);",
         );
         let locks = s.table("job_locks").unwrap();
-        assert!(locks.looks_like_lock_table());
-        assert_eq!(locks.owner_column(), Some("holder"));
-        assert_eq!(locks.expiry_column(), Some("locked_until"));
+        let n = ColumnNames::default();
+        assert!(locks.looks_like_lock_table(&n));
+        assert_eq!(locks.owner_column(&n), Some("holder"));
+        assert_eq!(locks.expiry_column(&n), Some("locked_until"));
         let inv = s.table("invoices").unwrap();
-        assert_eq!(inv.fence_column(), Some("fence_token"));
-        assert!(!inv.looks_like_lock_table());
+        assert_eq!(inv.fence_column(&n), Some("fence_token"));
+        assert!(!inv.looks_like_lock_table(&n));
         assert!(inv.unique.contains(&vec!["amount".to_string()]));
         assert_eq!(
             s.table("claims").unwrap().unique,
@@ -161,7 +208,10 @@ mod tests {
              ) ENGINE = InnoDB;
              CREATE TABLE t (a INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)));",
         );
-        assert!(s.table("leases").unwrap().looks_like_lock_table());
+        assert!(s
+            .table("leases")
+            .unwrap()
+            .looks_like_lock_table(&ColumnNames::default()));
         assert_eq!(s.table("t").unwrap().columns, vec!["a".to_string()]);
     }
 
