@@ -246,6 +246,15 @@ fn rules_lists_every_rule_and_explain_prints_its_page() {
 }
 
 #[test]
+fn the_rule_index_lists_every_rule() {
+    let index = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/README.md")).unwrap();
+    for info in locklint::rules::infos() {
+        assert!(index.contains(&format!("| [{}] |", info.name)), "{} missing from rules/README.md", info.name);
+        assert!(index.contains(&format!("[{0}]: {0}.md", info.name)));
+    }
+}
+
+#[test]
 fn every_rule_has_a_complete_page() {
     for info in locklint::rules::infos() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("rules/{}.md", info.name));
