@@ -415,6 +415,8 @@ pub struct SqlExec {
     pub executor: Executor,
     /// The executing call.
     pub span: Span,
+    /// What the code does with the returned rows.
+    pub result: ResultUse,
 }
 
 /// Everything a front-end extracted from one file.

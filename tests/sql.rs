@@ -186,3 +186,27 @@ fn psql_dumps_and_templated_migrations_are_not_parse_errors() {
     let flyway = "CREATE TABLE ${schema}.jobs (id BIGINT PRIMARY KEY);\n";
     assert!(analyse(&[("V1__jobs.sql", flyway)]).is_empty());
 }
+
+#[test]
+fn a_fetched_try_lock_whose_result_is_never_read_is_reported() {
+    let src = r#"use sqlx::PgConnection;
+async fn job(conn: &mut PgConnection) -> sqlx::Result<()> {
+    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(42)").fetch_one(&mut *conn).await?;
+    rebuild().await;
+    sqlx::query("SELECT pg_advisory_unlock(42)").execute(&mut *conn).await?;
+    Ok(())
+}
+async fn checked(conn: &mut PgConnection) -> sqlx::Result<()> {
+    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(43)").fetch_one(&mut *conn).await?;
+    if !got {
+        return Ok(());
+    }
+    rebuild().await;
+    sqlx::query("SELECT pg_advisory_unlock(43)").execute(&mut *conn).await?;
+    Ok(())
+}
+async fn rebuild() {}
+"#;
+    let found: Vec<_> = analyse(&[("job.rs", src)]).iter().map(at).collect();
+    assert_eq!(found, vec![("advisory-lock-unbalanced", 3, 48)]);
+}

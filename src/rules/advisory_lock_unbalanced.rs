@@ -123,6 +123,10 @@ impl Rule for AdvisoryLockUnbalanced {
                             a,
                             &format!("`{method}` discards the returned row"),
                         ));
+                    } else if let (true, true, crate::ir::ResultUse::Ignored(why)) =
+                        (a.try_lock, a.bare, &exec.result)
+                    {
+                        out.push(ignored(file, a, why));
                     } else if !released(a, run.embedded.func) {
                         out.push(never_unlocked(file, a));
                     }

@@ -375,24 +375,24 @@ impl<'a> FnWalker<'a> {
             }
             _ => None,
         };
+        let bound = |r: &ResultUse| matches!(r, ResultUse::Bound { .. });
         let needs_uses = self.events.iter().any(|e| match e {
-            Event::Op(o) => matches!(o.result, ResultUse::Bound { .. }),
-            Event::Call(c) => matches!(c.result, ResultUse::Bound { .. }),
+            Event::Op(o) => bound(&o.result),
+            Event::Call(c) => bound(&c.result),
             Event::Sql { .. } => false,
-        });
+        }) || self
+            .embedded
+            .iter()
+            .any(|e| e.exec.as_ref().is_some_and(|x| bound(&x.result)));
         let mut uses = Vec::new();
         if needs_uses {
             collect_uses(self.cx.file, body, &mut uses);
-            for ev in &mut self.events {
-                let r = match ev {
-                    Event::Op(o) => &mut o.result,
-                    Event::Call(c) => &mut c.result,
-                    Event::Sql { .. } => continue,
-                };
+            let returned = &self.returned_names;
+            let resolve = |r: &mut ResultUse| {
                 if let ResultUse::Bound { names, after } = r {
-                    if names.iter().any(|n| self.returned_names.contains(n)) {
+                    if names.iter().any(|n| returned.contains(n)) {
                         *r = ResultUse::Returned;
-                        continue;
+                        return;
                     }
                     let used = names
                         .iter()
@@ -402,6 +402,18 @@ impl<'a> FnWalker<'a> {
                     } else {
                         ResultUse::Ignored("the variable holding the reply is never read")
                     };
+                }
+            };
+            for ev in &mut self.events {
+                match ev {
+                    Event::Op(o) => resolve(&mut o.result),
+                    Event::Call(c) => resolve(&mut c.result),
+                    Event::Sql { .. } => {}
+                }
+            }
+            for e in &mut self.embedded {
+                if let Some(x) = &mut e.exec {
+                    resolve(&mut x.result);
                 }
             }
         }
@@ -1005,7 +1017,7 @@ impl<'a> FnWalker<'a> {
                 .join(self.span_of(&m.paren_token.span.close()));
             if let Some(idx) = self.chain_embedded(&m.receiver) {
                 let executor = self.executor_of(&m.args[0]);
-                self.sql_exec(idx, executor, span);
+                self.sql_exec(idx, executor, span, u.clone());
             }
             self.expr(&m.args[0], ResultUse::Used);
             return;
@@ -1020,7 +1032,7 @@ impl<'a> FnWalker<'a> {
                                 .span_of(&m.method)
                                 .join(self.span_of(&m.paren_token.span.close()));
                             let executor = self.executor_of(&m.receiver);
-                            self.sql_exec(idx, executor, span);
+                            self.sql_exec(idx, executor, span, u.clone());
                         }
                     }
                 }
@@ -1169,7 +1181,7 @@ impl<'a> FnWalker<'a> {
     }
 
     /// Mark an embedded statement as run here, by this executor.
-    fn sql_exec(&mut self, idx: usize, executor: Option<Executor>, span: Span) {
+    fn sql_exec(&mut self, idx: usize, executor: Option<Executor>, span: Span, result: ResultUse) {
         let id = self.node();
         if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
             if e.exec.is_some() {
@@ -1179,6 +1191,7 @@ impl<'a> FnWalker<'a> {
                 id,
                 executor: executor.unwrap_or(Executor::Unknown),
                 span,
+                result,
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }
