@@ -247,9 +247,15 @@ fn rules_lists_every_rule_and_explain_prints_its_page() {
 
 #[test]
 fn the_rule_index_lists_every_rule() {
-    let index = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/README.md")).unwrap();
+    let index =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/README.md"))
+            .unwrap();
     for info in locklint::rules::infos() {
-        assert!(index.contains(&format!("| [{}] |", info.name)), "{} missing from rules/README.md", info.name);
+        assert!(
+            index.contains(&format!("| [{}] |", info.name)),
+            "{} missing from rules/README.md",
+            info.name
+        );
         assert!(index.contains(&format!("[{0}]: {0}.md", info.name)));
     }
 }
