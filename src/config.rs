@@ -27,6 +27,7 @@ pub const KEYS: &[&str] = &[
     "redis-version",
     "default-ttl",
     "fail-on",
+    "help-uri",
 ];
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -87,6 +88,7 @@ pub struct Raw {
     pub redis_version: Option<Spanned<String>>,
     pub default_ttl: Option<Spanned<String>>,
     pub fail_on: Option<Level>,
+    pub help_uri: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,6 +224,8 @@ pub struct Settings {
     pub redis_version: Option<String>,
     pub default_ttl: Option<String>,
     pub fail_on: Option<Level>,
+    /// Documentation link per rule, `{rule}` replaced by the rule name (SARIF `helpUri`).
+    pub help_uri: Option<String>,
 }
 
 fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
@@ -330,6 +334,9 @@ impl Settings {
         if let Some(s) = raw.fail_on {
             self.fail_on = Some(s);
         }
+        if let Some(s) = &raw.help_uri {
+            self.help_uri = Some(s.get_ref().clone());
+        }
     }
 }
 
@@ -387,6 +394,16 @@ fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
             return Err(err(
                 v.span(),
                 "redis-version must look like `7.2` or `8.4`".to_string(),
+                None,
+            ));
+        }
+    }
+    if let Some(v) = &raw.help_uri {
+        if !(v.get_ref().starts_with("https://") || v.get_ref().starts_with("http://")) {
+            return Err(err(
+                v.span(),
+                "help-uri must be an http(s) URL, e.g. `https://docs.example.com/locklint/{rule}`"
+                    .to_string(),
                 None,
             ));
         }

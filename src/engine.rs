@@ -65,6 +65,8 @@ pub struct Report {
     pub config_error: Option<String>,
     /// Findings that fail the run (all of them, unless `fail-on = "error"` lets warnings pass).
     pub failing: usize,
+    /// Configured documentation link per rule (`{rule}` is replaced).
+    pub help_uri: Option<String>,
 }
 
 enum Loaded {
@@ -191,6 +193,7 @@ pub fn run(opts: &Options) -> Report {
         .and_then(|p| resolver.for_file(p).ok())
         .unwrap_or_default();
     let mut report = pool().install(|| analyze_paths(kept, opts, &project_settings));
+    report.help_uri = project_settings.help_uri.clone();
     report.errors.splice(0..0, errors);
     // per-file rule selection, severities and what fails the run
     report.findings.retain_mut(|d| {

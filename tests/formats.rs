@@ -233,3 +233,35 @@ fn output_file_and_statistics() {
     serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("stdout stays JSON");
     assert!(String::from_utf8_lossy(&o.stderr).contains("separate-expire"));
 }
+
+#[test]
+fn sarif_rules_carry_the_configured_help_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("locklint.toml"),
+        "help-uri = \"https://docs.example.com/locklint/{rule}\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("a.rs"), "pub fn f() {}\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(["check", "--format", "sarif"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rules = v["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    let r = rules.iter().find(|r| r["id"] == "separate-expire").unwrap();
+    assert_eq!(
+        r["helpUri"],
+        "https://docs.example.com/locklint/separate-expire"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(["check", "--format", "sarif", "--isolated"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["runs"][0]["tool"]["driver"]["rules"][0]
+        .get("helpUri")
+        .is_none());
+}

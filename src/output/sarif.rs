@@ -72,7 +72,7 @@ fn physical(l: &Location, root: &Path) -> Value {
     })
 }
 
-fn rule_descriptor(info: &RuleInfo) -> Value {
+fn rule_descriptor(info: &RuleInfo, help_uri: Option<&str>) -> Value {
     let full = info
         .doc
         .lines()
@@ -80,7 +80,7 @@ fn rule_descriptor(info: &RuleInfo) -> Value {
         .take_while(|l| !l.trim().is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    json!({
+    let mut v = json!({
         "id": info.name,
         "name": info.name,
         "shortDescription": { "text": info.summary },
@@ -88,7 +88,11 @@ fn rule_descriptor(info: &RuleInfo) -> Value {
         "help": { "text": info.doc, "markdown": info.doc },
         "defaultConfiguration": { "level": level(info.severity) },
         "properties": { "tags": ["concurrency", "distributed-lock"] },
-    })
+    });
+    if let Some(uri) = help_uri {
+        v["helpUri"] = json!(uri.replace("{rule}", info.name));
+    }
+    v
 }
 
 fn result(d: &Diagnostic, index: usize, root: &Path) -> Value {
@@ -154,7 +158,7 @@ pub fn render(report: &Report) -> String {
                 "version": env!("CARGO_PKG_VERSION"),
                 "semanticVersion": env!("CARGO_PKG_VERSION"),
                 "informationUri": INFORMATION_URI,
-                "rules": infos.iter().map(|i| rule_descriptor(i)).collect::<Vec<_>>(),
+                "rules": infos.iter().map(|i| rule_descriptor(i, report.help_uri.as_deref())).collect::<Vec<_>>(),
             }},
             "originalUriBaseIds": { URI_BASE: { "uri": root_uri } },
             "columnKind": "unicodeCodePoints",
