@@ -210,3 +210,22 @@ async fn rebuild() {}
     let found: Vec<_> = analyse(&[("job.rs", src)]).iter().map(at).collect();
     assert_eq!(found, vec![("advisory-lock-unbalanced", 3, 48)]);
 }
+
+#[test]
+fn a_transaction_lock_outside_a_transaction_protects_nothing_after_it() {
+    let src = r#"use sqlx::PgConnection;
+async fn setup(conn: &mut PgConnection) -> sqlx::Result<()> {
+    conn.execute("select pg_advisory_xact_lock(42); create table if not exists t (id bigint primary key);").await?;
+    sqlx::query("insert into t (id) values ($1)").bind(1).execute(&mut *conn).await?;
+    Ok(())
+}
+"#;
+    assert!(analyse(&[("setup.rs", src)]).is_empty());
+}
+
+#[test]
+fn t_sql_batches_are_not_reported_as_parse_errors() {
+    let sql = "IF OBJECT_ID('dbo.t') IS NOT NULL BEGIN DROP TABLE dbo.t END\nGO\nCREATE TABLE t (id INT)\nGO\n";
+    let found: Vec<_> = analyse(&[("setup.sql", sql)]).iter().map(at).collect();
+    assert!(found.is_empty(), "{found:?}");
+}

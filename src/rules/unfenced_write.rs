@@ -9,6 +9,7 @@ use super::sql_matching::{
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
 use crate::frontend::sql::{Schema, Statement};
+use crate::ir::Executor;
 use crate::ir::{FileIr, OpKind};
 use crate::locks::Project;
 
@@ -108,7 +109,14 @@ impl Rule for UnfencedWrite {
                             !(h.key.starts_with("advisory:")
                                 && (a.all || h.key == format!("advisory:{}", a.args)))
                         });
-                    } else {
+                    } else if a.session
+                        || run
+                            .embedded
+                            .exec
+                            .as_ref()
+                            .is_some_and(|x| x.executor == Executor::Transaction)
+                    {
+                        // a transaction-level lock outside a transaction ends with its own statement
                         sql_holds.push(Hold {
                             key: format!("advisory:{}", a.args),
                             at,

@@ -273,14 +273,15 @@ pub fn analyze(ir: &mut FileIr) {
         } else {
             e.text.clone()
         };
-        // tool placeholders (`${schema}`, `{{table}}`) and MySQL `DELIMITER` blocks are not
-        // parseable as plain SQL: analyse what parses, report nothing else
+        // tool placeholders (`${schema}`, `{{table}}`), MySQL `DELIMITER` blocks and T-SQL
+        // batches (`GO`) are not parseable as plain SQL: analyse what parses, report nothing else
         let templated = text.contains("${")
             || text.contains("{{")
             || text.lines().any(|l| {
-                l.trim_start()
-                    .get(..10)
+                let t = l.trim();
+                t.get(..10)
                     .is_some_and(|w| w.eq_ignore_ascii_case("delimiter "))
+                    || t.eq_ignore_ascii_case("go")
             });
         let report = certainly_sql(&e.origin) && !templated;
         let mut cx = facts::Context {
