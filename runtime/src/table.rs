@@ -71,6 +71,18 @@ pub fn migration_sql(dialect: Dialect, table: &str) -> Result<String, InvalidIde
     Ok(dialect.lock_migration().replace(DEFAULT_TABLE, table))
 }
 
+/// Runs the same sqlx expression on whichever pool backs the lock (the pools' types differ,
+/// so the expression is instantiated once per database).
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            LockPool::Postgres($p) => $body,
+            LockPool::MySql($p) => $body,
+            LockPool::Sqlite($p) => $body,
+        }
+    };
+}
+
 /// A connection pool of one of the supported databases.
 #[derive(Debug, Clone)]
 pub enum LockPool {
@@ -291,11 +303,10 @@ impl TableLock {
     /// Creates the lock table if it does not exist.
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
         let sql = self.migration_sql();
-        match &self.pool {
-            LockPool::Postgres(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
-            LockPool::MySql(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
-            LockPool::Sqlite(p) => sqlx::raw_sql(&sql).execute(p).await.map(|_| ()),
-        }
+        on_pool!(&self.pool, |p| sqlx::raw_sql(&sql)
+            .execute(p)
+            .await
+            .map(|_| ()))
     }
 
     /// Takes the lock `name` for `ttl` if it is free (never acquired, released, or expired by
@@ -421,26 +432,12 @@ impl TableLock {
     /// changing nothing, when the row no longer carries this lease's owner (it was taken over
     /// after expiring). The row is kept, so the fence keeps increasing.
     pub async fn release(&self, lease: &TableLease) -> Result<bool, sqlx::Error> {
-        let rows = match &self.pool {
-            LockPool::Postgres(p) => sqlx::query(&self.sql.release)
-                .bind(&lease.name)
-                .bind(&lease.owner)
-                .execute(p)
-                .await?
-                .rows_affected(),
-            LockPool::MySql(p) => sqlx::query(&self.sql.release)
-                .bind(&lease.name)
-                .bind(&lease.owner)
-                .execute(p)
-                .await?
-                .rows_affected(),
-            LockPool::Sqlite(p) => sqlx::query(&self.sql.release)
-                .bind(&lease.name)
-                .bind(&lease.owner)
-                .execute(p)
-                .await?
-                .rows_affected(),
-        };
+        let rows = on_pool!(&self.pool, |p| sqlx::query(&self.sql.release)
+            .bind(&lease.name)
+            .bind(&lease.owner)
+            .execute(p)
+            .await?
+            .rows_affected());
         Ok(rows > 0)
     }
 }
