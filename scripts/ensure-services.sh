@@ -1,7 +1,8 @@
 #!/bin/sh
 # Makes sure the server binaries the test suites need are installed:
 #   redis-server (package redis-server), PostgreSQL initdb/postgres (postgresql),
-#   mariadbd (mariadb-server).
+#   mariadbd (mariadb-server), and chromium (chromium) for the headless check of
+#   `locklint audit --format html`.
 # A missing binary is installed with apt-get when running as root on Debian/Ubuntu;
 # otherwise the script says what to install. It never fails because a service is already
 # there, and never starts or stops servers (the test harnesses start throwaway servers
@@ -73,6 +74,12 @@ if have_mariadb; then
     echo "ensure-services: mariadbd present"
 else
     install_pkg mariadb-server
+fi
+
+if have chromium || have chromium-browser; then
+    echo "ensure-services: chromium present"
+else
+    install_pkg chromium
 fi
 
 exit 0

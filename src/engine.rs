@@ -42,6 +42,12 @@ pub struct Options {
     /// Rules not to run, on top of a configuration's `ignore`.
     pub ignore: Vec<String>,
     pub config: ConfigSource,
+    /// `--redis-version`: overrides the configuration's `redis-version` (fix flavour).
+    pub redis_version: Option<String>,
+    /// `--default-ttl`: overrides the configuration's `default-ttl` (fix flavour).
+    pub default_ttl: Option<String>,
+    /// File contents to use instead of what is on disk (fixes applied in memory).
+    pub overlay: Option<std::sync::Arc<std::collections::HashMap<PathBuf, String>>>,
 }
 
 /// Something worth telling the user that is not a finding (a skipped file).
@@ -67,6 +73,10 @@ pub struct Report {
     pub failing: usize,
     /// Configured documentation link per rule (`{rule}` is replaced).
     pub help_uri: Option<String>,
+    /// With `--fix`: how many findings the fixes removed.
+    pub fixed: Option<usize>,
+    /// Unsafe fixes are applied (`--unsafe-fixes`).
+    pub unsafe_fixes: bool,
 }
 
 enum Loaded {
@@ -75,7 +85,10 @@ enum Loaded {
     Failed(PathError),
 }
 
-fn load(path: PathBuf) -> Loaded {
+fn load(path: PathBuf, overlay: Option<&std::collections::HashMap<PathBuf, String>>) -> Loaded {
+    if let Some(text) = overlay.and_then(|o| o.get(&path)) {
+        return Loaded::File(SourceFile::new(path, text.clone()));
+    }
     let shown = display_path(&path);
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
@@ -187,11 +200,21 @@ pub fn run(opts: &Options) -> Report {
             }
         }
     }
-    let project_settings = opts
+    let mut project_settings = opts
         .paths
         .first()
         .and_then(|p| resolver.for_file(p).ok())
         .unwrap_or_default();
+    if opts.redis_version.is_some() || opts.default_ttl.is_some() {
+        let mut s = (*project_settings).clone();
+        if opts.redis_version.is_some() {
+            s.redis_version = opts.redis_version.clone();
+        }
+        if opts.default_ttl.is_some() {
+            s.default_ttl = opts.default_ttl.clone();
+        }
+        project_settings = Arc::new(s);
+    }
     let mut report = pool().install(|| analyze_paths(kept, opts, &project_settings));
     report.help_uri = project_settings.help_uri.clone();
     report.errors.splice(0..0, errors);
@@ -224,7 +247,8 @@ pub fn run(opts: &Options) -> Report {
 }
 
 fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Report {
-    let loaded: Vec<Loaded> = paths.into_par_iter().map(load).collect();
+    let overlay = opts.overlay.as_deref();
+    let loaded: Vec<Loaded> = paths.into_par_iter().map(|p| load(p, overlay)).collect();
     let mut report = Report::default();
     let mut sources = Vec::new();
     for l in loaded {

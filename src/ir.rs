@@ -256,6 +256,11 @@ pub struct Op {
     pub value: Option<(Value, Span)>,
     /// The whole command expression.
     pub span: Span,
+    /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
+    /// operation of a plain statement of its block: what deleting the command deletes.
+    pub stmt: Option<Span>,
+    /// Written inside a macro invocation's arguments (`join!(..)`, `dbg!(..)`).
+    pub in_macro: bool,
     pub result: ResultUse,
     pub deps: Vec<Dep>,
     pub channel: Channel,

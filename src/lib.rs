@@ -5,6 +5,7 @@
 //! are locks and expands lock helpers at their call sites, each rule in [`rules`] reads those
 //! traces and emits [`diagnostic::Diagnostic`]s, and [`output`] renders them.
 
+pub mod audit;
 pub mod baseline;
 pub mod cli;
 pub mod config;

@@ -162,12 +162,66 @@ impl<'a> Trace<'a> {
 /// Facts rules consult across traces.
 #[derive(Debug, Default)]
 pub struct Facts {
+    /// What fixes may assume: the target Redis version and the TTL for locks without one.
+    pub fix: FixSettings,
     /// Acquires without an expiry that are followed by a separate expiry in some trace.
     pub acquires_expired_later: HashSet<NodeId>,
     /// Expiry commands that follow an acquire without expiry in some trace.
     pub expiries_after_acquire: HashSet<NodeId>,
     /// Keys (see [`scoped_identity`]) acquired with NX somewhere.
     pub acquired_nx: HashSet<String>,
+}
+
+/// Settings that choose the form of fixes (`redis-version`, `default-ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixSettings {
+    /// Target Redis version (major, minor): `DELEX ... IFEQ` needs 8.4.
+    pub redis_version: (u32, u32),
+    /// Expiry for locks taken without one, in milliseconds.
+    pub default_ttl_ms: u64,
+}
+
+impl Default for FixSettings {
+    fn default() -> Self {
+        FixSettings {
+            redis_version: (7, 0),
+            default_ttl_ms: 30_000,
+        }
+    }
+}
+
+impl FixSettings {
+    /// From the configuration (unset or invalid values keep the defaults).
+    pub fn of(settings: &crate::config::Settings) -> Self {
+        let mut f = FixSettings::default();
+        if let Some(v) = settings.redis_version.as_deref().and_then(parse_version) {
+            f.redis_version = v;
+        }
+        if let Some(ms) = settings
+            .default_ttl
+            .as_deref()
+            .and_then(crate::config::parse_duration_ms)
+        {
+            f.default_ttl_ms = ms;
+        }
+        f
+    }
+
+    /// Whether the target has `DELEX key IFEQ token` (Redis 8.4).
+    pub fn has_delex(&self) -> bool {
+        self.redis_version >= (8, 4)
+    }
+}
+
+/// `7.2` → (7, 2); `8` → (8, 0).
+pub fn parse_version(s: &str) -> Option<(u32, u32)> {
+    let mut it = s.trim().split('.');
+    let major = it.next()?.parse().ok()?;
+    let minor = match it.next() {
+        Some(m) => m.parse().ok()?,
+        None => 0,
+    };
+    Some((major, minor))
 }
 
 /// The analysed project: every file's intermediate form plus the derived traces and facts.
@@ -613,6 +667,7 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &crate::config::Settings)
     mark_locks(&mut traces, &mut acquired_nx, lock_words);
     let mut facts = collect_facts(&traces);
     facts.acquired_nx = acquired_nx;
+    facts.fix = FixSettings::of(settings);
     Project {
         files,
         traces,

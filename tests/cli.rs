@@ -175,7 +175,8 @@ fn json_has_the_documented_shape() {
         (f["end_line"].as_u64(), f["end_column"].as_u64()),
         (Some(6), Some(50))
     );
-    assert!(f["fix"].is_null());
+    assert_eq!(f["fix"]["applicability"], "safe");
+    assert_eq!(f["fix"]["edits"].as_array().map(Vec::len), Some(2));
     let msg = f["message"].as_str().unwrap();
     assert!(msg.chars().next().unwrap().is_lowercase() && !msg.ends_with('.'));
     let rel = &f["related"][0];

@@ -18,7 +18,7 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
             p.is_file()
                 && p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(prefix))
+                    .is_some_and(|n| n.starts_with(prefix) && !n.ends_with(".fixed"))
         })
         .collect();
     v.sort();

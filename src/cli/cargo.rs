@@ -37,6 +37,8 @@ enum CargoCommand {
     Rules,
     /// Print a rule's documentation page.
     Explain { rule: String },
+    /// Inventory every lock of the selected packages.
+    Audit(super::audit::AuditArgs),
 }
 
 /// The directories of the selected packages, and all member directories (to keep walks apart).
@@ -170,6 +172,12 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
                     print!("{doc}");
                     ExitCode::from(EXIT_CLEAN)
                 }
+                Err(e) => fail(e),
+            }
+        }
+        Some(CargoCommand::Audit(args)) => {
+            return match select(a.manifest_path.as_deref(), &a.package, a.workspace) {
+                Ok(sel) => super::audit::run(&sel.dirs, &sel.members, &args),
                 Err(e) => fail(e),
             }
         }

@@ -104,6 +104,100 @@ fn add_suppressions(report: &crate::engine::Report, reason: &str) -> ExitCode {
     ExitCode::from(if failed { EXIT_ERROR } else { EXIT_CLEAN })
 }
 
+/// `--fix` / `--diff`: apply fixes in memory until they settle, then write the changed files
+/// (or print the diff and stop). Returns the report after fixing and whether a write failed.
+fn fix_files(
+    opts: &Options,
+    args: &ReportArgs,
+    first: crate::engine::Report,
+) -> Result<(crate::engine::Report, bool), ExitCode> {
+    let baseline = match &args.baseline {
+        Some(p) => Some(Baseline::read(p).map_err(|e| fail(format!("{}: {e}", p.display())))?),
+        None => None,
+    };
+    let changed = match &args.changed_since {
+        Some(r) => Some(changed_files(r).map_err(fail)?),
+        None => None,
+    };
+    let refine = |r: &mut crate::engine::Report| {
+        if let Some(changed) = &changed {
+            r.findings.retain(|d| {
+                let p = d
+                    .primary
+                    .file
+                    .path
+                    .canonicalize()
+                    .unwrap_or_else(|_| d.primary.file.path.clone());
+                changed.contains(&p)
+            });
+        }
+        if let Some(b) = &baseline {
+            r.findings = b.filter(std::mem::take(&mut r.findings)).0;
+        }
+    };
+    let level = if args.unsafe_fixes {
+        crate::fix::Level::Unsafe
+    } else {
+        crate::fix::Level::Safe
+    };
+    let plan = crate::fix::plan(first, level, &|overlay| {
+        let mut r = engine::run(&Options {
+            overlay: Some(overlay),
+            ..opts.clone()
+        });
+        refine(&mut r);
+        r
+    });
+    for (file, why) in &plan.backed_out {
+        eprintln!("warning: {file}: {why}");
+    }
+    if plan.unconverged {
+        eprintln!(
+            "warning: fixes were still changing the code after {} passes; the last changes were not applied",
+            crate::fix::MAX_PASSES
+        );
+    }
+    if args.diff {
+        let n: usize = plan.changes.iter().map(|c| c.fixes).sum();
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(crate::fix::unified_diff(&plan.changes).as_bytes())
+            .and_then(|_| stdout.flush());
+        if !args.quiet {
+            eprintln!(
+                "{n} {} would be applied to {} {}",
+                if n == 1 { "fix" } else { "fixes" },
+                plan.changes.len(),
+                if plan.changes.len() == 1 {
+                    "file"
+                } else {
+                    "files"
+                }
+            );
+        }
+        return Err(ExitCode::from(if plan.changes.is_empty() {
+            EXIT_CLEAN
+        } else {
+            EXIT_FINDINGS
+        }));
+    }
+    let mut fixed = 0;
+    let mut failed = false;
+    for c in &plan.changes {
+        match crate::fix::write_atomically(&c.path, &c.original, &c.new) {
+            Ok(()) => fixed += c.fixes,
+            Err(e) => {
+                eprintln!("error: {}: {e}", c.display);
+                failed = true;
+            }
+        }
+    }
+    let mut report = engine::run(opts);
+    refine(&mut report);
+    report.fixed = Some(fixed);
+    Ok((report, failed))
+}
+
 /// Analyse `paths` and print the report; returns the process exit code.
 pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
     if let Err(e) = validate_rules(&args.select, "--select") {
@@ -118,6 +212,9 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         select: args.select.clone(),
         ignore: args.ignore.clone(),
         config: config_source(args),
+        redis_version: args.redis_version.clone(),
+        default_ttl: args.default_ttl.clone(),
+        overlay: None,
     };
     let mut report = engine::run(&opts);
     if let Some(e) = &report.config_error {
@@ -164,6 +261,17 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
             eprintln!("note: {gone} findings of the baseline are gone (fixed or removed)");
         }
     }
+    let mut write_failed = false;
+    if args.fix || args.diff {
+        match fix_files(&opts, args, std::mem::take(&mut report)) {
+            Ok((r, failed)) => {
+                report = r;
+                write_failed = failed;
+            }
+            Err(code) => return code,
+        }
+    }
+    report.unsafe_fixes = args.unsafe_fixes;
     for e in &report.errors {
         eprintln!(
             "error: {}: {}",
@@ -221,7 +329,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
     {
         // a closed pipe (`| head`) is not an error of the analysis
     }
-    if !report.errors.is_empty() {
+    if !report.errors.is_empty() || write_failed {
         ExitCode::from(EXIT_ERROR)
     } else if report.failing == 0 {
         ExitCode::from(EXIT_CLEAN)

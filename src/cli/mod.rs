@@ -1,5 +1,6 @@
 //! Command-line interface: `locklint check|rules|explain` and `cargo locklint`.
 
+pub mod audit;
 pub mod cargo;
 mod check;
 
@@ -32,6 +33,8 @@ pub struct Cli {
 pub enum Command {
     /// Analyse files and directories (default: the current directory).
     Check(CheckArgs),
+    /// Inventory every lock: mechanism, sites, TTL, fencing, what it protects, and a verdict.
+    Audit(audit::AuditArgs),
     /// List every rule: name, summary, default severity, whether it has a fix.
     Rules,
     /// Print a rule's documentation page.
@@ -105,6 +108,34 @@ pub struct ReportArgs {
     /// Ignore all configuration files.
     #[arg(long)]
     pub isolated: bool,
+    /// Apply safe fixes to the files.
+    #[arg(long)]
+    pub fix: bool,
+    /// With `--fix` or `--diff`, also apply unsafe fixes (valid code, but a judgement call).
+    #[arg(long)]
+    pub unsafe_fixes: bool,
+    /// Print a unified diff of what `--fix` would change, and change nothing.
+    #[arg(long)]
+    pub diff: bool,
+    /// Redis version the fixes may rely on, e.g. `8.4` (overrides `redis-version`).
+    #[arg(long, value_name = "X.Y", value_parser = parse_redis_version)]
+    pub redis_version: Option<String>,
+    /// Expiry that fixes give locks taken without one, e.g. `30s` (overrides `default-ttl`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_ttl)]
+    pub default_ttl: Option<String>,
+}
+
+fn parse_redis_version(s: &str) -> Result<String, String> {
+    crate::locks::parse_version(s)
+        .map(|_| s.trim().to_string())
+        .ok_or_else(|| "must look like `7.2` or `8.4`".to_string())
+}
+
+fn parse_ttl(s: &str) -> Result<String, String> {
+    match crate::config::parse_duration_ms(s) {
+        Some(ms) if ms > 0 => Ok(s.trim().to_string()),
+        _ => Err("must be a duration such as `30s` or `1500ms`".to_string()),
+    }
 }
 
 /// Print an error line and return the error exit code.
@@ -170,6 +201,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
     };
     match cli.command {
         Command::Check(a) => check::run(&a.paths, &[], &a.report),
+        Command::Audit(a) => audit::run(&[], &[], &a),
         Command::Rules => {
             print!("{}", list_rules());
             ExitCode::from(EXIT_CLEAN)

@@ -1,6 +1,6 @@
 //! Human output: miette graphical reports with the source snippet, labels and help.
 
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Severity};
 use crate::engine::Report;
 use crate::source::FileRef;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
@@ -120,8 +120,10 @@ fn rendered(d: &Diagnostic) -> Rendered {
             Severity::Warning => miette::Severity::Warning,
         },
         help: Some(format!(
-            "{}\nsee `locklint explain {}` for details",
-            d.help, d.rule
+            "{}{}\nsee `locklint explain {}` for details",
+            d.help,
+            fix_line(d),
+            d.rule
         )),
         source: NamedSource::new(d.primary.path(), FileSource(file)).with_language("Rust"),
         labels,
@@ -166,8 +168,10 @@ fn plain(d: &Diagnostic) -> String {
         ));
     }
     out.push_str(&format!(
-        "  help: {}\n  see `locklint explain {}` for details\n",
-        d.help, d.rule
+        "  help: {}{}\n  see `locklint explain {}` for details\n",
+        d.help,
+        fix_line(d).replace('\n', "\n  "),
+        d.rule
     ));
     out
 }
@@ -206,13 +210,58 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The summary line: `N findings in M files`.
+/// The line about a finding's fix, starting with a newline; empty without a fix.
+fn fix_line(d: &Diagnostic) -> String {
+    let Some(f) = &d.fix else {
+        return String::new();
+    };
+    match f.applicability {
+        Applicability::Safe => format!("\nfix: {} (applied by `--fix`)", f.message),
+        Applicability::Unsafe => format!(
+            "\nfix: {} (unsafe; applied by `--fix --unsafe-fixes`)",
+            f.message
+        ),
+        Applicability::DisplayOnly => {
+            format!("\nsuggested fix: {} (not applied automatically)", f.message)
+        }
+    }
+}
+
+/// The summary line: `N findings in M files` (after `--fix`: how many were fixed and how
+/// many remain), and how many fixes are available.
 pub fn summary(report: &Report) -> String {
-    format!(
-        "{} in {}",
-        plural(report.findings.len(), "finding"),
-        plural(report.files, "file")
-    )
+    let mut out = match report.fixed {
+        Some(fixed) => format!(
+            "fixed {}; {} remaining in {}",
+            plural(fixed, "finding"),
+            plural(report.findings.len(), "finding"),
+            plural(report.files, "file")
+        ),
+        None => format!(
+            "{} in {}",
+            plural(report.findings.len(), "finding"),
+            plural(report.files, "file")
+        ),
+    };
+    let count = |a: Applicability| {
+        report
+            .findings
+            .iter()
+            .filter(|d| d.fix.as_ref().is_some_and(|f| f.applicability == a))
+            .count()
+    };
+    let safe = count(Applicability::Safe);
+    let risky = count(Applicability::Unsafe);
+    if safe > 0 && report.fixed.is_none() {
+        out.push_str(&format!("\n{} available with --fix", plural(safe, "fix")));
+    }
+    if risky > 0 && !report.unsafe_fixes {
+        out.push_str(&format!(
+            "\n{} available with --unsafe-fixes",
+            plural(risky, "fix")
+        ));
+    }
+    out
 }
 
 /// Render every finding followed by the summary line (unless `quiet`).

@@ -12,7 +12,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "constant-lock-value",
     summary: "a lock is acquired with a constant value instead of a unique per-holder token",
     severity: Severity::Warning,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/constant-lock-value.md"),
 };
 
@@ -39,7 +39,9 @@ impl Rule for ConstantLockValue {
                 ),
                 "store a unique token per holder (for example `uuid::Uuid::new_v4().to_string()`) and compare it when releasing or renewing".to_string(),
             );
-            out.push(with_related(d, call_chain(o)));
+            let mut d = with_related(d, call_chain(o));
+            d.fix = super::fixes::random_token(o);
+            out.push(d);
         }
     }
 }

@@ -2,10 +2,11 @@
 //! checking that the caller still owns it.
 
 use super::sql_matching::{
-    filter_mentions, has_owner_check, lock_table, lock_write, sql_diagnostic, LockWrite,
+    end_before_semicolon, filter_mentions, has_owner_check, lock_table, lock_write,
+    next_placeholder, sql_diagnostic, sql_insert_fix, LockWrite,
 };
 use super::{Rule, RuleInfo};
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Severity};
 use crate::ir::FileIr;
 use crate::locks::Project;
 
@@ -15,7 +16,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "lock-table-no-owner-check",
     summary: "a lock-table release or renewal is keyed by name only, without `owner = ...`",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/lock-table-no-owner-check.md"),
 };
 
@@ -48,14 +49,32 @@ impl Rule for LockTableNoOwnerCheck {
                 ),
                 _ => continue,
             };
-            out.push(sql_diagnostic(
+            let mut d = sql_diagnostic(
                 &INFO,
                 file,
                 filter.span,
                 label,
                 message,
                 format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
-            ));
+            );
+            let sql = file
+                .embedded
+                .get(st.embedded)
+                .and_then(|e| e.text.get(st.start..st.end))
+                .unwrap_or("");
+            let text = format!(" AND {owner} = {}", next_placeholder(sql));
+            d.fix = sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, filter.span),
+                &text,
+                format!(
+                    "match the holder's token too (`{}`), and bind the token",
+                    text.trim()
+                ),
+                Applicability::DisplayOnly,
+            );
+            out.push(d);
         }
     }
 }

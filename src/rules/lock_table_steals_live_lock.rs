@@ -2,11 +2,13 @@
 //! the current lock has expired (or is ours).
 
 use super::sql_matching::{
-    condition_span, filter_mentions, lock_table, lock_write, sql_diagnostic, LockWrite,
+    condition_span, end_before_semicolon, filter_mentions, lock_table, lock_write, sql_diagnostic,
+    sql_insert_fix, LockTable, LockWrite,
 };
 use super::{Rule, RuleInfo};
+use crate::diagnostic::{Applicability, Fix};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::frontend::sql::{Conflict, Kind};
+use crate::frontend::sql::{Conflict, Kind, Statement};
 use crate::ir::FileIr;
 use crate::locks::Project;
 
@@ -16,7 +18,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "lock-table-steals-live-lock",
     summary: "a lock-table upsert overwrites the lock row without checking its expiry or owner",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/lock-table-steals-live-lock.md"),
 };
 
@@ -72,14 +74,78 @@ impl Rule for LockTableStealsLiveLock {
                 Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
                 _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),
             };
-            out.push(sql_diagnostic(
-                &INFO,
-                file,
-                condition_span(st),
-                label,
-                message,
-                help,
-            ));
+            let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
+            d.fix = expiry_guard(file, st, &lt);
+            out.push(d);
         }
     }
+}
+
+/// `ON CONFLICT ... DO UPDATE SET ...` without a `WHERE`: add `WHERE <table>.<expiry> < now()`
+/// so only an expired lock is taken over. Safe when the expiry column is known and the
+/// statement already uses the database clock (`now()`); shown only otherwise.
+fn expiry_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
+    if st.kind == Kind::Update {
+        return update_guard(file, st, lt);
+    }
+    if st.conflict != Conflict::DoUpdate || st.filter.is_some() {
+        return None;
+    }
+    let upsert = st.upsert_span?;
+    let table = st.names.last().cloned().unwrap_or_else(|| lt.table.clone());
+    let expiry = lt.expiry.as_deref();
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("");
+    let applicability = if expiry.is_some() && sql.to_ascii_lowercase().contains("now()") {
+        Applicability::Safe
+    } else {
+        Applicability::DisplayOnly
+    };
+    let expiry = expiry.unwrap_or("expires_at");
+    let text = format!(" WHERE {table}.{expiry} < now()");
+    sql_insert_fix(
+        file,
+        st,
+        end_before_semicolon(file, upsert),
+        &text,
+        format!(
+            "take the row over only when the lock has expired (`{}`)",
+            text.trim()
+        ),
+        applicability,
+    )
+}
+
+/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition.
+fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
+    let filter = st.filter.as_ref()?;
+    let expiry = lt.expiry.as_deref()?;
+    let condition = file.file.text.get(filter.span.start..filter.span.end)?;
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let applicability = if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ")
+    {
+        Applicability::Safe
+    } else {
+        Applicability::DisplayOnly
+    };
+    let text = format!(" AND {expiry} < now()");
+    sql_insert_fix(
+        file,
+        st,
+        end_before_semicolon(file, filter.span),
+        &text,
+        format!(
+            "take the row over only when the lock has expired (`{}`)",
+            text.trim()
+        ),
+        applicability,
+    )
 }

@@ -3,10 +3,12 @@
 
 use super::matching::diagnostic;
 use super::RuleInfo;
-use crate::diagnostic::{Diagnostic, Location, Related};
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Related};
+use crate::frontend::lua::KeyWrite;
 use crate::frontend::lua::{Script, WriteKind};
 use crate::ir::{Event, FileIr, OpKind};
 use crate::locks::Project;
+use crate::source::Span;
 
 /// What one Lua rule reports: which calls, and how it words the finding.
 pub struct LuaRule {
@@ -58,6 +60,7 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
                 message,
                 rule.help.to_string(),
             );
+            d.fix = guard_fix(file, script, w);
             if reason == Reason::Checked {
                 if let Some(at) = script.check_of(&w.key) {
                     d.related.push(Related {
@@ -96,5 +99,76 @@ fn invoked_on_lock_key(script: &Script, file: &FileIr, project: &Project) -> boo
                 && std::ptr::eq(o.func, func)
                 && o.file.path == file.file.path
         })
+    })
+}
+
+/// Make the write conditional on the caller's token, in place:
+/// `if redis.call('get', KEYS[1]) == ARGV[1] then <write> end` for a statement, or
+/// `(redis.call('get', KEYS[1]) == ARGV[1] and <write> or 0)` inside an expression. Unsafe
+/// when the script already takes the token as `ARGV[1]` (compares it, writes it, or leaves
+/// `ARGV[1]` free next to `ARGV[2]`); shown only when the caller has to start passing it.
+fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite) -> Option<Fix> {
+    let emb = file.embedded.get(script.embedded)?;
+    let text = &emb.text;
+    let (start, end) = w.range;
+    let call = text.get(start..end)?;
+    let before = text.get(..start)?;
+    let line_before = before.rsplit('\n').next().unwrap_or("").trim_end();
+    let expression = ["return", "=", "(", ",", "and", "or", "not"]
+        .iter()
+        .any(|p| line_before.ends_with(p))
+        && !line_before.ends_with("then");
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let writes_argv1 = call.replace(' ', "").contains(",ARGV[1]");
+    let compares_argv1 = compact.contains("==ARGV[1]")
+        || compact.contains("~=ARGV[1]")
+        || compact.contains("ARGV[1]==")
+        || compact.contains("ARGV[1]~=");
+    let argv1_free = !compact.contains("ARGV[1]") && compact.contains("ARGV[2]");
+    let mut applicability = if compares_argv1 || writes_argv1 || argv1_free {
+        Applicability::Unsafe
+    } else {
+        Applicability::DisplayOnly
+    };
+    if emb.origin != "file" {
+        let literal = file
+            .file
+            .text
+            .get(emb.span.start..emb.span.end)
+            .unwrap_or("");
+        if !(literal.ends_with('"') || literal.ends_with('#')) {
+            applicability = Applicability::DisplayOnly;
+        }
+    }
+    let check = format!("redis.call('get', {}) == ARGV[1]", w.key);
+    let otherwise = if w.command.to_ascii_uppercase().starts_with("SET") {
+        "false"
+    } else {
+        "0"
+    };
+    let (prefix, suffix) = if expression {
+        (format!("({check} and "), format!(" or {otherwise})"))
+    } else {
+        (format!("if {check} then "), " end".to_string())
+    };
+    let s = emb.map.to_source(start);
+    let e = emb.map.span(start, end).end;
+    let edits = vec![
+        Edit {
+            location: Location::new(file.file.clone(), Span::new(s, s)),
+            replacement: prefix,
+        },
+        Edit {
+            location: Location::new(file.file.clone(), Span::new(e, e)),
+            replacement: suffix,
+        },
+    ];
+    Some(Fix {
+        message: format!(
+            "{} only while `{}` holds the caller's token (`ARGV[1]`)",
+            w.command, w.key
+        ),
+        applicability,
+        edits,
     })
 }

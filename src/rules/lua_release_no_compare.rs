@@ -14,7 +14,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "lua-release-no-compare",
     summary: "a Lua script DELs / UNLINKs a lock key without comparing it with the caller's token",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/lua-release-no-compare.md"),
 };
 

@@ -14,7 +14,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "lua-renew-no-compare",
     summary: "a Lua script PEXPIREs / EXPIREs / SET KEEPTTLs a lock key without comparing it with the caller's token",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/lua-renew-no-compare.md"),
 };
 

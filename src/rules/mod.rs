@@ -3,6 +3,7 @@
 mod advisory_lock_on_pool;
 mod advisory_lock_unbalanced;
 mod constant_lock_value;
+mod fixes;
 mod get_then_set;
 mod lock_result_ignored;
 mod lock_table_client_clock;
@@ -14,7 +15,7 @@ mod lua_renew_no_compare;
 mod matching;
 mod separate_expire;
 mod setnx_without_expiry;
-mod sql_matching;
+pub(crate) mod sql_matching;
 mod unconditional_release;
 mod unconditional_renew;
 mod unfenced_write;

@@ -1,10 +1,11 @@
 //! `setnx-without-expiry`: a lock is acquired with no expiry and nothing sets one later.
 
+use super::fixes::{self, worst};
 use super::matching::{call_chain, diagnostic, key_text, site, with_related};
 use super::{Rule, RuleInfo};
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use crate::ir::OpKind;
-use crate::locks::{Facts, Trace};
+use crate::locks::{Facts, Trace, TraceOp};
 
 pub struct SetnxWithoutExpiry;
 
@@ -12,7 +13,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "setnx-without-expiry",
     summary: "a lock is acquired with SETNX / SET NX and never given an expiry",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/setnx-without-expiry.md"),
 };
 
@@ -45,7 +46,23 @@ impl Rule for SetnxWithoutExpiry {
                     "set the expiry in the same command: `SET {key} <unique token> NX PX <ttl>` (redis-rs `set_options` with `ExistenceCheck::NX` and `SetExpiry::PX`)"
                 ),
             );
-            out.push(with_related(d, call_chain(o)));
+            let mut d = with_related(d, call_chain(o));
+            d.fix = add_expiry(o, facts);
+            out.push(d);
         }
     }
+}
+
+/// Give the acquire the default expiry (`--default-ttl`): a judgement call, so unsafe.
+fn add_expiry(o: &TraceOp, facts: &Facts) -> Option<Fix> {
+    let ttl = fixes::Ttl::millis(facts.fix.default_ttl_ms);
+    let (edits, applicability) = fixes::acquire_with_expiry(o, &ttl)?;
+    fixes::fix(
+        format!(
+            "acquire with an expiry of {} ms (`PX {}`); choose a TTL longer than the work the lock protects",
+            facts.fix.default_ttl_ms, ttl.text
+        ),
+        worst(applicability, Applicability::Unsafe),
+        edits,
+    )
 }

@@ -286,3 +286,86 @@ pub fn exec_method(file: &FileIr, span: Span) -> String {
         .take_while(|c| c.is_alphanumeric() || *c == '_')
         .collect()
 }
+
+/// A fix that inserts `text` at file offset `at` inside a statement's SQL. Inside a Rust
+/// string literal the text must not need escaping; when it would, the fix is only shown.
+pub fn sql_insert_fix(
+    file: &FileIr,
+    st: &Statement,
+    at: usize,
+    text: &str,
+    message: String,
+    applicability: crate::diagnostic::Applicability,
+) -> Option<crate::diagnostic::Fix> {
+    sql_edit_fix(file, st, Span::new(at, at), text, message, applicability)
+}
+
+/// A fix that replaces `span` (inside a statement's SQL) with `text`; see [`sql_insert_fix`].
+pub fn sql_edit_fix(
+    file: &FileIr,
+    st: &Statement,
+    span: Span,
+    text: &str,
+    message: String,
+    applicability: crate::diagnostic::Applicability,
+) -> Option<crate::diagnostic::Fix> {
+    use crate::diagnostic::{Applicability, Edit, Fix};
+    let emb = file.embedded.get(st.embedded)?;
+    if span.start < emb.span.start || span.end > emb.span.end {
+        return None;
+    }
+    let mut applicability = applicability;
+    if emb.origin != "file" {
+        let literal = file
+            .file
+            .text
+            .get(emb.span.start..emb.span.end)
+            .unwrap_or("");
+        let raw = literal.starts_with('r') || literal.starts_with("br");
+        let needs_escape = text.contains('"') || (!raw && text.contains('\\'));
+        // a literal assembled from pieces (`concat!`) or with the insertion point outside
+        // its quotes cannot take the text as is
+        if needs_escape || !(literal.ends_with('"') || literal.ends_with('#')) {
+            applicability = Applicability::DisplayOnly;
+        }
+    }
+    Some(Fix {
+        message,
+        applicability,
+        edits: vec![Edit {
+            location: Location::new(file.file.clone(), span),
+            replacement: text.to_string(),
+        }],
+    })
+}
+
+/// The end of a statement part in the file, before a trailing `;`.
+pub fn end_before_semicolon(file: &FileIr, span: Span) -> usize {
+    let text = file.file.text.get(span.start..span.end).unwrap_or("");
+    let trimmed = text.trim_end();
+    let trimmed = trimmed.strip_suffix(';').unwrap_or(trimmed).trim_end();
+    span.start + trimmed.len()
+}
+
+/// The next positional parameter of a statement: `$n` after the highest one, or `?` when it
+/// uses question marks.
+pub fn next_placeholder(sql: &str) -> String {
+    let mut max = 0;
+    let bytes = sql.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'$' {
+            let digits: String = sql[i + 1..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<usize>() {
+                max = max.max(n);
+            }
+        }
+    }
+    if max == 0 && sql.contains('?') {
+        "?".to_string()
+    } else {
+        format!("${}", max + 1)
+    }
+}

@@ -15,7 +15,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "unconditional-release",
     summary: "a lock is released with DEL / UNLINK / GETDEL without an atomic token comparison",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/unconditional-release.md"),
 };
 
@@ -24,7 +24,7 @@ impl Rule for UnconditionalRelease {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
             if o.op.kind != OpKind::Delete || !o.is_lock || o.op.watched {
                 continue;
@@ -52,7 +52,9 @@ impl Rule for UnconditionalRelease {
                 .into_iter()
                 .collect();
             rel.extend(call_chain(o));
-            out.push(with_related(d, rel));
+            let mut d = with_related(d, rel);
+            d.fix = super::fixes::guarded_release(o, &facts.fix);
+            out.push(d);
         }
     }
 }

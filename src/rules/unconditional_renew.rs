@@ -15,7 +15,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "unconditional-renew",
     summary: "a lock is renewed with EXPIRE / PEXPIRE without an atomic ownership check",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/unconditional-renew.md"),
 };
 
@@ -64,7 +64,13 @@ impl Rule for UnconditionalRenew {
                 .into_iter()
                 .collect();
             rel.extend(call_chain(o));
-            out.push(with_related(d, rel));
+            let mut d = with_related(d, rel);
+            d.fix = if overwrite {
+                None
+            } else {
+                super::fixes::guarded_renew(o)
+            };
+            out.push(d);
         }
     }
 }

@@ -3,8 +3,9 @@
 //! while a lock taken earlier in the function is held, with neither a fence nor idempotence.
 
 use super::sql_matching::{
-    condition_span, fence_column, has_fence_guard, is_idempotent, issues_fences, lock_table,
-    lock_write, overwrites, related, runs, sql_diagnostic, warning, LockWrite,
+    condition_span, end_before_semicolon, fence_column, has_fence_guard, is_idempotent,
+    issues_fences, lock_table, lock_write, next_placeholder, overwrites, related, runs,
+    sql_diagnostic, sql_insert_fix, warning, LockWrite,
 };
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
@@ -19,7 +20,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "unfenced-write",
     summary: "a write protected only by a lock: no fencing-token comparison and not idempotent",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/unfenced-write.md"),
 };
 
@@ -54,14 +55,16 @@ impl Rule for UnfencedWrite {
                 continue;
             };
             let table = st.table.as_deref().unwrap_or_default();
-            out.push(sql_diagnostic(
+            let mut d = sql_diagnostic(
                 &INFO,
                 file,
                 condition_span(st),
                 format!("`{fence}` is not compared here"),
                 format!("this write to fenced table `{table}` does not compare `{fence}` with the writer's fencing token; a holder whose lock already expired can overwrite newer data"),
                 format!("add `AND {fence} < $n` (the incoming token) to the `WHERE` clause and set `{fence} = $n`"),
-            ));
+            );
+            d.fix = fence_guard(file, st, &fence);
+            out.push(d);
         }
         for f in &file.functions {
             let trace = project.traces.iter().find(|t| std::ptr::eq(t.root, f));
@@ -165,5 +168,70 @@ impl Rule for UnfencedWrite {
                 out.push(d);
             }
         }
+    }
+}
+
+/// (a): compare the fencing column with the token the statement writes to it (`AND fence <
+/// $1`, or `WHERE t.fence < EXCLUDED.fence` on an upsert): safe. When the statement does not
+/// write the column, the token is unknown and the fix is only shown.
+fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diagnostic::Fix> {
+    use crate::diagnostic::Applicability;
+    let written = st
+        .assignments
+        .iter()
+        .find(|a| a.column == fence)
+        .and_then(|a| a.value.span)
+        .and_then(|s| file.file.text.get(s.start..s.end))
+        .map(str::to_string);
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("");
+    match (&st.filter, st.upsert_span) {
+        (None, Some(upsert)) if st.conflict == crate::frontend::sql::Conflict::DoUpdate => {
+            let table = st.names.last().cloned().or_else(|| st.table.clone())?;
+            let (value, applicability) = match &written {
+                Some(v) => (v.clone(), Applicability::Safe),
+                None => (format!("EXCLUDED.{fence}"), Applicability::DisplayOnly),
+            };
+            let text = format!(" WHERE {table}.{fence} < {value}");
+            sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, upsert),
+                &text,
+                format!(
+                    "overwrite only with a newer fencing token (`{}`)",
+                    text.trim()
+                ),
+                applicability,
+            )
+        }
+        (Some(filter), _) if st.conflict == crate::frontend::sql::Conflict::None => {
+            let condition = file
+                .file
+                .text
+                .get(filter.span.start..filter.span.end)
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let (value, mut applicability) = match &written {
+                Some(v) => (v.clone(), Applicability::Safe),
+                None => (next_placeholder(sql), Applicability::DisplayOnly),
+            };
+            if condition.contains(" or ") {
+                applicability = Applicability::DisplayOnly;
+            }
+            let text = format!(" AND {fence} < {value}");
+            sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, filter.span),
+                &text,
+                format!("write only with a newer fencing token (`{}`)", text.trim()),
+                applicability,
+            )
+        }
+        _ => None,
     }
 }

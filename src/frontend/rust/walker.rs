@@ -141,6 +141,8 @@ pub struct FnWalker<'a> {
     embedded_base: usize,
     /// Declared types of parameters, for telling pools from connections.
     param_types: Vec<(String, String)>,
+    /// How many macro invocations the walk is inside.
+    macro_depth: usize,
 }
 
 impl Scope for FnWalker<'_> {
@@ -340,6 +342,7 @@ impl<'a> FnWalker<'a> {
             embedded: Vec::new(),
             embedded_base,
             param_types,
+            macro_depth: 0,
         }
     }
 
@@ -509,6 +512,7 @@ impl<'a> FnWalker<'a> {
         let n = block.stmts.len();
         for (i, stmt) in block.stmts.iter().enumerate() {
             let last = i + 1 == n;
+            let events_mark = self.events.len();
             match stmt {
                 syn::Stmt::Local(l) => self.local(l),
                 syn::Stmt::Expr(e, semi) => {
@@ -527,9 +531,58 @@ impl<'a> FnWalker<'a> {
                 }
                 syn::Stmt::Item(_) => {}
             }
+            self.mark_statement(stmt, events_mark);
         }
         self.env.truncate(env_mark);
         self.deps.truncate(deps_mark);
+    }
+
+    /// Record `stmt` as the statement of the one operation it produced, when it is a plain
+    /// statement (a `let`, or an expression with `;` that is not a block or control flow).
+    fn mark_statement(&mut self, stmt: &syn::Stmt, mark: usize) {
+        let plain = match stmt {
+            syn::Stmt::Local(_) => true,
+            syn::Stmt::Expr(e, Some(_)) => !matches!(
+                e,
+                syn::Expr::If(_)
+                    | syn::Expr::While(_)
+                    | syn::Expr::Loop(_)
+                    | syn::Expr::ForLoop(_)
+                    | syn::Expr::Match(_)
+                    | syn::Expr::Block(_)
+                    | syn::Expr::Unsafe(_)
+                    | syn::Expr::Closure(_)
+                    | syn::Expr::Async(_)
+            ),
+            _ => false,
+        };
+        if !plain {
+            return;
+        }
+        // one operation; other events (calls in its arguments) must lie inside it
+        let new = &self.events[mark.min(self.events.len())..];
+        let ops: Vec<usize> = new
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e, Event::Op(_)))
+            .map(|(i, _)| mark + i)
+            .collect();
+        let [at] = ops[..] else { return };
+        let Event::Op(op) = &self.events[at] else {
+            return;
+        };
+        let inside = new.iter().all(|e| match e {
+            Event::Op(_) => true,
+            Event::Call(c) => op.span.start <= c.span.start && c.span.end <= op.span.end,
+            Event::Sql { .. } => false,
+        });
+        let span = self.span_of(stmt);
+        if !inside || op.stmt.is_some() || span.start > op.span.start || op.span.end > span.end {
+            return;
+        }
+        if let Event::Op(op) = &mut self.events[at] {
+            op.stmt = Some(span);
+        }
     }
 
     /// A statement-level expression; returns dependencies that hold for the rest of the block.
@@ -903,10 +956,16 @@ impl<'a> FnWalker<'a> {
                 self.embed_literal(&a, Language::Sql, "sqlx macro");
             }
         }
+        self.macro_depth += 1;
+        self.mac_body(mac, &name, u);
+        self.macro_depth -= 1;
+    }
+
+    fn mac_body(&mut self, mac: &syn::Macro, name: &str, u: ResultUse) {
         if let Some(args) = macro_args(mac) {
             let single = args.len() == 1;
             for a in &args {
-                let au = if single && matches!(name.as_str(), "dbg") {
+                let au = if single && matches!(name, "dbg") {
                     u.clone()
                 } else {
                     ResultUse::Used
@@ -1316,6 +1375,8 @@ impl<'a> FnWalker<'a> {
             key_span: key.span,
             value,
             span,
+            stmt: None,
+            in_macro: self.macro_depth > 0,
             result,
             deps: self.current_deps(),
             channel,

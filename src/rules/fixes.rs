@@ -1,0 +1,632 @@
+//! Building fixes for the Redis rules: text edits in the code's own style (typed redis-rs,
+//! `redis::cmd` builders, fred), with an applicability that drops when the code is unusual.
+
+use crate::diagnostic::{Applicability, Edit, Fix, Location};
+use crate::ir::{Channel, OpKind, ResultUse};
+use crate::locks::TraceOp;
+use crate::source::{FileRef, Span};
+
+/// The less certain of two applicabilities.
+pub fn worst(a: Applicability, b: Applicability) -> Applicability {
+    fn rank(a: Applicability) -> u8 {
+        match a {
+            Applicability::Safe => 0,
+            Applicability::Unsafe => 1,
+            Applicability::DisplayOnly => 2,
+        }
+    }
+    if rank(a) >= rank(b) {
+        a
+    } else {
+        b
+    }
+}
+
+/// A fix from edits; `None` when there are none.
+pub fn fix(message: String, applicability: Applicability, edits: Vec<Edit>) -> Option<Fix> {
+    (!edits.is_empty()).then_some(Fix {
+        message,
+        applicability,
+        edits,
+    })
+}
+
+pub fn edit(file: &FileRef, span: Span, replacement: impl Into<String>) -> Edit {
+    Edit {
+        location: Location::new(file.clone(), span),
+        replacement: replacement.into(),
+    }
+}
+
+fn snippet(file: &FileRef, span: Span) -> &str {
+    file.text.get(span.start..span.end).unwrap_or("")
+}
+
+/// The unit of an expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Millis,
+}
+
+impl Unit {
+    pub fn word(self) -> &'static str {
+        match self {
+            Unit::Seconds => "EX",
+            Unit::Millis => "PX",
+        }
+    }
+}
+
+/// An expiry as source text.
+#[derive(Debug, Clone)]
+pub struct Ttl {
+    pub text: String,
+    pub unit: Unit,
+}
+
+impl Ttl {
+    pub fn millis(ms: u64) -> Ttl {
+        Ttl {
+            text: group_digits(ms),
+            unit: Unit::Millis,
+        }
+    }
+
+    fn is_literal(&self) -> bool {
+        self.text.chars().all(|c| c.is_ascii_digit() || c == '_')
+    }
+
+    /// The text as a value of the integer type `ty`, cast when it is not a literal.
+    fn typed(&self, ty: &str) -> String {
+        // `x as i64` becomes `x as u64` rather than a double cast
+        for int in ["i32", "i64", "u32", "u64", "usize", "isize"] {
+            if let Some(base) = self.text.strip_suffix(&format!(" as {int}")) {
+                if !base.contains(' ') {
+                    return format!("{base} as {ty}");
+                }
+            }
+        }
+        if self.is_literal() || self.text.ends_with(&format!("as {ty}")) {
+            self.text.clone()
+        } else if self
+            .text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | ':' | '(' | ')'))
+        {
+            format!("{} as {ty}", self.text)
+        } else {
+            format!("({}) as {ty}", self.text)
+        }
+    }
+}
+
+/// `30000` → `30_000`.
+fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    if s.len() <= 4 {
+        return s;
+    }
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push('_');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Arguments of a command as source texts: typed `name(a, b)` or a builder
+/// `cmd("NAME").arg(a).arg(b)`, without the command name.
+fn command_args(file: &FileRef, o: &TraceOp) -> Option<Vec<String>> {
+    let text = snippet(file, o.op.span);
+    let src = if text.starts_with("redis::") || text.starts_with("::") {
+        text.to_string()
+    } else {
+        format!("__receiver.{text}")
+    };
+    let expr: syn::Expr = syn::parse_str(&src).ok()?;
+    let mut chain = Vec::new();
+    let mut cur = &expr;
+    loop {
+        match cur {
+            syn::Expr::MethodCall(m) => {
+                chain.push((m.method.to_string(), m.args.iter().cloned().collect()));
+                cur = &m.receiver;
+            }
+            syn::Expr::Call(c) => {
+                chain.push(("cmd".to_string(), c.args.iter().cloned().collect()));
+                break;
+            }
+            _ => break,
+        }
+    }
+    chain.reverse();
+    let lines = crate::source::LineIndex::new(&src);
+    let show = |e: &syn::Expr| -> String {
+        // the argument's own text, from the snippet
+        let sp = syn::spanned::Spanned::span(e);
+        let (s, t) = (sp.start(), sp.end());
+        let a = lines.offset(&src, s.line, s.column);
+        let b = lines.offset(&src, t.line, t.column);
+        src.get(a..b).unwrap_or("").to_string()
+    };
+    let mut out: Vec<String> = Vec::new();
+    let builder = o.op.command.chars().any(|c| c.is_ascii_uppercase());
+    for (name, args) in &chain {
+        let args: &Vec<syn::Expr> = args;
+        if builder {
+            if name == "arg" || name == "cmd" {
+                out.extend(args.iter().map(show));
+            }
+        } else if chain.len() == 1 || name == &o.op.command {
+            out.extend(args.iter().map(show));
+        }
+    }
+    if builder && !out.is_empty() {
+        // drop the command name
+        out.remove(0);
+    }
+    Some(out)
+}
+
+/// The expiry a separate `EXPIRE`/`PEXPIRE` sets.
+pub fn expire_ttl(o: &TraceOp) -> Option<Ttl> {
+    let cmd = o.op.command.to_ascii_lowercase();
+    let unit = match cmd.as_str() {
+        "expire" => Unit::Seconds,
+        "pexpire" => Unit::Millis,
+        _ => return None,
+    };
+    let args = command_args(&o.file, o)?;
+    let text = args.get(1)?.trim().to_string();
+    if text.is_empty() {
+        return None;
+    }
+    Some(Ttl { text, unit })
+}
+
+/// Whether the command's reply type changes when SETNX becomes `SET .. NX`: integer `1`/`0`
+/// becomes `OK`/nil. What the caller reads it into decides whether that still works.
+fn reply_applicability(o: &TraceOp) -> Applicability {
+    if let ResultUse::Ignored(_) = o.result {
+        return Applicability::Safe;
+    }
+    let Some(stmt) = o.op.stmt else {
+        return Applicability::Unsafe;
+    };
+    let Ok(syn::Stmt::Local(l)) = syn::parse_str::<syn::Stmt>(snippet(&o.file, stmt)) else {
+        return Applicability::Unsafe;
+    };
+    let syn::Pat::Type(t) = &l.pat else {
+        return Applicability::Unsafe;
+    };
+    let ty = quote::ToTokens::to_token_stream(&t.ty)
+        .to_string()
+        .replace(' ', "");
+    if ty == "bool" || ty == "()" || ty.starts_with("Option<") {
+        Applicability::Safe
+    } else if matches!(
+        ty.as_str(),
+        "i8" | "i16" | "i32" | "i64" | "isize" | "u8" | "u16" | "u32" | "u64" | "usize"
+    ) {
+        Applicability::DisplayOnly
+    } else {
+        Applicability::Unsafe
+    }
+}
+
+/// The whitespace that separates the links of a method chain ending at `end`, to keep a
+/// multi-line chain multi-line.
+fn chain_separator(file: &FileRef, span: Span) -> String {
+    let text = snippet(file, span);
+    let Some(dot) = text.rfind(".arg(") else {
+        return String::new();
+    };
+    let before = &text[..dot];
+    let ws_start = before.trim_end().len();
+    let ws = &before[ws_start..];
+    if ws.contains('\n') {
+        ws.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Edits that make an acquire without expiry carry `ttl`, in the acquire's style, with how
+/// safe they are as far as the acquire itself goes.
+pub fn acquire_with_expiry(o: &TraceOp, ttl: &Ttl) -> Option<(Vec<Edit>, Applicability)> {
+    if !matches!(
+        o.op.kind,
+        OpKind::Write {
+            nx: true,
+            expiry: None,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let file = &o.file;
+    let text = snippet(file, o.op.span);
+    let mut applicability = if o.op.in_macro {
+        Applicability::DisplayOnly
+    } else {
+        Applicability::Safe
+    };
+    let word = ttl.unit.word();
+    let edits = match o.op.command.as_str() {
+        "set_nx" => {
+            let key = snippet(file, o.op.key_span);
+            let (_, vspan) = o.op.value.as_ref()?;
+            let value = snippet(file, *vspan);
+            applicability = worst(applicability, reply_applicability(o));
+            vec![edit(
+                file,
+                o.op.span,
+                format!(
+                    "set_options({key}, {value}, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{word}({})))",
+                    ttl.typed("u64")
+                ),
+            )]
+        }
+        "set_options" => {
+            // the options argument: after the value, up to the closing parenthesis
+            let (_, vspan) = o.op.value.as_ref()?;
+            let rest_span = Span::new(vspan.end, o.op.span.end.checked_sub(1)?);
+            let rest = snippet(file, rest_span);
+            let opts = rest.trim_start().strip_prefix(',')?.trim();
+            if opts.is_empty() || opts.contains(',') {
+                return None;
+            }
+            let at = rest_span.start + rest.find(opts)? + opts.len();
+            vec![edit(
+                file,
+                Span::new(at, at),
+                format!(
+                    ".with_expiration(redis::SetExpiry::{word}({}))",
+                    ttl.typed("u64")
+                ),
+            )]
+        }
+        // fred: set(key, value, expiration, options, get)
+        "set" => {
+            let (_, vspan) = o.op.value.as_ref()?;
+            let rest = snippet(file, Span::new(vspan.end, o.op.span.end));
+            let after_comma = rest.trim_start().strip_prefix(',')?;
+            let lead = rest.len() - after_comma.len();
+            let trimmed = after_comma.trim_start();
+            let start = vspan.end + lead + (after_comma.len() - trimmed.len());
+            if !trimmed.starts_with("None") {
+                return None;
+            }
+            let next = trimmed["None".len()..].trim_start();
+            if !next.starts_with(',') {
+                return None;
+            }
+            vec![edit(
+                file,
+                Span::new(start, start + "None".len()),
+                format!(
+                    "Some(fred::types::Expiration::{word}({}))",
+                    ttl.typed("i64")
+                ),
+            )]
+        }
+        "SET ... NX" | "SETNX" => {
+            if !text.ends_with(')') {
+                return None;
+            }
+            let sep = chain_separator(file, o.op.span);
+            let mut edits = Vec::new();
+            let mut tail = String::new();
+            if o.op.command == "SETNX" {
+                let lower = text.to_ascii_lowercase();
+                let at = lower.find("\"setnx\"")?;
+                let s = o.op.span.start + at;
+                edits.push(edit(file, Span::new(s, s + "\"setnx\"".len()), "\"SET\""));
+                tail.push_str(&format!("{sep}.arg(\"NX\")"));
+                applicability = worst(applicability, reply_applicability(o));
+            }
+            tail.push_str(&format!("{sep}.arg(\"{word}\"){sep}.arg({})", ttl.text));
+            edits.push(edit(file, Span::new(o.op.span.end, o.op.span.end), tail));
+            edits
+        }
+        _ => return None,
+    };
+    if let Channel::Pipeline { .. } = o.op.channel {
+        applicability = Applicability::DisplayOnly;
+    }
+    Some((edits, applicability))
+}
+
+/// The span that deleting a statement removes: its whole lines when nothing else is on them.
+pub fn statement_removal(file: &FileRef, stmt: Span) -> Span {
+    let text = &file.text;
+    let line_start = text[..stmt.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_end = text[stmt.end..]
+        .find('\n')
+        .map(|i| stmt.end + i + 1)
+        .unwrap_or(text.len());
+    let before_blank = text[line_start..stmt.start].trim().is_empty();
+    let after_blank = text[stmt.end..line_end].trim().is_empty();
+    if before_blank && after_blank {
+        Span::new(line_start, line_end)
+    } else {
+        stmt
+    }
+}
+
+/// Widen a removal that empties `if flag { .. }` (a plain condition, no `else`) to the whole
+/// `if`, so no empty block is left behind.
+pub fn widen_to_empty_if(file: &FileRef, removal: Span) -> Span {
+    let text = &file.text;
+    let before = &text[..removal.start];
+    let after = &text[removal.end..];
+    let Some(open) = before.trim_end().strip_suffix('{') else {
+        return removal;
+    };
+    let Some(close_rest) = after.trim_start().strip_prefix('}') else {
+        return removal;
+    };
+    let line_start = open.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let head = open[line_start..].trim();
+    let Some(cond) = head.strip_prefix("if ") else {
+        return removal;
+    };
+    let cond = cond.trim().trim_start_matches('!');
+    let plain = !cond.is_empty()
+        && cond
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    let rest_line = close_rest.split('\n').next().unwrap_or("");
+    if !plain || !rest_line.trim().is_empty() {
+        return removal;
+    }
+    let end = text.len() - close_rest.len() + rest_line.len();
+    let end = if text[end..].starts_with('\n') {
+        end + 1
+    } else {
+        end
+    };
+    Span::new(line_start, end)
+}
+
+/// The span that removes a command from a method chain: `.expire(..)` and the whitespace
+/// before it, and a directly following `.ignore()`.
+pub fn chain_link_removal(file: &FileRef, span: Span) -> Option<Span> {
+    let text = &file.text;
+    let before = text[..span.start].trim_end();
+    let dot = before.strip_suffix('.')?;
+    let start = dot.trim_end().len();
+    let mut end = span.end;
+    let after = &text[end..];
+    let trimmed = after.trim_start();
+    if let Some(rest) = trimmed.strip_prefix(".ignore()") {
+        end += after.len() - rest.len();
+    }
+    Some(Span::new(start, end))
+}
+
+/// Identifiers a TTL expression reads that are bound by a `let` between `from` and `to`:
+/// moving the expression before them would not compile.
+pub fn bound_between(file: &FileRef, ttl: &Ttl, from: usize, to: usize) -> bool {
+    if from >= to {
+        return false;
+    }
+    let between = &file.text[from..to];
+    ttl.text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && *w != "self" && *w != "as"
+        })
+        .any(|w| {
+            between.contains(&format!("let {w} "))
+                || between.contains(&format!("let {w}:"))
+                || between.contains(&format!("let mut {w}"))
+                || between.contains(&format!("let {w}="))
+        })
+}
+
+/// The constant value of an acquire replaced by a random token.
+pub fn random_token(o: &TraceOp) -> Option<Fix> {
+    let (_, vspan) = o.op.value.as_ref()?;
+    fix(
+        "write a random token instead of the constant (keep it to release and renew the lock)"
+            .to_string(),
+        Applicability::DisplayOnly,
+        vec![edit(&o.file, *vspan, "uuid::Uuid::new_v4().to_string()")],
+    )
+}
+
+/// Compare-and-delete: deletes the key only while it holds the caller's token.
+pub const RELEASE_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Compare-and-expire, for `EXPIRE` (`expire`) or `PEXPIRE` (`pexpire`).
+fn renew_lua(command: &str) -> String {
+    format!("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{command}', KEYS[1], ARGV[2]) else return 0 end")
+}
+
+/// A variable or field that holds the holder's token, as an argument expression
+/// (`&token`, `&self.token`), when one is in scope before the operation.
+pub fn token_in_scope(o: &TraceOp) -> Option<String> {
+    const NAMES: &[&str] = &[
+        "token",
+        "lock_token",
+        "owner_token",
+        "lease_token",
+        "holder_token",
+        "owner",
+        "holder",
+        "lock_value",
+    ];
+    let f = o.func;
+    for name in NAMES {
+        if f.params.iter().any(|p| p == name) {
+            return Some(name.to_string());
+        }
+        let text = &o.file.text;
+        let used = f
+            .uses
+            .iter()
+            .find(|(n, at)| n == name && *at < o.op.span.start && *at > f.span.start);
+        if f.has_self && o.file.text.contains(&format!("self.{name}")) && used.is_none() {
+            return Some(format!("&self.{name}"));
+        }
+        if let Some((_, at)) = used {
+            let field = text[..*at].trim_end().ends_with("self.");
+            return Some(if field {
+                format!("&self.{name}")
+            } else {
+                format!("&{name}")
+            });
+        }
+    }
+    None
+}
+
+fn is_fred(o: &TraceOp) -> bool {
+    o.file.text.contains("fred::")
+}
+
+/// Replace a plain `DEL` / `UNLINK` of a lock with an atomic compare-and-delete: `DELEX key
+/// IFEQ token` on Redis 8.4+, a Lua script before. Unsafe when a token is in scope (the
+/// guess may be wrong), shown only otherwise.
+pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Option<Fix> {
+    let cmd = o.op.command.as_str();
+    if !matches!(cmd, "del" | "unlink" | "DEL" | "UNLINK") || is_fred(o) {
+        return None;
+    }
+    let (token, mut applicability) = match token_in_scope(o) {
+        Some(t) => (t, Applicability::Unsafe),
+        None => ("&token".to_string(), Applicability::DisplayOnly),
+    };
+    if o.op.in_macro || matches!(o.op.channel, Channel::Pipeline { .. }) {
+        applicability = Applicability::DisplayOnly;
+    }
+    let file = &o.file;
+    let key = snippet(file, o.op.key_span);
+    let delex = settings.has_delex();
+    let (replacement, message) = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
+        if command_args(file, o)?.len() != 1 {
+            return None;
+        }
+        if delex {
+            (
+                format!("del_ex({key}, redis::ValueComparison::ifeq({token}))"),
+                "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
+            )
+        } else {
+            (
+                format!(
+                    "invoke_script(&redis::Script::new({RELEASE_LUA:?}).key({key}).arg({token}))"
+                ),
+                "delete only while the lock holds this holder's token (a compare-and-delete script)",
+            )
+        }
+    } else {
+        if command_args(file, o)?.len() != 1 {
+            return None;
+        }
+        let text = snippet(file, o.op.span);
+        let base = text.find(['"'])?;
+        let lead = &text[..base];
+        if delex {
+            (
+                format!("{lead}\"DELEX\").arg({key}).arg(\"IFEQ\").arg({token})"),
+                "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
+            )
+        } else {
+            (
+                format!("{lead}\"EVAL\").arg({RELEASE_LUA:?}).arg(1).arg({key}).arg({token})"),
+                "delete only while the lock holds this holder's token (a compare-and-delete script)",
+            )
+        }
+    };
+    let message = if applicability == Applicability::Unsafe {
+        format!("{message}; check that `{token}` is this holder's token")
+    } else {
+        format!("{message}; pass the token this holder wrote when it acquired the lock")
+    };
+    fix(
+        message,
+        applicability,
+        vec![edit(file, o.op.span, replacement)],
+    )
+}
+
+/// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
+/// script. Unsafe when a token is in scope, shown only otherwise.
+pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
+    let cmd = o.op.command.as_str();
+    let lua_cmd = match cmd {
+        "expire" | "EXPIRE" => "expire",
+        "pexpire" | "PEXPIRE" => "pexpire",
+        _ => return None,
+    };
+    if is_fred(o) {
+        return None;
+    }
+    let (token, mut applicability) = match token_in_scope(o) {
+        Some(t) => (t, Applicability::Unsafe),
+        None => ("&token".to_string(), Applicability::DisplayOnly),
+    };
+    if o.op.in_macro || matches!(o.op.channel, Channel::Pipeline { .. }) {
+        applicability = Applicability::DisplayOnly;
+    }
+    let file = &o.file;
+    let args = command_args(file, o)?;
+    if args.len() != 2 {
+        return None;
+    }
+    let key = snippet(file, o.op.key_span);
+    let ttl = args[1].trim();
+    let lua = renew_lua(lua_cmd);
+    let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
+        format!("invoke_script(&redis::Script::new({lua:?}).key({key}).arg({token}).arg({ttl}))")
+    } else {
+        let text = snippet(file, o.op.span);
+        let base = text.find(['"'])?;
+        let lead = &text[..base];
+        format!("{lead}\"EVAL\").arg({lua:?}).arg(1).arg({key}).arg({token}).arg({ttl})")
+    };
+    let message = if applicability == Applicability::Unsafe {
+        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); check that `{token}` is this holder's token")
+    } else {
+        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); pass the token this holder wrote when it acquired the lock")
+    };
+    fix(
+        message,
+        applicability,
+        vec![edit(file, o.op.span, replacement)],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped_like_rust_literals() {
+        assert_eq!(group_digits(30_000), "30_000");
+        assert_eq!(group_digits(1500), "1500");
+        assert_eq!(group_digits(1_234_567), "1_234_567");
+    }
+
+    #[test]
+    fn ttl_texts_are_cast_when_not_literals() {
+        let t = |s: &str| Ttl {
+            text: s.to_string(),
+            unit: Unit::Seconds,
+        };
+        assert_eq!(t("60").typed("u64"), "60");
+        assert_eq!(t("TTL_SECS").typed("u64"), "TTL_SECS as u64");
+        assert_eq!(t("a + 1").typed("u64"), "(a + 1) as u64");
+        assert_eq!(t("x as u64").typed("u64"), "x as u64");
+        assert_eq!(
+            t("d.as_millis() as i64").typed("u64"),
+            "d.as_millis() as u64"
+        );
+    }
+}

@@ -1,0 +1,369 @@
+//! `locklint audit` end to end over the fixture codebases in `fixtures/audit/`: the table,
+//! JSON and Markdown are snapshotted; every lock appears exactly once with the expected
+//! mechanism and verdict; cache, session and rate-limit keys never appear; the HTML page is
+//! self-contained and, loaded in headless Chromium, shows every lock.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn locklint(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("run locklint")
+}
+
+/// `locklint audit fixtures/audit/<name> --format <format>` from the repository root.
+fn audit(name: &str, format: &str) -> String {
+    let path = format!("fixtures/audit/{name}");
+    let o = locklint(&root(), &["audit", &path, "--format", format]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 output")
+}
+
+fn json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&audit(name, "json")).expect("valid JSON")
+}
+
+const FIXTURES: &[&str] = &[
+    "invoicing-unfenced",
+    "invoicing-fenced",
+    "job-runner",
+    "scheduler",
+    "cache",
+    "runtime-lease",
+];
+
+/// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
+/// (lock, mechanism, verdict).
+type Expected = (&'static str, &'static str, &'static str);
+
+const EXPECTED: &[(&str, &[Expected])] = &[
+    (
+        "invoicing-unfenced",
+        &[(
+            "lock:invoice:{}",
+            "redis-set-nx-px",
+            "unsafe-for-correctness",
+        )],
+    ),
+    (
+        "invoicing-fenced",
+        &[("lock:invoice:{}", "redis-set-nx-px", "fine-for-efficiency")],
+    ),
+    (
+        "job-runner",
+        &[
+            (
+                "advisory(hashtext('jobs:nightly-billing'))",
+                "advisory-transaction",
+                "fine-for-correctness",
+            ),
+            ("advisory(42)", "advisory-session", "broken"),
+        ],
+    ),
+    (
+        "scheduler",
+        &[("table scheduler_locks", "lock-table", "broken")],
+    ),
+    (
+        "cache",
+        &[("lock:report:{}", "redis-set-nx-px", "no-lock-needed")],
+    ),
+    (
+        "runtime-lease",
+        &[("digest", "runtime-redis", "fine-for-efficiency")],
+    ),
+];
+
+#[test]
+fn table_snapshots() {
+    for f in FIXTURES {
+        insta::assert_snapshot!(format!("table_{f}"), audit(f, "table"));
+    }
+}
+
+#[test]
+fn json_snapshots() {
+    for f in FIXTURES {
+        insta::assert_snapshot!(format!("json_{f}"), audit(f, "json"));
+    }
+}
+
+#[test]
+fn markdown_snapshots() {
+    for f in FIXTURES {
+        insta::assert_snapshot!(format!("markdown_{f}"), audit(f, "markdown"));
+    }
+}
+
+#[test]
+fn every_lock_once_with_mechanism_and_verdict() {
+    for (fixture, expected) in EXPECTED {
+        let doc = json(fixture);
+        assert_eq!(doc["version"], 1);
+        let locks = doc["locks"].as_array().expect("locks");
+        let names: Vec<&str> = locks.iter().map(|l| l["name"].as_str().unwrap()).collect();
+        let mut want: Vec<&str> = expected.iter().map(|e| e.0).collect();
+        let mut got = names.clone();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{fixture}: locks found");
+        for (name, mechanism, verdict) in *expected {
+            let found: Vec<&serde_json::Value> =
+                locks.iter().filter(|l| l["name"] == *name).collect();
+            assert_eq!(found.len(), 1, "{fixture}: `{name}` appears exactly once");
+            assert_eq!(found[0]["mechanism"], *mechanism, "{fixture}: `{name}`");
+            assert_eq!(found[0]["verdict"], *verdict, "{fixture}: `{name}`");
+        }
+        assert_eq!(doc["summary"]["locks"], locks.len());
+    }
+}
+
+#[test]
+fn one_lock_built_in_two_places_is_listed_once_with_both_acquires() {
+    let doc = json("invoicing-unfenced");
+    let lock = &doc["locks"][0];
+    let acquires = lock["acquires"].as_array().unwrap();
+    let files: Vec<&str> = acquires
+        .iter()
+        .map(|a| a["site"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "fixtures/audit/invoicing-unfenced/src/billing.rs",
+            "fixtures/audit/invoicing-unfenced/src/refunds.rs"
+        ]
+    );
+    for a in acquires {
+        assert_eq!(a["ttl"], "30000 ms");
+        assert_eq!(a["token"], "unique");
+        assert_eq!(a["checked"], true);
+    }
+    assert_eq!(lock["fencing"]["minted"].as_array().unwrap().len(), 0);
+    assert_eq!(lock["protects"].as_array().unwrap().len(), 4);
+    assert_eq!(lock["purpose"]["value"], "correctness");
+    let steps = lock["next_steps"].as_array().unwrap();
+    assert!(steps
+        .iter()
+        .any(|s| s.as_str().unwrap().starts_with("add a fence here: ")));
+    assert!(steps
+        .iter()
+        .any(|s| s.as_str().unwrap().contains("advisory lock")));
+}
+
+#[test]
+fn fenced_lock_reports_the_mint_and_the_checked_write() {
+    let doc = json("invoicing-fenced");
+    let fencing = &doc["locks"][0]["fencing"];
+    assert_eq!(fencing["minted"].as_array().unwrap().len(), 1);
+    assert_eq!(fencing["checked_writes"].as_array().unwrap().len(), 1);
+    let protects = doc["locks"][0]["protects"].as_array().unwrap();
+    assert!(protects
+        .iter()
+        .all(|w| w["fenced"] == true || w["idempotent"] == true));
+}
+
+#[test]
+fn broken_locks_carry_the_findings_of_their_path() {
+    let doc = json("scheduler");
+    let lock = &doc["locks"][0];
+    let rules: Vec<&str> = lock["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"lock-table-no-owner-check"), "{rules:?}");
+    assert_eq!(lock["renewed"], true);
+    assert_eq!(lock["releases"][0]["owner_checked"], false);
+}
+
+#[test]
+fn no_cache_session_or_rate_limit_key_is_a_lock() {
+    for f in FIXTURES {
+        let doc = json(f);
+        for l in doc["locks"].as_array().unwrap() {
+            let name = l["name"].as_str().unwrap();
+            for word in ["cache", "session", "ratelimit", "profile", "total"] {
+                assert!(!name.contains(word), "{f}: `{name}` is not a lock");
+            }
+        }
+    }
+    let table = audit("cache", "table");
+    assert!(!table.contains("session:"), "{table}");
+    assert!(!table.contains("ratelimit:"), "{table}");
+    assert!(!table.contains("cache:user"), "{table}");
+}
+
+#[test]
+fn declared_purpose_wins_over_inference() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/audit/invoicing-unfenced");
+    for sub in ["src", "migrations"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::write(
+        dir.path().join("locklint.toml"),
+        "[locks.\"lock:invoice:{id}\"]\npurpose = \"efficiency\"\n",
+    )
+    .unwrap();
+    let o = locklint(dir.path(), &["audit", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lock = &doc["locks"][0];
+    assert_eq!(lock["purpose"]["value"], "efficiency");
+    assert_eq!(lock["purpose"]["source"], "config");
+    assert_eq!(lock["verdict"], "fine-for-efficiency");
+    // paths are relative to the current directory
+    assert_eq!(lock["acquires"][0]["site"]["path"], "src/billing.rs");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = locklint(&root(), &["audit", "--format", "yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = locklint(&root(), &["audit", "fixtures/audit/does-not-exist"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn html_page() -> String {
+    let mut page = String::new();
+    for f in FIXTURES {
+        page = audit(f, "html");
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        for (fixture, expected) in EXPECTED {
+            if fixture == f {
+                for (name, _, verdict) in *expected {
+                    let escaped = name.replace('\'', "&#39;");
+                    assert!(page.contains(&escaped), "{f}: `{name}` in the page");
+                    assert!(page.contains(verdict), "{f}: `{verdict}` in the page");
+                }
+            }
+        }
+    }
+    page
+}
+
+#[test]
+fn html_is_self_contained_and_lists_every_lock() {
+    let page = html_page();
+    assert!(!page.contains("http://"), "no network references");
+    assert!(!page.contains("https://"), "no network references");
+    for attr in ["src=", "href="] {
+        for (i, _) in page.match_indices(attr) {
+            let value = &page[i + attr.len()..];
+            assert!(
+                value.starts_with("\"#"),
+                "only in-page links: {}",
+                &value[..value.len().min(60)]
+            );
+        }
+    }
+    assert!(page.contains("<style>") && page.contains("<script>"));
+    assert!(page.contains("id=\"by-verdict\""), "the summary chart");
+}
+
+/// The whole fixture tree in one page, loaded in headless Chromium (Debian package
+/// `chromium`, installed by `scripts/ensure-services.sh`).
+#[test]
+fn html_renders_in_a_browser() {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| {
+            Command::new("which")
+                .arg(c)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "chromium is not installed: install the Debian package `chromium` \
+                 (apt-get install chromium; scripts/ensure-services.sh does it as root)"
+            )
+        });
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("audit.html");
+    let o = locklint(
+        &root(),
+        &[
+            "audit",
+            "fixtures/audit",
+            "--format",
+            "html",
+            "--output-file",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let url = format!("file://{}", page.display());
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+    ];
+    let dom = Command::new(chromium)
+        .args(base)
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(
+        dom.contains("data-sortable=\"ready\""),
+        "the page script ran"
+    );
+    for (_, expected) in EXPECTED {
+        for (name, _, _) in *expected {
+            let escaped = name.replace('\'', "&#39;");
+            assert!(
+                dom.contains(&format!("<tr data-lock=\"{escaped}\""))
+                    || dom.contains(&format!("<tr data-lock=\"{name}\"")),
+                "`{name}` is a row of the rendered table"
+            );
+        }
+    }
+    let shot = dir.path().join("audit.png");
+    let s = Command::new(chromium)
+        .args(base)
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1280,900")
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    let png = std::fs::read(&shot).unwrap_or_else(|e| {
+        panic!(
+            "no screenshot ({e}): {}",
+            String::from_utf8_lossy(&s.stderr)
+        )
+    });
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    assert!(png.len() > 10_000, "the screenshot shows a page");
+}

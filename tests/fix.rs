@@ -1,0 +1,374 @@
+//! Fixes: every fixable `bad_*` fixture, fixed with safe and unsafe fixes until nothing
+//! changes, must equal its `bad_*.fixed` file, still parse, and no longer trigger its rule;
+//! and `--fix` / `--diff` on the command line.
+
+use locklint::diagnostic::Applicability;
+use locklint::engine::{self, Options};
+use locklint::fix::{self, Level};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn fixtures_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+fn relative(p: &Path) -> PathBuf {
+    p.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn options(path: &Path, overlay: Option<Arc<HashMap<PathBuf, String>>>) -> Options {
+    Options {
+        paths: vec![path.to_path_buf()],
+        overlay,
+        ..Default::default()
+    }
+}
+
+/// The fixture's text after every safe and unsafe fix, and whether they settled.
+fn fixed_text(path: &Path) -> (Option<String>, fix::Plan) {
+    let first = engine::run(&options(path, None));
+    let plan = fix::plan(first, Level::Unsafe, &|overlay| {
+        engine::run(&options(path, Some(overlay)))
+    });
+    let text = plan
+        .changes
+        .iter()
+        .find(|c| c.path == path)
+        .map(|c| c.new.clone());
+    (text, plan)
+}
+
+fn parse_problems(path: &Path, text: &str) -> usize {
+    let file = locklint::source::SourceFile::new(path.to_path_buf(), text.to_string());
+    locklint::frontend::analyze(0, file).problems.len()
+}
+
+#[test]
+fn fixable_fixtures_match_their_fixed_files() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let update = std::env::var("INSTA_UPDATE").is_ok_and(|v| v == "always")
+        || std::env::var_os("LOCKLINT_UPDATE_FIXED").is_some();
+    let mut failures = Vec::new();
+    let mut fixed_any = 0;
+    for info in locklint::rules::infos() {
+        let dir = fixtures_root().join(info.name);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut bad: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("bad_") && !n.ends_with(".fixed"))
+            })
+            .collect();
+        bad.sort();
+        for f in bad {
+            let rel = relative(&f);
+            let expected_path = PathBuf::from(format!("{}.fixed", f.display()));
+            let original = std::fs::read_to_string(&f).unwrap();
+            let (text, plan) = fixed_text(&rel);
+            if plan.unconverged {
+                failures.push(format!("{}: fixes did not converge", rel.display()));
+            }
+            if !plan.backed_out.is_empty() {
+                failures.push(format!(
+                    "{}: fixes were backed out: {:?}",
+                    rel.display(),
+                    plan.backed_out
+                ));
+            }
+            let Some(text) = text else {
+                if expected_path.exists() {
+                    if update {
+                        std::fs::remove_file(&expected_path).unwrap();
+                    } else {
+                        failures.push(format!(
+                            "{}: no fix applies, but {} exists",
+                            rel.display(),
+                            relative(&expected_path).display()
+                        ));
+                    }
+                }
+                continue;
+            };
+            fixed_any += 1;
+            if parse_problems(&rel, &text) > parse_problems(&rel, &original) {
+                failures.push(format!("{}: the fixed code does not parse", rel.display()));
+            }
+            // the rule no longer fires on the fixed text
+            let mut overlay = HashMap::new();
+            overlay.insert(rel.clone(), text.clone());
+            let after = engine::run(&options(&rel, Some(Arc::new(overlay))));
+            let still: Vec<_> = after
+                .findings
+                .iter()
+                .filter(|d| {
+                    d.rule == info.name
+                        && d.fix
+                            .as_ref()
+                            .is_some_and(|x| x.applicability != Applicability::DisplayOnly)
+                })
+                .map(|d| d.primary.start().line)
+                .collect();
+            if !still.is_empty() {
+                failures.push(format!(
+                    "{}: `{}` still fires after fixing, at lines {still:?}",
+                    rel.display(),
+                    info.name
+                ));
+            }
+            let expected = std::fs::read_to_string(&expected_path).ok();
+            if expected.as_deref() != Some(text.as_str()) {
+                if update {
+                    std::fs::write(&expected_path, &text).unwrap();
+                } else {
+                    failures.push(format!(
+                        "{}: fixed text differs from {} (INSTA_UPDATE=always updates it):\n{}",
+                        rel.display(),
+                        relative(&expected_path).display(),
+                        text
+                    ));
+                }
+            }
+        }
+    }
+    assert!(fixed_any >= 5, "only {fixed_any} fixtures have fixes");
+    assert!(
+        failures.is_empty(),
+        "fix failures:\n{}",
+        failures.join("\n")
+    );
+}
+
+fn locklint(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("run locklint")
+}
+
+const SEPARATE: &str = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_nx("lock:report", token)?;
+    let _: () = con.expire("lock:report", 30)?;
+    Ok(ok)
+}
+"#;
+
+const SEPARATE_FIXED: &str = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_options("lock:report", token, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::EX(30)))?;
+    Ok(ok)
+}
+"#;
+
+const NO_EXPIRY: &str = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_nx("lock:report", token)?;
+    Ok(ok)
+}
+"#;
+
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn diff_prints_the_change_and_writes_nothing() {
+    let dir = project(&[("a.rs", SEPARATE), ("clean.rs", "fn f() {}\n")]);
+    let out = locklint(dir.path(), &["check", "--isolated", "--diff", "."]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("--- a/"), "{stdout}");
+    assert!(stdout.contains("-    let _: () = con.expire(\"lock:report\", 30)?;"));
+    assert!(stdout.contains("+    let ok: bool = con.set_options("));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
+        SEPARATE
+    );
+}
+
+#[test]
+fn fix_applies_safe_fixes_once_and_is_idempotent() {
+    let dir = project(&[("a.rs", SEPARATE), ("clean.rs", "fn f() {}\n")]);
+    let clean_before = std::fs::metadata(dir.path().join("clean.rs"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "."]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
+        SEPARATE_FIXED
+    );
+    assert!(
+        stdout.contains("fixed 1 finding; 0 findings remaining"),
+        "{stdout}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let clean_after = std::fs::metadata(dir.path().join("clean.rs"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(clean_before, clean_after);
+    // a second run changes nothing
+    let again = locklint(dir.path(), &["check", "--isolated", "--fix", "."]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
+        SEPARATE_FIXED
+    );
+    assert!(String::from_utf8_lossy(&again.stdout).contains("fixed 0 findings"));
+}
+
+#[test]
+fn unsafe_fixes_need_the_flag() {
+    let dir = project(&[("a.rs", NO_EXPIRY)]);
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "."]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
+        NO_EXPIRY
+    );
+    assert!(
+        stdout.contains("1 fix available with --unsafe-fixes"),
+        "{stdout}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = locklint(
+        dir.path(),
+        &[
+            "check",
+            "--isolated",
+            "--fix",
+            "--unsafe-fixes",
+            "--default-ttl",
+            "5s",
+            ".",
+        ],
+    );
+    let fixed = std::fs::read_to_string(dir.path().join("a.rs")).unwrap();
+    assert!(fixed.contains("redis::SetExpiry::PX(5000)"), "{fixed}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_read_only_file_is_reported_and_left_alone() {
+    let dir = project(&[("a.rs", SEPARATE)]);
+    let p = dir.path().join("a.rs");
+    let mut perm = std::fs::metadata(&p).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&p, perm).unwrap();
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "."]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("read-only"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), SEPARATE);
+}
+
+#[test]
+fn a_file_changed_during_the_run_is_not_overwritten() {
+    let dir = project(&[("a.rs", SEPARATE)]);
+    let p = dir.path().join("a.rs");
+    let report = engine::run(&options(&p, None));
+    let plan = fix::plan(report, Level::Safe, &|overlay| {
+        engine::run(&options(&p, Some(overlay)))
+    });
+    assert_eq!(plan.changes.len(), 1);
+    // someone edits the file between analysis and writing
+    std::fs::write(&p, "// edited\n").unwrap();
+    let c = &plan.changes[0];
+    assert!(fix::write_atomically(&c.path, &c.original, &c.new).is_err());
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "// edited\n");
+}
+
+#[test]
+fn json_shows_fixes_with_their_applicability() {
+    let dir = project(&[("a.rs", SEPARATE), ("b.rs", NO_EXPIRY)]);
+    let out = locklint(
+        dir.path(),
+        &["check", "--isolated", "--format", "json", "."],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("\"applicability\":\"safe\""), "{text}");
+    assert!(text.contains("\"applicability\":\"unsafe\""), "{text}");
+}
+
+#[test]
+fn bad_fix_flags_are_usage_errors() {
+    let dir = project(&[("a.rs", SEPARATE)]);
+    let out = locklint(dir.path(), &["check", "--redis-version", "eight", "."]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = locklint(dir.path(), &["check", "--default-ttl", "soon", "."]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+const PLAIN_DEL: &str = r#"use redis::AsyncCommands;
+
+pub async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> redis::RedisResult<()> {
+    let ok: bool = con.set_nx("lock:report", token).await?;
+    let _: i64 = con.del("lock:report").await?;
+    Ok(())
+}
+"#;
+
+#[test]
+fn release_fixes_follow_the_redis_version() {
+    let dir = project(&[("a.rs", PLAIN_DEL)]);
+    let before = locklint(
+        dir.path(),
+        &[
+            "check",
+            "--isolated",
+            "--select",
+            "unconditional-release",
+            "--diff",
+            "--unsafe-fixes",
+            ".",
+        ],
+    );
+    let text = String::from_utf8_lossy(&before.stdout);
+    assert!(
+        text.contains("invoke_script(&redis::Script::new("),
+        "{text}"
+    );
+    let after = locklint(
+        dir.path(),
+        &[
+            "check",
+            "--isolated",
+            "--select",
+            "unconditional-release",
+            "--diff",
+            "--unsafe-fixes",
+            "--redis-version",
+            "8.4",
+            ".",
+        ],
+    );
+    let text = String::from_utf8_lossy(&after.stdout);
+    assert!(
+        text.contains("del_ex(\"lock:report\", redis::ValueComparison::ifeq(token))"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
+        PLAIN_DEL
+    );
+}
