@@ -51,6 +51,17 @@ pub fn call_chain(o: &TraceOp) -> Vec<Related> {
         .collect()
 }
 
+/// Related spans of an unguarded release or renewal: the client-side comparison it depends on
+/// (if any), then the calls that led to it.
+pub fn comparison_and_chain(compared: Option<&TraceOp>, o: &TraceOp) -> Vec<Related> {
+    let mut rel: Vec<Related> = compared
+        .map(|r| related(r, "compared here"))
+        .into_iter()
+        .collect();
+    rel.extend(call_chain(o));
+    rel
+}
+
 /// Add related spans, skipping duplicates of the primary span.
 pub fn with_related(mut d: Diagnostic, rel: impl IntoIterator<Item = Related>) -> Diagnostic {
     for r in rel {

@@ -1,7 +1,7 @@
 //! `unconditional-release`: a lock is deleted without an atomic check that the caller still owns it.
 
 use super::matching::{
-    call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
+    command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
     RELEASE_HELP,
 };
 use super::{Rule, RuleInfo};
@@ -47,12 +47,7 @@ impl Rule for UnconditionalRelease {
                 message,
                 RELEASE_HELP.to_string(),
             );
-            let mut rel: Vec<_> = compared
-                .map(|r| related(r, "compared here"))
-                .into_iter()
-                .collect();
-            rel.extend(call_chain(o));
-            let mut d = with_related(d, rel);
+            let mut d = with_related(d, comparison_and_chain(compared, o));
             d.fix = super::fixes::guarded_release(o, &facts.fix);
             out.push(d);
         }

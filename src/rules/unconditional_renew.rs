@@ -1,7 +1,7 @@
 //! `unconditional-renew`: a held lock's expiry is extended without an atomic ownership check.
 
 use super::matching::{
-    call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
+    command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
     RENEW_HELP,
 };
 use super::{Rule, RuleInfo};
@@ -59,12 +59,7 @@ impl Rule for UnconditionalRenew {
                 message,
                 RENEW_HELP.to_string(),
             );
-            let mut rel: Vec<_> = compared
-                .map(|r| related(r, "compared here"))
-                .into_iter()
-                .collect();
-            rel.extend(call_chain(o));
-            let mut d = with_related(d, rel);
+            let mut d = with_related(d, comparison_and_chain(compared, o));
             d.fix = if overwrite {
                 None
             } else {
