@@ -174,3 +174,22 @@ fn rules_and_explain_work_through_cargo() {
     let o = cargo_locklint(dir.path(), &["explain", "separate-expire"]);
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("# separate-expire"));
 }
+
+#[test]
+fn audit_selects_packages_like_check() {
+    let ws = virtual_workspace();
+    let locks = |args: &[&str]| {
+        let o = cargo_locklint(ws.path(), args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["locks"].as_array().unwrap().len()
+    };
+    assert_eq!(locks(&["audit", "-p", "locky", "--format", "json"]), 1);
+    assert_eq!(locks(&["audit", "-p", "clean", "--format", "json"]), 0);
+    assert_eq!(locks(&["audit", "--workspace", "--format", "json"]), 1);
+}

@@ -38,7 +38,23 @@ enum CargoCommand {
     /// Print a rule's documentation page.
     Explain { rule: String },
     /// Inventory every lock of the selected packages.
-    Audit(super::audit::AuditArgs),
+    Audit(CargoAuditArgs),
+}
+
+/// `cargo locklint audit`: package selection plus the audit's own options.
+#[derive(Debug, Args)]
+struct CargoAuditArgs {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    manifest_path: Option<PathBuf>,
+    /// Package(s) to audit.
+    #[arg(short, long, value_name = "SPEC")]
+    package: Vec<String>,
+    /// Audit every package of the workspace.
+    #[arg(long)]
+    workspace: bool,
+    #[command(flatten)]
+    audit: super::audit::AuditArgs,
 }
 
 /// The directories of the selected packages, and all member directories (to keep walks apart).
@@ -176,8 +192,8 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
             }
         }
         Some(CargoCommand::Audit(args)) => {
-            return match select(a.manifest_path.as_deref(), &a.package, a.workspace) {
-                Ok(sel) => super::audit::run(&sel.dirs, &sel.members, &args),
+            return match select(args.manifest_path.as_deref(), &args.package, args.workspace) {
+                Ok(sel) => super::audit::run(&sel.dirs, &sel.members, &args.audit),
                 Err(e) => fail(e),
             }
         }
