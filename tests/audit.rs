@@ -44,6 +44,7 @@ const FIXTURES: &[&str] = &[
     "scheduler",
     "cache",
     "runtime-lease",
+    "redlock",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -85,6 +86,10 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     (
         "runtime-lease",
         &[("digest", "runtime-redis", "fine-for-efficiency")],
+    ),
+    (
+        "redlock",
+        &[("reports:nightly", "redlock", "no-lock-needed")],
     ),
 ];
 

@@ -85,6 +85,8 @@ pub enum Mechanism {
     RuntimeAdvisory,
     /// `locklint-runtime`'s `TableLock`.
     RuntimeTable,
+    /// Redlock across several Redis nodes (the `rslock` / `redlock` crates).
+    Redlock,
 }
 
 impl Mechanism {
@@ -100,6 +102,7 @@ impl Mechanism {
             Mechanism::RuntimeRedis => "locklint-runtime RedisLocker",
             Mechanism::RuntimeAdvisory => "locklint-runtime AdvisoryLock",
             Mechanism::RuntimeTable => "locklint-runtime TableLock",
+            Mechanism::Redlock => "Redlock (multi-node Redis)",
         }
     }
 
@@ -420,6 +423,7 @@ pub fn serde_plain(m: Mechanism) -> &'static str {
         Mechanism::RuntimeRedis => "runtime-redis",
         Mechanism::RuntimeAdvisory => "runtime-advisory",
         Mechanism::RuntimeTable => "runtime-table",
+        Mechanism::Redlock => "redlock",
     }
 }
 

@@ -862,40 +862,77 @@ fn duration_text(text: &str) -> String {
     "dynamic".to_string()
 }
 
+/// A lock API of a library: which file marker and type name identify it, which method names
+/// acquire, and what the lock is.
+struct LibraryLock {
+    marker: &'static str,
+    type_name: &'static str,
+    acquire: &'static [&'static str],
+    mechanism: Mechanism,
+}
+
+/// Lock APIs recognised by name: `locklint-runtime`'s primitives and the Redlock crates.
+const LIBRARY_LOCKS: &[LibraryLock] = &[
+    LibraryLock {
+        marker: "locklint_runtime",
+        type_name: "AdvisoryLock",
+        acquire: &["try_lock", "lock_timeout", "try_lock_xact", "lock_xact"],
+        mechanism: Mechanism::RuntimeAdvisory,
+    },
+    LibraryLock {
+        marker: "locklint_runtime",
+        type_name: "RedisLocker",
+        acquire: &["try_acquire", "acquire", "acquire_timeout", "with_lock"],
+        mechanism: Mechanism::RuntimeRedis,
+    },
+    LibraryLock {
+        marker: "locklint_runtime",
+        type_name: "TableLock",
+        acquire: &["try_acquire", "acquire_timeout"],
+        mechanism: Mechanism::RuntimeTable,
+    },
+    LibraryLock {
+        marker: "rslock",
+        type_name: "LockManager",
+        acquire: &["lock", "acquire", "acquire_no_guard"],
+        mechanism: Mechanism::Redlock,
+    },
+    LibraryLock {
+        marker: "redlock",
+        type_name: "RedLock",
+        acquire: &["lock"],
+        mechanism: Mechanism::Redlock,
+    },
+];
+
 fn runtime_locks(project: &Project) -> Vec<Lock> {
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
     for file in project.files {
         let text = &file.file.text;
-        if !text.contains("locklint_runtime") {
+        let apis: Vec<&LibraryLock> = LIBRARY_LOCKS
+            .iter()
+            .filter(|l| text.contains(l.marker) && text.contains(l.type_name))
+            .collect();
+        if apis.is_empty() {
             continue;
         }
-        let has = |t: &str| text.contains(t);
         for f in &file.functions {
             let calls: Vec<&crate::ir::Call> = f
                 .events
                 .iter()
                 .filter_map(|e| match e {
-                    // calls on `self` are the runtime's own internals
+                    // calls on `self` are the library's own internals
                     Event::Call(c) if c.method && !c.on_self => Some(c),
                     _ => None,
                 })
                 .collect();
             for c in &calls {
-                let mech = match c.name.as_str() {
-                    "try_lock" | "lock_timeout" | "try_lock_xact" | "lock_xact"
-                        if has("AdvisoryLock") =>
-                    {
-                        Mechanism::RuntimeAdvisory
-                    }
-                    "try_acquire" | "acquire" | "acquire_timeout" | "with_lock"
-                        if has("RedisLocker") =>
-                    {
-                        Mechanism::RuntimeRedis
-                    }
-                    "try_acquire" | "acquire_timeout" if has("TableLock") => {
-                        Mechanism::RuntimeTable
-                    }
-                    _ => continue,
+                let Some(mech) = apis
+                    .iter()
+                    .find(|l| l.acquire.contains(&c.name.as_str()))
+                    .map(|l| l.mechanism)
+                else {
+                    continue;
                 };
                 let key = c
                     .args
@@ -942,7 +979,7 @@ fn runtime_locks(project: &Project) -> Vec<Lock> {
                             atomic: true,
                             owner_checked: true,
                         }),
-                        "renew" | "spawn_keep_alive" => lock.renewals.push(Renewal {
+                        "renew" | "spawn_keep_alive" | "extend" => lock.renewals.push(Renewal {
                             site: s,
                             function: f.name.clone(),
                             command: d.name.clone(),
