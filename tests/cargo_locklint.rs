@@ -193,3 +193,90 @@ fn audit_selects_packages_like_check() {
     assert_eq!(locks(&["audit", "-p", "clean", "--format", "json"]), 0);
     assert_eq!(locks(&["audit", "--workspace", "--format", "json"]), 1);
 }
+
+#[test]
+fn message_format_json_is_cargos_message_stream() {
+    use cargo_metadata::diagnostic::{Applicability, DiagnosticLevel};
+    use cargo_metadata::Message;
+    let ws = virtual_workspace();
+    let o = cargo_locklint(ws.path(), &["--message-format=json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let messages: Vec<Message> = Message::parse_stream(&o.stdout[..])
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let diagnostics: Vec<_> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::CompilerMessage(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(matches!(messages.last(), Some(Message::BuildFinished(b)) if !b.success));
+    let d = diagnostics
+        .iter()
+        .find(|c| {
+            c.message
+                .code
+                .as_ref()
+                .is_some_and(|c| c.code == "locklint::setnx-without-expiry")
+        })
+        .expect("the setnx finding");
+    assert!(d.package_id.repr.contains("locky"));
+    assert_eq!(d.message.level, DiagnosticLevel::Error);
+    let primary = d.message.spans.iter().find(|s| s.is_primary).unwrap();
+    assert!(primary.file_name.ends_with("crates/locky/src/lib.rs"));
+    assert_eq!((primary.line_start, primary.column_start), (3, 24));
+    assert_eq!(primary.text[0].highlight_start, 24);
+    // the help child carries the fix as a suggestion rust-analyzer can apply
+    let help = d
+        .message
+        .children
+        .iter()
+        .find(|c| c.level == DiagnosticLevel::Help)
+        .unwrap();
+    let suggestion = help
+        .spans
+        .iter()
+        .find(|s| s.suggested_replacement.is_some())
+        .expect("a suggestion");
+    assert_eq!(
+        suggestion.suggestion_applicability,
+        Some(Applicability::MaybeIncorrect)
+    );
+    assert!(d
+        .message
+        .children
+        .iter()
+        .any(|c| c.level == DiagnosticLevel::Note && c.message.contains("locklint explain")));
+    assert!(d
+        .message
+        .rendered
+        .as_ref()
+        .unwrap()
+        .contains("locklint::setnx-without-expiry"));
+}
+
+#[test]
+fn message_format_json_can_pass_cargo_check_through() {
+    let ws = virtual_workspace();
+    let o = cargo_locklint(
+        ws.path(),
+        &["--message-format=json", "--also", "check", "-p", "clean"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let finished = text
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"build-finished\""))
+        .count();
+    assert_eq!(finished, 1, "{text}");
+    assert!(
+        text.contains("\"reason\":\"compiler-artifact\""),
+        "cargo check's messages come through: {text}"
+    );
+    assert_eq!(o.status.code(), Some(0));
+}

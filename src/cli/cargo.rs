@@ -27,8 +27,30 @@ struct CargoArgs {
     /// Analyse every package of the workspace.
     #[arg(long)]
     workspace: bool,
+    /// `json`: cargo's JSON messages (rustc-style diagnostics with suggested fixes), for
+    /// editors that run `cargo check --message-format=json` (rust-analyzer).
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    message_format: MessageFormat,
+    /// With `--message-format=json`: also run `cargo check` or `cargo clippy` on the same
+    /// packages and pass their messages through, so compiler errors still show.
+    #[arg(long, value_enum, value_name = "COMMAND", requires = "message_format")]
+    also: Option<AlsoRun>,
     #[command(flatten)]
     report: ReportArgs,
+}
+
+/// `--message-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MessageFormat {
+    Human,
+    Json,
+}
+
+/// `--also`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AlsoRun {
+    Check,
+    Clippy,
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,6 +83,8 @@ struct CargoAuditArgs {
 pub struct Selection {
     pub dirs: Vec<PathBuf>,
     pub members: Vec<PathBuf>,
+    /// The selected packages as cargo describes them (for cargo's JSON messages).
+    pub packages: Vec<crate::output::cargo_json::PackageInfo>,
 }
 
 /// The nearest `Cargo.toml` at or above `dir`.
@@ -161,9 +185,23 @@ pub fn select(
             _ => members.clone(),
         }
     };
+    let packages = selected
+        .iter()
+        .map(|p| crate::output::cargo_json::PackageInfo {
+            id: p.id.repr.clone(),
+            manifest_path: p.manifest_path.as_std_path().to_path_buf(),
+            dir: canon(&dir_of(p)),
+            target: p
+                .targets
+                .first()
+                .and_then(|t| serde_json::to_value(t).ok())
+                .unwrap_or(serde_json::Value::Null),
+        })
+        .collect();
     Ok(Selection {
         dirs: selected.iter().map(|p| dir_of(p)).collect(),
         members: member_dirs,
+        packages,
     })
 }
 
@@ -203,5 +241,73 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if a.message_format == MessageFormat::Json {
+        return json_messages(&a, &sel);
+    }
     super::check::run(&sel.dirs, &sel.members, &a.report)
+}
+
+/// `--message-format=json`: cargo's message stream, optionally after `cargo check`'s own.
+fn json_messages(a: &CargoArgs, sel: &Selection) -> ExitCode {
+    use std::io::Write;
+    let mut success = true;
+    let mut out = std::io::stdout().lock();
+    if let Some(also) = a.also {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.arg(match also {
+            AlsoRun::Check => "check",
+            AlsoRun::Clippy => "clippy",
+        })
+        .arg("--message-format=json");
+        if let Some(m) = &a.manifest_path {
+            cmd.arg("--manifest-path").arg(m);
+        }
+        for p in &a.package {
+            cmd.arg("-p").arg(p);
+        }
+        if a.workspace {
+            cmd.arg("--workspace");
+        }
+        match cmd.stderr(std::process::Stdio::inherit()).output() {
+            Ok(o) => {
+                success = o.status.success();
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    // one `build-finished` at the end, for both
+                    if !line.contains("\"reason\":\"build-finished\"") {
+                        let _ = writeln!(out, "{line}");
+                    }
+                }
+            }
+            Err(e) => return fail(format!("cannot run cargo: {e}")),
+        }
+    }
+    if let Err(e) = super::validate_rules(&a.report.select, "--select")
+        .and_then(|_| super::validate_rules(&a.report.ignore, "--ignore"))
+    {
+        return fail(e);
+    }
+    let report = crate::engine::run(&crate::engine::Options {
+        paths: sel.dirs.clone(),
+        exclude_dirs: sel.members.clone(),
+        select: a.report.select.clone(),
+        ignore: a.report.ignore.clone(),
+        config: super::check::config_source(&a.report),
+        ..Default::default()
+    });
+    if let Some(e) = &report.config_error {
+        eprint!("{e}");
+        return ExitCode::from(super::EXIT_ERROR);
+    }
+    let clean = report.failing == 0 && report.errors.is_empty();
+    let text = crate::output::cargo_json::render(&report, &sel.packages, success && clean);
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    if !report.errors.is_empty() {
+        ExitCode::from(super::EXIT_ERROR)
+    } else if success && clean {
+        ExitCode::from(EXIT_CLEAN)
+    } else {
+        ExitCode::from(super::EXIT_FINDINGS)
+    }
 }

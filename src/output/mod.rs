@@ -1,5 +1,6 @@
 //! Renderers: every output format reads the same [`Report`](crate::engine::Report).
 
+pub mod cargo_json;
 pub mod github;
 pub mod gitlab;
 pub mod human;
