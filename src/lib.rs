@@ -17,6 +17,7 @@ pub mod fix;
 pub mod frontend;
 pub mod ir;
 pub mod locks;
+pub mod lsp;
 pub mod output;
 pub mod rules;
 pub mod source;

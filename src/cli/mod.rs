@@ -42,6 +42,8 @@ pub enum Command {
         /// Rule name, e.g. `separate-expire`.
         rule: String,
     },
+    /// Serve the Language Server Protocol over stdin/stdout (diagnostics, fixes, docs).
+    Lsp,
     /// Show the configuration that applies to a path.
     Config {
         /// Print the effective settings.
@@ -207,6 +209,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
             ExitCode::from(EXIT_CLEAN)
         }
         Command::Config { show, path, config } => show_config(show, &path, config.as_deref()),
+        Command::Lsp => crate::lsp::serve(),
         Command::Explain { rule } => match explain(&rule) {
             Ok(doc) => {
                 print!("{doc}");
