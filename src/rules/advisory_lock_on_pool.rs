@@ -3,9 +3,11 @@
 
 use super::sql_matching::{related, runs, sql_diagnostic};
 use super::{Rule, RuleInfo};
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
+use crate::frontend::sql::Advisory;
 use crate::ir::{Executor, FileIr};
 use crate::locks::Project;
+use crate::source::Span;
 
 pub struct AdvisoryLockOnPool;
 
@@ -13,7 +15,7 @@ static INFO: RuleInfo = RuleInfo {
     name: "advisory-lock-on-pool",
     summary: "a session-level advisory lock or unlock is executed through a connection pool",
     severity: Severity::Error,
-    fixable: false,
+    fixable: true,
     doc: include_str!("../../rules/advisory-lock-on-pool.md"),
 };
 
@@ -52,9 +54,32 @@ impl Rule for AdvisoryLockOnPool {
                     );
                     d.related
                         .push(related(file, exec.span, "runs on the pool here"));
+                    d.fix = xact_fix(file, a);
                     out.push(d);
                 }
             }
         }
     }
+}
+
+/// Shown, never applied: the transaction-level form of a session lock. The caller must also
+/// run it inside a transaction, which only the author can arrange.
+fn xact_fix(file: &FileIr, a: &Advisory) -> Option<Fix> {
+    if a.unlock {
+        return None;
+    }
+    let written = file.file.snippet(a.span);
+    let at = written.to_ascii_lowercase().find("advisory_")? + "advisory_".len();
+    let insert = a.span.start + at;
+    Some(Fix {
+        message: format!(
+            "take a transaction-level lock (`{}`) inside a transaction (`pool.begin()`); it ends with the transaction, so no unlock is needed",
+            a.name.replacen("advisory_", "advisory_xact_", 1)
+        ),
+        applicability: Applicability::DisplayOnly,
+        edits: vec![Edit {
+            location: Location::new(file.file.clone(), Span::new(insert, insert)),
+            replacement: "xact_".to_string(),
+        }],
+    })
 }
