@@ -14,6 +14,15 @@ pub trait Scope {
 
 const MAX_DEPTH: usize = 64;
 
+/// A path as written, segments joined by `::` (generic arguments left out).
+pub fn path_text(path: &syn::Path) -> String {
+    path.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
 /// Resolve an expression to a key template.
 pub fn key_of(e: &syn::Expr, scope: &dyn Scope) -> KeyRef {
     key_at(e, scope, 0)
@@ -83,13 +92,7 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
                 _ => None,
             };
             let path_text = match &*c.func {
-                syn::Expr::Path(p) => p
-                    .path
-                    .segments
-                    .iter()
-                    .map(|s| s.ident.to_string())
-                    .collect::<Vec<_>>()
-                    .join("::"),
+                syn::Expr::Path(p) => path_text(&p.path),
                 _ => String::new(),
             };
             if c.args.len() == 1

@@ -3,7 +3,7 @@
 
 use super::commands::{self, CmdArg, OptionSource};
 use super::embed;
-use super::keys::{key_of, macro_args, value_of, Scope};
+use super::keys::{key_of, macro_args, path_text, value_of, Scope};
 use super::spans;
 use crate::ir::{
     Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
@@ -231,13 +231,7 @@ fn turbofish_unit(t: Option<&syn::AngleBracketedGenericArguments>) -> bool {
 fn path_last(e: &syn::Expr) -> Option<(String, String)> {
     match e {
         syn::Expr::Path(p) => {
-            let full = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect::<Vec<_>>()
-                .join("::");
+            let full = path_text(&p.path);
             p.path.segments.last().map(|s| (s.ident.to_string(), full))
         }
         _ => None,
@@ -944,13 +938,7 @@ impl<'a> FnWalker<'a> {
         if name == "format" || name == "concat" {
             return;
         }
-        let full = mac
-            .path
-            .segments
-            .iter()
-            .map(|s| s.ident.to_string())
-            .collect::<Vec<_>>()
-            .join("::");
+        let full = path_text(&mac.path);
         if let Some(i) = embed::macro_site(&name, &full, self.cx.sqlx) {
             if let Some(a) = macro_args(mac).and_then(|args| args.into_iter().nth(i)) {
                 self.embed_literal(&a, Language::Sql, "sqlx macro");
