@@ -48,6 +48,8 @@ pub struct Options {
     pub default_ttl: Option<String>,
     /// File contents to use instead of what is on disk (fixes applied in memory).
     pub overlay: Option<std::sync::Arc<std::collections::HashMap<PathBuf, String>>>,
+    /// Keep every file's intermediate form in [`Report::irs`] (for the audit).
+    pub keep_irs: bool,
 }
 
 /// Something worth telling the user that is not a finding (a skipped file).
@@ -77,6 +79,8 @@ pub struct Report {
     pub fixed: Option<usize>,
     /// Unsafe fixes are applied (`--unsafe-fixes`).
     pub unsafe_fixes: bool,
+    /// Every analysed file's intermediate form, when [`Options::keep_irs`] asks for it.
+    pub irs: Vec<FileIr>,
 }
 
 enum Loaded {
@@ -266,6 +270,9 @@ fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Re
         .map(|(i, f)| frontend::analyze(i, f))
         .collect();
     report.findings = findings_with(&irs, opts, settings);
+    if opts.keep_irs {
+        report.irs = irs;
+    }
     report
 }
 

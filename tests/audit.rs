@@ -372,3 +372,20 @@ fn html_renders_in_a_browser() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
     assert!(png.len() > 10_000, "the screenshot shows a page");
 }
+
+#[test]
+fn audit_survives_pathological_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = format!("fn f() {{ let x = 1{}; }}\n", " + 1".repeat(60_000));
+    std::fs::write(dir.path().join("deep.rs"), deep).unwrap();
+    std::fs::write(dir.path().join("latin1.rs"), b"fn caf\xe9() {}\n").unwrap();
+    let o = locklint(dir.path(), &["audit", ".", "--format", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["locks"].as_array().unwrap().len(), 0);
+}

@@ -10,7 +10,6 @@ use super::{
 use crate::config::{Mode, Resolver, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
-use crate::frontend;
 use crate::frontend::sql::{Conflict, Kind, Schema, Statement};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
 use crate::locks::{self, Project, Trace, TraceOp};
@@ -18,14 +17,18 @@ use crate::rules::sql_matching::{
     exec_method, fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences,
     lock_table, lock_write, runs, LockWrite,
 };
-use crate::source::{FileRef, SourceFile, Span};
+use crate::source::Span;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Analyse `opts.paths` and build the inventory.
+/// Analyse `opts.paths` and build the inventory (the files are read and parsed once, by the
+/// engine, which also runs the rules whose findings the inventory attaches).
 pub fn run(opts: &Options) -> Audit {
-    let report = engine::run(opts);
+    let mut report = engine::run(&Options {
+        keep_irs: true,
+        ..opts.clone()
+    });
     let mut audit = Audit::default();
     if let Some(e) = report.config_error {
         audit.errors.push(e.trim_end().to_string());
@@ -39,26 +42,8 @@ pub fn run(opts: &Options) -> Audit {
         ));
     }
     let settings = project_settings(opts);
-    let (paths, _) = crate::discover::discover(&opts.paths, &opts.exclude_dirs);
-    let sources: Vec<FileRef> = paths
-        .into_iter()
-        .filter(|p| !settings.excludes(p))
-        .filter_map(|p| {
-            let bytes = std::fs::read(&p).ok()?;
-            if bytes.len() as u64 > engine::MAX_FILE_BYTES
-                || bytes.iter().take(8192).any(|&b| b == 0)
-            {
-                return None;
-            }
-            String::from_utf8(bytes).ok().map(|t| SourceFile::new(p, t))
-        })
-        .collect();
-    audit.files = sources.len();
-    let irs: Vec<FileIr> = sources
-        .into_iter()
-        .enumerate()
-        .map(|(i, f)| frontend::analyze(i, f))
-        .collect();
+    audit.files = report.files;
+    let irs = std::mem::take(&mut report.irs);
     audit.locks = inventory(&irs, &settings, &report.findings);
     audit
 }

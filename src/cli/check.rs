@@ -215,6 +215,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         redis_version: args.redis_version.clone(),
         default_ttl: args.default_ttl.clone(),
         overlay: None,
+        keep_irs: false,
     };
     let mut report = engine::run(&opts);
     if let Some(e) = &report.config_error {
