@@ -20,19 +20,43 @@ fn relative(p: &Path) -> PathBuf {
         .unwrap_or_else(|_| p.to_path_buf())
 }
 
-fn options(path: &Path, overlay: Option<Arc<HashMap<PathBuf, String>>>) -> Options {
+/// A fix flavour: command-line settings that change which fix is offered, and the infix of
+/// its expected file (`bad_x.rs.fixed` for the defaults, `bad_x.rs.<infix>.fixed` otherwise).
+struct Flavour {
+    infix: Option<&'static str>,
+    redis_version: Option<&'static str>,
+}
+
+const FLAVOURS: &[Flavour] = &[
+    Flavour {
+        infix: None,
+        redis_version: None,
+    },
+    // `DELEX key IFEQ token` replaces the compare-and-delete script on Redis 8.4+
+    Flavour {
+        infix: Some("redis-8.4"),
+        redis_version: Some("8.4"),
+    },
+];
+
+fn options(
+    path: &Path,
+    flavour: &Flavour,
+    overlay: Option<Arc<HashMap<PathBuf, String>>>,
+) -> Options {
     Options {
         paths: vec![path.to_path_buf()],
         overlay,
+        redis_version: flavour.redis_version.map(str::to_string),
         ..Default::default()
     }
 }
 
 /// The fixture's text after every safe and unsafe fix, and whether they settled.
-fn fixed_text(path: &Path) -> (Option<String>, fix::Plan) {
-    let first = engine::run(&options(path, None));
+fn fixed_text(path: &Path, flavour: &Flavour) -> (Option<String>, fix::Plan) {
+    let first = engine::run(&options(path, flavour, None));
     let plan = fix::plan(first, Level::Unsafe, &|overlay| {
-        engine::run(&options(path, Some(overlay)))
+        engine::run(&options(path, flavour, Some(overlay)))
     });
     let text = plan
         .changes
@@ -47,6 +71,93 @@ fn parse_problems(path: &Path, text: &str) -> usize {
     locklint::frontend::analyze(0, file).problems.len()
 }
 
+/// Checks one fixture under one flavour; returns whether any fix applied. The defaults'
+/// expected file must exist whenever a fix applies; another flavour's only where its result
+/// differs from the defaults'.
+fn check_fixture(
+    rule: &str,
+    rel: &Path,
+    flavour: &Flavour,
+    default_text: Option<&str>,
+    update: bool,
+    failures: &mut Vec<String>,
+) -> Option<String> {
+    let expected_path = match flavour.infix {
+        None => PathBuf::from(format!("{}.fixed", rel.display())),
+        Some(infix) => PathBuf::from(format!("{}.{infix}.fixed", rel.display())),
+    };
+    let original = std::fs::read_to_string(rel).unwrap();
+    let (text, plan) = fixed_text(rel, flavour);
+    let label = match flavour.infix {
+        None => rel.display().to_string(),
+        Some(infix) => format!("{} ({infix})", rel.display()),
+    };
+    if plan.unconverged {
+        failures.push(format!("{label}: fixes did not converge"));
+    }
+    if !plan.backed_out.is_empty() {
+        failures.push(format!(
+            "{label}: fixes were backed out: {:?}",
+            plan.backed_out
+        ));
+    }
+    let wanted = match (&text, flavour.infix) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(t), Some(_)) => default_text != Some(t.as_str()),
+    };
+    if !wanted {
+        if expected_path.exists() {
+            if update {
+                std::fs::remove_file(&expected_path).unwrap();
+            } else {
+                failures.push(format!(
+                    "{label}: no fix of its own applies, but {} exists",
+                    expected_path.display()
+                ));
+            }
+        }
+        return text;
+    }
+    let text = text.unwrap();
+    if parse_problems(rel, &text) > parse_problems(rel, &original) {
+        failures.push(format!("{label}: the fixed code does not parse"));
+    }
+    // the rule no longer fires on the fixed text
+    let mut overlay = HashMap::new();
+    overlay.insert(rel.to_path_buf(), text.clone());
+    let after = engine::run(&options(rel, flavour, Some(Arc::new(overlay))));
+    let still: Vec<_> = after
+        .findings
+        .iter()
+        .filter(|d| {
+            d.rule == rule
+                && d.fix
+                    .as_ref()
+                    .is_some_and(|x| x.applicability != Applicability::DisplayOnly)
+        })
+        .map(|d| d.primary.start().line)
+        .collect();
+    if !still.is_empty() {
+        failures.push(format!(
+            "{label}: `{rule}` still fires after fixing, at lines {still:?}"
+        ));
+    }
+    let expected = std::fs::read_to_string(&expected_path).ok();
+    if expected.as_deref() != Some(text.as_str()) {
+        if update {
+            std::fs::write(&expected_path, &text).unwrap();
+        } else {
+            failures.push(format!(
+                "{label}: fixed text differs from {} (INSTA_UPDATE=always updates it):\n{}",
+                expected_path.display(),
+                text
+            ));
+        }
+    }
+    Some(text)
+}
+
 #[test]
 fn fixable_fixtures_match_their_fixed_files() {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
@@ -54,6 +165,7 @@ fn fixable_fixtures_match_their_fixed_files() {
         || std::env::var_os("LOCKLINT_UPDATE_FIXED").is_some();
     let mut failures = Vec::new();
     let mut fixed_any = 0;
+    let mut flavoured = 0;
     for info in locklint::rules::infos() {
         let dir = fixtures_root().join(info.name);
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -70,74 +182,29 @@ fn fixable_fixtures_match_their_fixed_files() {
         bad.sort();
         for f in bad {
             let rel = relative(&f);
-            let expected_path = PathBuf::from(format!("{}.fixed", f.display()));
-            let original = std::fs::read_to_string(&f).unwrap();
-            let (text, plan) = fixed_text(&rel);
-            if plan.unconverged {
-                failures.push(format!("{}: fixes did not converge", rel.display()));
+            let default = check_fixture(info.name, &rel, &FLAVOURS[0], None, update, &mut failures);
+            if default.is_some() {
+                fixed_any += 1;
             }
-            if !plan.backed_out.is_empty() {
-                failures.push(format!(
-                    "{}: fixes were backed out: {:?}",
-                    rel.display(),
-                    plan.backed_out
-                ));
-            }
-            let Some(text) = text else {
-                if expected_path.exists() {
-                    if update {
-                        std::fs::remove_file(&expected_path).unwrap();
-                    } else {
-                        failures.push(format!(
-                            "{}: no fix applies, but {} exists",
-                            rel.display(),
-                            relative(&expected_path).display()
-                        ));
-                    }
-                }
-                continue;
-            };
-            fixed_any += 1;
-            if parse_problems(&rel, &text) > parse_problems(&rel, &original) {
-                failures.push(format!("{}: the fixed code does not parse", rel.display()));
-            }
-            // the rule no longer fires on the fixed text
-            let mut overlay = HashMap::new();
-            overlay.insert(rel.clone(), text.clone());
-            let after = engine::run(&options(&rel, Some(Arc::new(overlay))));
-            let still: Vec<_> = after
-                .findings
-                .iter()
-                .filter(|d| {
-                    d.rule == info.name
-                        && d.fix
-                            .as_ref()
-                            .is_some_and(|x| x.applicability != Applicability::DisplayOnly)
-                })
-                .map(|d| d.primary.start().line)
-                .collect();
-            if !still.is_empty() {
-                failures.push(format!(
-                    "{}: `{}` still fires after fixing, at lines {still:?}",
-                    rel.display(),
-                    info.name
-                ));
-            }
-            let expected = std::fs::read_to_string(&expected_path).ok();
-            if expected.as_deref() != Some(text.as_str()) {
-                if update {
-                    std::fs::write(&expected_path, &text).unwrap();
-                } else {
-                    failures.push(format!(
-                        "{}: fixed text differs from {} (INSTA_UPDATE=always updates it):\n{}",
-                        rel.display(),
-                        relative(&expected_path).display(),
-                        text
-                    ));
+            for flavour in &FLAVOURS[1..] {
+                let text = check_fixture(
+                    info.name,
+                    &rel,
+                    flavour,
+                    default.as_deref(),
+                    update,
+                    &mut failures,
+                );
+                if text.is_some() && text != default {
+                    flavoured += 1;
                 }
             }
         }
     }
+    assert!(
+        flavoured >= 3,
+        "only {flavoured} fixtures have flavoured fixes"
+    );
     assert!(fixed_any >= 5, "only {fixed_any} fixtures have fixes");
     assert!(
         failures.is_empty(),
@@ -285,9 +352,9 @@ fn a_read_only_file_is_reported_and_left_alone() {
 fn a_file_changed_during_the_run_is_not_overwritten() {
     let dir = project(&[("a.rs", SEPARATE)]);
     let p = dir.path().join("a.rs");
-    let report = engine::run(&options(&p, None));
+    let report = engine::run(&options(&p, &FLAVOURS[0], None));
     let plan = fix::plan(report, Level::Safe, &|overlay| {
-        engine::run(&options(&p, Some(overlay)))
+        engine::run(&options(&p, &FLAVOURS[0], Some(overlay)))
     });
     assert_eq!(plan.changes.len(), 1);
     // someone edits the file between analysis and writing

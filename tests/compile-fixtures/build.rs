@@ -1,0 +1,105 @@
+//! Generates one module per Rust fixture: `fixtures/<rule>/bad_*.rs`, `good_*.rs` and the
+//! fixed `bad_*.rs.fixed` / `bad_*.rs.<flavour>.fixed`, so that a new fixture is compiled without anyone listing it.
+//! `fixtures/parse-error/` is left out: its files are broken on purpose.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Fixture directories whose files are not meant to compile.
+const NOT_RUST: &[&str] = &["parse-error", "audit"];
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let fixtures = manifest.join("../../fixtures");
+    println!("cargo:rerun-if-changed={}", fixtures.display());
+    println!("cargo:rerun-if-env-changed=SQLX_PREPARE");
+    // `sqlx::query!` in the fixtures reads the checked-in `.sqlx` data, never a live database,
+    // unless that data is being regenerated (scripts/sqlx-prepare-fixtures.sh).
+    if std::env::var_os("SQLX_PREPARE").is_none() {
+        println!("cargo:rustc-env=SQLX_OFFLINE=true");
+    }
+
+    let mut rules: Vec<PathBuf> = read_dir(&fixtures)
+        .into_iter()
+        .filter(|p| p.is_dir() && !NOT_RUST.iter().any(|n| p.ends_with(n)))
+        .collect();
+    rules.sort();
+    let mut out = String::new();
+    let (mut sources, mut fixed) = (0usize, 0usize);
+    for rule in rules {
+        let mut files: Vec<(String, PathBuf)> = read_dir(&rule)
+            .into_iter()
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?.to_string();
+                if !(name.starts_with("bad_") || name.starts_with("good_")) {
+                    return None;
+                }
+                // `bad_x.rs.fixed`, or `bad_x.rs.<flavour>.fixed` for a fix flavour such
+                // as `redis-8.4`
+                let module = if let Some((stem, rest)) = name.split_once(".rs.") {
+                    let flavour = rest.strip_suffix("fixed")?.trim_end_matches('.');
+                    fixed += 1;
+                    match flavour {
+                        "" => format!("{stem}_fixed"),
+                        flavour => format!("{stem}_fixed_{flavour}"),
+                    }
+                } else {
+                    let stem = name.strip_suffix(".rs")?;
+                    sources += 1;
+                    stem.to_string()
+                };
+                Some((ident(&module), p))
+            })
+            .collect();
+        if files.is_empty() {
+            continue;
+        }
+        files.sort();
+        let rule_name = rule
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        writeln!(out, "pub mod {} {{", ident(rule_name)).unwrap();
+        for (module, file) in files {
+            let path = file.canonicalize().unwrap_or(file);
+            writeln!(out, "    #[allow(warnings, clippy::all)]").unwrap();
+            writeln!(out, "    #[path = {:?}]", path.display().to_string()).unwrap();
+            writeln!(out, "    pub mod {module};").unwrap();
+        }
+        writeln!(out, "}}").unwrap();
+    }
+    writeln!(
+        out,
+        "/// How many `bad_*.rs` / `good_*.rs` fixtures this crate compiles."
+    )
+    .unwrap();
+    writeln!(out, "pub const SOURCE_FIXTURES: usize = {sources};").unwrap();
+    writeln!(
+        out,
+        "/// How many fixed fixtures (`bad_*.rs.fixed`, `bad_*.rs.<flavour>.fixed`) this crate compiles."
+    )
+    .unwrap();
+    writeln!(out, "pub const FIXED_FIXTURES: usize = {fixed};").unwrap();
+    let dest =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it")).join("fixtures.rs");
+    std::fs::write(dest, out).expect("write the generated module list");
+}
+
+fn read_dir(dir: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.path()).collect(),
+        Err(e) => panic!("cannot read {}: {e}", dir.display()),
+    }
+}
+
+fn ident(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
