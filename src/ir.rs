@@ -319,6 +319,9 @@ pub struct Function {
     pub uses: Vec<(String, usize)>,
     /// Key template of the returned value, when the function builds a key.
     pub returns_key: Option<KeyRef>,
+    /// Byte offset where a fix can add a module-level item this function sees (the end of
+    /// the line of the file's last leading `use`); `None` inside inline modules.
+    pub item_slot: Option<usize>,
 }
 
 /// A problem reading a file that is reported as a finding (`parse-error`).

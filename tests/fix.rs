@@ -439,3 +439,70 @@ fn release_fixes_follow_the_redis_version() {
         PLAIN_DEL
     );
 }
+
+/// A release through `redis::cmd` in a file with only `//!` docs before its code.
+const CMD_DEL_NO_USES: &str = r#"//! Report locks.
+
+pub async fn report(con: &mut redis::aio::MultiplexedConnection, token: &str) -> redis::RedisResult<()> {
+    let won: Option<String> = redis::cmd("SET").arg("lock:report").arg(token).arg("NX").arg("PX").arg(5000).query_async(con).await?;
+    if won.is_some() {
+        let _: i64 = redis::cmd("DEL").arg("lock:report").query_async(con).await?;
+    }
+    Ok(())
+}
+"#;
+
+fn fixed_file(text: &str) -> String {
+    let dir = project(&[("a.rs", text)]);
+    let out = locklint(
+        dir.path(),
+        &["check", "--isolated", "--fix", "--unsafe-fixes", "."],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    std::fs::read_to_string(dir.path().join("a.rs")).unwrap()
+}
+
+#[test]
+fn scripts_become_constants_after_the_file_header() {
+    let fixed = fixed_file(CMD_DEL_NO_USES);
+    assert!(
+        fixed.starts_with("//! Report locks.\n\n/// Deletes KEYS[1] only while it holds this holder's token (ARGV[1]).\nconst COMPARE_AND_DELETE: &str = \"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end\";\n\npub async fn report("),
+        "{fixed}"
+    );
+    assert!(
+        fixed.contains(
+            r#"redis::cmd("EVAL").arg(COMPARE_AND_DELETE).arg(1).arg("lock:report").arg(token)"#
+        ),
+        "{fixed}"
+    );
+    // with no header at all, the constant opens the file
+    let bare = CMD_DEL_NO_USES.trim_start_matches("//! Report locks.\n\n");
+    let fixed = fixed_file(bare);
+    assert!(
+        fixed.starts_with("/// Deletes KEYS[1]") && fixed.contains("\";\n\npub async fn report("),
+        "{fixed}"
+    );
+}
+
+#[test]
+fn a_taken_constant_name_keeps_the_script_inline() {
+    let taken = CMD_DEL_NO_USES.replace(
+        "//! Report locks.\n",
+        "//! Report locks.\nconst COMPARE_AND_DELETE: &str = \"return 1\";\n",
+    );
+    let fixed = fixed_file(&taken);
+    assert_eq!(
+        fixed.matches("const COMPARE_AND_DELETE").count(),
+        1,
+        "{fixed}"
+    );
+    assert!(
+        fixed.contains(r#"redis::cmd("EVAL").arg("if redis.call('get', KEYS[1]) == ARGV[1]"#),
+        "{fixed}"
+    );
+}

@@ -448,6 +448,74 @@ fn renew_lua(command: &str) -> String {
     format!("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{command}', KEYS[1], ARGV[2]) else return 0 end")
 }
 
+/// A Lua script the fix refers to by a module-level constant.
+struct ScriptConst {
+    name: &'static str,
+    doc: &'static str,
+    lua: String,
+}
+
+/// The expression that names `script` at `o`, and the edit that defines it when the file does
+/// not yet: the constant is added after the file's leading `use` lines, or reused when the
+/// file already has it. Every fix adds it at the same place, so two fixes of one file never
+/// both add it (their edits clash; the second one is applied in the next pass and reuses it).
+/// Falls back to the literal inside inline modules or when the name is taken.
+fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
+    let literal = format!("{:?}", script.lua);
+    let text = &o.file.text;
+    let definition = format!("const {}: &str = {literal};", script.name);
+    if text.contains(&definition) {
+        return (script.name.to_string(), None);
+    }
+    let taken = [" ", ":", "("]
+        .iter()
+        .any(|after| text.contains(&format!("const {}{after}", script.name)))
+        || text.contains(&format!("static {}", script.name));
+    let Some(at) = o.func.item_slot.filter(|_| !taken) else {
+        return (literal, None);
+    };
+    let item = format!("/// {}\n{definition}", script.doc);
+    let insertion = if at == 0 {
+        format!("{item}\n\n")
+    } else {
+        format!("\n\n{item}")
+    };
+    let edit = Edit {
+        location: Location {
+            file: o.file.clone(),
+            span: Span::new(at, at),
+        },
+        replacement: insertion,
+    };
+    (script.name.to_string(), Some(edit))
+}
+
+fn release_script() -> ScriptConst {
+    ScriptConst {
+        name: "COMPARE_AND_DELETE",
+        doc: "Deletes KEYS[1] only while it holds this holder's token (ARGV[1]).",
+        lua: RELEASE_LUA.to_string(),
+    }
+}
+
+fn renew_script(command: &'static str) -> ScriptConst {
+    let (name, doc) = match command {
+        "expire" => (
+            "COMPARE_AND_EXPIRE",
+            "Sets KEYS[1]'s TTL to ARGV[2] s only while it holds this holder's token (ARGV[1]).",
+        ),
+        _ => (
+            "COMPARE_AND_PEXPIRE",
+            "Sets KEYS[1]'s TTL to ARGV[2] ms only while it holds this holder's token (ARGV[1]).",
+        ),
+    };
+    ScriptConst {
+        name,
+        doc,
+        lua: renew_lua(command),
+    }
+}
+
 /// A variable or field that holds the holder's token, as an argument expression
 /// (`&token`, `&self.token`), when one is in scope before the operation.
 pub fn token_in_scope(o: &TraceOp) -> Option<String> {
@@ -508,6 +576,12 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
     let file = &o.file;
     let key = snippet(file, o.op.key_span);
     let delex = settings.has_delex();
+    let mut edits = Vec::new();
+    let mut script = || {
+        let (expr, define) = script_expr(o, &release_script());
+        edits.extend(define);
+        expr
+    };
     let (replacement, message) = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
         if command_args(file, o)?.len() != 1 {
             return None;
@@ -520,7 +594,8 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
         } else {
             (
                 format!(
-                    "invoke_script(&redis::Script::new({RELEASE_LUA:?}).key({key}).arg({token}))"
+                    "invoke_script(&redis::Script::new({}).key({key}).arg({token}))",
+                    script()
                 ),
                 "delete only while the lock holds this holder's token (a compare-and-delete script)",
             )
@@ -539,7 +614,10 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
             )
         } else {
             (
-                format!("{lead}\"EVAL\").arg({RELEASE_LUA:?}).arg(1).arg({key}).arg({token})"),
+                format!(
+                    "{lead}\"EVAL\").arg({}).arg(1).arg({key}).arg({token})",
+                    script()
+                ),
                 "delete only while the lock holds this holder's token (a compare-and-delete script)",
             )
         }
@@ -549,11 +627,8 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
     } else {
         format!("{message}; pass the token this holder wrote when it acquired the lock")
     };
-    fix(
-        message,
-        applicability,
-        vec![edit(file, o.op.span, replacement)],
-    )
+    edits.push(edit(file, o.op.span, replacement));
+    fix(message, applicability, edits)
 }
 
 /// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
@@ -582,25 +657,23 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     }
     let key = snippet(file, o.op.key_span);
     let ttl = args[1].trim();
-    let lua = renew_lua(lua_cmd);
+    let (lua, define) = script_expr(o, &renew_script(lua_cmd));
     let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
-        format!("invoke_script(&redis::Script::new({lua:?}).key({key}).arg({token}).arg({ttl}))")
+        format!("invoke_script(&redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}))")
     } else {
         let text = snippet(file, o.op.span);
         let base = text.find(['"'])?;
         let lead = &text[..base];
-        format!("{lead}\"EVAL\").arg({lua:?}).arg(1).arg({key}).arg({token}).arg({ttl})")
+        format!("{lead}\"EVAL\").arg({lua}).arg(1).arg({key}).arg({token}).arg({ttl})")
     };
     let message = if applicability == Applicability::Unsafe {
         format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); check that `{token}` is this holder's token")
     } else {
         format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); pass the token this holder wrote when it acquired the lock")
     };
-    fix(
-        message,
-        applicability,
-        vec![edit(file, o.op.span, replacement)],
-    )
+    let mut edits: Vec<Edit> = define.into_iter().collect();
+    edits.push(edit(file, o.op.span, replacement));
+    fix(message, applicability, edits)
 }
 
 #[cfg(test)]

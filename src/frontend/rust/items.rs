@@ -92,7 +92,13 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         const_spans: &const_spans,
     };
     let mut fns = Vec::new();
-    walk_items(&cx, &parsed.items, &mut fns, ir);
+    walk_items(
+        &cx,
+        &parsed.items,
+        Some(item_slot(file, parsed)),
+        &mut fns,
+        ir,
+    );
     embed_static_scripts(file, &parsed.items, ir);
     ir.functions = fns;
     for name in order {
@@ -211,23 +217,47 @@ fn type_name(ty: &syn::Type) -> Option<String> {
     }
 }
 
+/// Where a new module-level item goes: after the line of the last leading `use` /
+/// `extern crate`, else after the file's inner attributes and `//!` docs, else at the start.
+fn item_slot(file: &SourceFile, parsed: &syn::File) -> usize {
+    let leading = parsed
+        .items
+        .iter()
+        .take_while(|i| matches!(i, syn::Item::Use(_) | syn::Item::ExternCrate(_)))
+        .last()
+        .map(|i| super::spans::of(file, i).end);
+    let inner = parsed
+        .attrs
+        .iter()
+        .filter(|a| matches!(a.style, syn::AttrStyle::Inner(_)))
+        .map(|a| super::spans::of(file, a).end)
+        .max();
+    match leading.or(inner) {
+        Some(end) => file.text[end..]
+            .find('\n')
+            .map_or(file.text.len(), |n| end + n),
+        None => 0,
+    }
+}
+
 fn walk_items(
     cx: &FileCtx,
     items: &[syn::Item],
+    slot: Option<usize>,
     fns: &mut Vec<crate::ir::Function>,
     ir: &mut FileIr,
 ) {
     for item in items {
         match item {
             syn::Item::Fn(f) if !is_test(&f.attrs) => {
-                walk_fn(cx, &f.sig, &f.block, None, fns, ir);
+                walk_fn(cx, &f.sig, &f.block, None, slot, fns, ir);
             }
             syn::Item::Impl(i) if !is_test(&i.attrs) => {
                 let ty = type_name(&i.self_ty);
                 for it in &i.items {
                     if let syn::ImplItem::Fn(f) = it {
                         if !is_test(&f.attrs) {
-                            walk_fn(cx, &f.sig, &f.block, ty.clone(), fns, ir);
+                            walk_fn(cx, &f.sig, &f.block, ty.clone(), slot, fns, ir);
                         }
                     }
                 }
@@ -236,14 +266,15 @@ fn walk_items(
                 for it in &t.items {
                     if let syn::TraitItem::Fn(f) = it {
                         if let Some(body) = &f.default {
-                            walk_fn(cx, &f.sig, body, Some(t.ident.to_string()), fns, ir);
+                            let owner = Some(t.ident.to_string());
+                            walk_fn(cx, &f.sig, body, owner, slot, fns, ir);
                         }
                     }
                 }
             }
             syn::Item::Mod(m) if !is_test(&m.attrs) => {
                 if let Some((_, items)) = &m.content {
-                    walk_items(cx, items, fns, ir);
+                    walk_items(cx, items, None, fns, ir);
                 }
             }
             _ => {}
@@ -256,6 +287,7 @@ fn walk_fn(
     sig: &syn::Signature,
     body: &syn::Block,
     impl_type: Option<String>,
+    slot: Option<usize>,
     fns: &mut Vec<crate::ir::Function>,
     ir: &mut FileIr,
 ) {
@@ -264,10 +296,13 @@ fn walk_fn(
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
     let (function, nested, inits, embedded) = walker.run(body);
-    fns[func_idx] = function;
+    fns[func_idx] = crate::ir::Function {
+        item_slot: slot,
+        ..function
+    };
     ir.field_inits.extend(inits);
     ir.embedded.extend(embedded);
     for (nsig, nbody, nimpl) in nested {
-        walk_fn(cx, &nsig, &nbody, nimpl, fns, ir);
+        walk_fn(cx, &nsig, &nbody, nimpl, slot, fns, ir);
     }
 }

@@ -350,6 +350,7 @@ impl<'a> FnWalker<'a> {
             events: Vec::new(),
             uses: Vec::new(),
             returns_key: None,
+            item_slot: None,
         }
     }
 
@@ -423,6 +424,7 @@ impl<'a> FnWalker<'a> {
             events: std::mem::take(&mut self.events),
             uses,
             returns_key,
+            item_slot: None,
         };
         (f, self.nested, self.field_inits, self.embedded)
     }
