@@ -235,7 +235,14 @@ fn acquire(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool>
 const SEPARATE_FIXED: &str = r#"use redis::Commands;
 
 fn acquire(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool> {
-    let ok: bool = con.set_options("lock:report", token, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::EX(30)))?;
+    let ok: bool = con
+        .set_options(
+            "lock:report",
+            token,
+            redis::SetOptions::default()
+                .conditional_set(redis::ExistenceCheck::NX)
+                .with_expiration(redis::SetExpiry::EX(30)),
+        )?;
     Ok(ok)
 }
 "#;
@@ -263,7 +270,10 @@ fn diff_prints_the_change_and_writes_nothing() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("--- a/"), "{stdout}");
     assert!(stdout.contains("-    let _: () = con.expire(\"lock:report\", 30)?;"));
-    assert!(stdout.contains("+    let ok: bool = con.set_options("));
+    assert!(
+        stdout.contains("+    let ok: bool = con\n+        .set_options(\n"),
+        "{stdout}"
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
@@ -412,7 +422,7 @@ fn release_fixes_follow_the_redis_version() {
     );
     let text = String::from_utf8_lossy(&before.stdout);
     assert!(
-        text.contains("invoke_script(&redis::Script::new("),
+        squeezed(&added(&text)).contains("invoke_script(&redis::Script::new(COMPARE_AND_DELETE)"),
         "{text}"
     );
     let after = locklint(
@@ -431,7 +441,9 @@ fn release_fixes_follow_the_redis_version() {
     );
     let text = String::from_utf8_lossy(&after.stdout);
     assert!(
-        text.contains("del_ex(\"lock:report\", redis::ValueComparison::ifeq(token))"),
+        squeezed(&added(&text)).contains(&squeezed(
+            "del_ex(\"lock:report\", redis::ValueComparison::ifeq(token))"
+        )),
         "{text}"
     );
     assert_eq!(
@@ -451,6 +463,20 @@ pub async fn report(con: &mut redis::aio::MultiplexedConnection, token: &str) ->
     Ok(())
 }
 "#;
+
+/// The lines a unified diff adds.
+fn added(diff: &str) -> String {
+    diff.lines()
+        .filter(|l| !l.starts_with("+++"))
+        .filter_map(|l| l.strip_prefix('+'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Code without whitespace, to compare it whatever its layout.
+fn squeezed(code: &str) -> String {
+    code.chars().filter(|c| !c.is_whitespace()).collect()
+}
 
 fn fixed_file(text: &str) -> String {
     let dir = project(&[("a.rs", text)]);
@@ -475,9 +501,9 @@ fn scripts_become_constants_after_the_file_header() {
         "{fixed}"
     );
     assert!(
-        fixed.contains(
+        squeezed(&fixed).contains(&squeezed(
             r#"redis::cmd("EVAL").arg(COMPARE_AND_DELETE).arg(1).arg("lock:report").arg(token)"#
-        ),
+        )),
         "{fixed}"
     );
     // with no header at all, the constant opens the file
@@ -502,7 +528,37 @@ fn a_taken_constant_name_keeps_the_script_inline() {
         "{fixed}"
     );
     assert!(
-        fixed.contains(r#"redis::cmd("EVAL").arg("if redis.call('get', KEYS[1]) == ARGV[1]"#),
+        squeezed(&fixed).contains(&squeezed(
+            r#"redis::cmd("EVAL").arg("if redis.call('get', KEYS[1]) == ARGV[1]"#
+        )),
+        "{fixed}"
+    );
+}
+
+#[test]
+fn long_fixes_are_laid_out_unless_a_comment_would_be_lost() {
+    let fixed = fixed_file(SEPARATE);
+    assert_eq!(fixed, SEPARATE_FIXED);
+    assert!(fixed.lines().all(|l| l.len() <= 100), "{fixed}");
+
+    // a comment inside the statement: the edit is made in place, the line stays long
+    let commented = SEPARATE.replace(
+        "con.set_nx(\"lock:report\", token)?",
+        "con.set_nx(\"lock:report\", /* this worker */ token)?",
+    );
+    let fixed = fixed_file(&commented);
+    assert!(fixed.contains("/* this worker */ token, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::EX(30)))?;"), "{fixed}");
+
+    // a fix that fits keeps the statement's own layout
+    let short = r#"fn acquire(c: &mut redis::Connection, t: &str) -> redis::RedisResult<bool> {
+    let r: Option<()> = redis::cmd("SET").arg("lk:r").arg(t).arg("NX").query(c)?;
+    let _: () = redis::cmd("EXPIRE").arg("lk:r").arg(30).query(c)?;
+    Ok(r.is_some())
+}
+"#;
+    let fixed = fixed_file(short);
+    assert!(
+        fixed.contains("\n    let r: Option<()> = redis::cmd(\"SET\").arg(\"lk:r\").arg(t).arg(\"NX\").arg(\"EX\").arg(30).query(c)?;\n    Ok(r.is_some())"),
         "{fixed}"
     );
 }

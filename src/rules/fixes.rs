@@ -31,6 +31,89 @@ pub fn fix(message: String, applicability: Applicability, edits: Vec<Edit>) -> O
     })
 }
 
+/// The width rustfmt keeps code within.
+const MAX_WIDTH: usize = 100;
+
+/// Lays out the operation's statement again when the fix would push one of its lines past
+/// [`MAX_WIDTH`] columns: the edits inside the statement become one edit of the whole
+/// statement, printed by `prettyplease` (the layout rustfmt gives it) at the statement's
+/// indentation. Statements with comments, or that share their line with other code, are
+/// left as the edits make them.
+pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
+    let Some(stmt) = o.op.stmt else {
+        return edits;
+    };
+    let within = |e: &Edit| e.location.span.start >= stmt.start && e.location.span.end <= stmt.end;
+    if !edits.iter().any(within) {
+        return edits;
+    }
+    let text = &o.file.text;
+    let line_start = text[..stmt.start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[stmt.end..]
+        .find('\n')
+        .map_or(text.len(), |i| stmt.end + i);
+    let indent = &text[line_start..stmt.start];
+    let old = &text[stmt.start..stmt.end];
+    if !indent.trim().is_empty() || has_comments(old) {
+        return edits;
+    }
+    let relative: Vec<(Span, String)> = edits
+        .iter()
+        .filter(|e| within(e))
+        .map(|e| {
+            let s = e.location.span;
+            (
+                Span::new(s.start - stmt.start, s.end - stmt.start),
+                e.replacement.clone(),
+            )
+        })
+        .collect();
+    let Ok(new) = crate::fix::apply_to_text(old, &relative) else {
+        return edits;
+    };
+    let whole = format!("{indent}{new}{}", &text[stmt.end..line_end]);
+    if whole.lines().all(|l| l.chars().count() <= MAX_WIDTH) {
+        return edits;
+    }
+    let Some(laid_out) = layout_statement(&new, indent) else {
+        return edits;
+    };
+    let mut out: Vec<Edit> = edits.into_iter().filter(|e| !within(e)).collect();
+    out.push(edit(&o.file, stmt, laid_out));
+    out.sort_by_key(|e| e.location.span.start);
+    out
+}
+
+/// Whether Rust source text holds a comment (which re-printing would drop).
+fn has_comments(code: &str) -> bool {
+    use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+    tokenize(code, FrontmatterAllowed::No)
+        .any(|t| matches!(t.kind, K::LineComment { .. } | K::BlockComment { .. }))
+}
+
+/// One statement printed by prettyplease, its lines after the first indented by `indent`.
+fn layout_statement(stmt: &str, indent: &str) -> Option<String> {
+    let file = syn::parse_file(&format!("fn f() {{\n{stmt}\n}}")).ok()?;
+    let printed = prettyplease::unparse(&file);
+    let body: Vec<&str> = printed.lines().collect();
+    let inner = body.get(1..body.len().checked_sub(1)?)?;
+    if inner.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = inner
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = l.strip_prefix("    ").unwrap_or(l);
+            match (i, l.is_empty()) {
+                (0, _) | (_, true) => l.to_string(),
+                _ => format!("{indent}{l}"),
+            }
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
+
 pub fn edit(file: &FileRef, span: Span, replacement: impl Into<String>) -> Edit {
     Edit {
         location: Location::new(file.clone(), span),
@@ -257,18 +340,32 @@ pub fn acquire_with_expiry(o: &TraceOp, ttl: &Ttl) -> Option<(Vec<Edit>, Applica
     let word = ttl.unit.word();
     let edits = match o.op.command.as_str() {
         "set_nx" => {
-            let key = snippet(file, o.op.key_span);
-            let (_, vspan) = o.op.value.as_ref()?;
-            let value = snippet(file, *vspan);
+            // rename the method and add the options argument, leaving the arguments (and any
+            // comment between them) as they are
+            if !text.starts_with("set_nx") || !text.ends_with(')') {
+                return None;
+            }
             applicability = worst(applicability, reply_applicability(o));
-            vec![edit(
-                file,
-                o.op.span,
-                format!(
-                    "set_options({key}, {value}, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{word}({})))",
-                    ttl.typed("u64")
+            let options = format!(
+                "redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{word}({}))",
+                ttl.typed("u64")
+            );
+            let close = o.op.span.end - 1;
+            let args = text[..text.len() - 1].trim_end();
+            let start = o.op.span.start;
+            vec![
+                edit(
+                    file,
+                    Span::new(start, start + "set_nx".len()),
+                    "set_options",
                 ),
-            )]
+                if args.ends_with(',') {
+                    let at = start + args.len();
+                    edit(file, Span::new(at, at), format!(" {options},"))
+                } else {
+                    edit(file, Span::new(close, close), format!(", {options}"))
+                },
+            ]
         }
         "set_options" => {
             // the options argument: after the value, up to the closing parenthesis
@@ -337,7 +434,7 @@ pub fn acquire_with_expiry(o: &TraceOp, ttl: &Ttl) -> Option<(Vec<Edit>, Applica
     if let Channel::Pipeline { .. } = o.op.channel {
         applicability = Applicability::DisplayOnly;
     }
-    Some((edits, applicability))
+    Some((reflow(o, edits), applicability))
 }
 
 /// The span that deleting a statement removes: its whole lines when nothing else is on them.
@@ -628,7 +725,7 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
         format!("{message}; pass the token this holder wrote when it acquired the lock")
     };
     edits.push(edit(file, o.op.span, replacement));
-    fix(message, applicability, edits)
+    fix(message, applicability, reflow(o, edits))
 }
 
 /// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
@@ -673,7 +770,7 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     };
     let mut edits: Vec<Edit> = define.into_iter().collect();
     edits.push(edit(file, o.op.span, replacement));
-    fix(message, applicability, edits)
+    fix(message, applicability, reflow(o, edits))
 }
 
 #[cfg(test)]
