@@ -425,6 +425,10 @@ pub struct SqlExec {
     pub span: Span,
     /// What the code does with the returned rows.
     pub result: ResultUse,
+    /// The bound parameters in order, as the spans that removing each one deletes
+    /// (`.bind(x)` with the line break before it, `, x` in a macro or a parameter slice);
+    /// `None` when the statement is not written at the call or its binds are not all visible.
+    pub binds: Option<Vec<Span>>,
 }
 
 /// Everything a front-end extracted from one file.

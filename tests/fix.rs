@@ -562,3 +562,77 @@ fn long_fixes_are_laid_out_unless_a_comment_would_be_lost() {
         "{fixed}"
     );
 }
+
+const CLIENT_CLOCK_MACRO: &str = r#"pub async fn renew(pool: &sqlx::PgPool, name: &str, until: chrono::DateTime<chrono::Utc>, me: &str) -> sqlx::Result<bool> {
+    let res = sqlx::query!(
+        "UPDATE job_locks SET expires_at = $2 WHERE name = $1 AND owner = $3",
+        name,
+        until,
+        me
+    )
+    .execute(pool)
+    .await?;
+    Ok(res.rows_affected() == 1)
+}
+"#;
+
+#[test]
+fn client_clock_fixes_drop_the_parameter_and_its_bind() {
+    let dir = project(&[("a.rs", CLIENT_CLOCK_MACRO)]);
+    let out = locklint(
+        dir.path(),
+        &[
+            "check",
+            "--isolated",
+            "--fix",
+            "--unsafe-fixes",
+            "--default-ttl",
+            "45s",
+            ".",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let fixed = std::fs::read_to_string(dir.path().join("a.rs")).unwrap();
+    assert!(
+        fixed.contains(
+            r#"        "UPDATE job_locks SET expires_at = (now() + interval '45 seconds') WHERE name = $1 AND owner = $2",
+        name,
+        me
+    )"#
+        ),
+        "{fixed}"
+    );
+
+    // the parameter read twice, or the statement in a constant (maybe run elsewhere with
+    // other binds): the fix is shown, not applied
+    for text in [
+        CLIENT_CLOCK_MACRO.replace("AND owner = $3", "AND owner = $3 AND $2 > now()"),
+        format!(
+            "const RENEW: &str = \"UPDATE job_locks SET expires_at = $2 WHERE name = $1 AND owner = $3\";\n{}",
+            CLIENT_CLOCK_MACRO.replace(
+                "sqlx::query!(\n        \"UPDATE job_locks SET expires_at = $2 WHERE name = $1 AND owner = $3\",\n        name,\n        until,\n        me\n    )",
+                "sqlx::query(RENEW).bind(name).bind(until).bind(me)",
+            )
+        ),
+    ] {
+        let dir = project(&[("a.rs", &text)]);
+        let out = locklint(
+            dir.path(),
+            &["check", "--isolated", "--format", "json", "."],
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fixes: Vec<&str> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "lock-table-client-clock")
+            .map(|f| f["fix"]["applicability"].as_str().unwrap())
+            .collect();
+        assert_eq!(fixes, ["display-only"], "{text}");
+    }
+}

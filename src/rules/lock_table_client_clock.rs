@@ -1,12 +1,14 @@
 //! `lock-table-client-clock`: a lock's expiry is written or compared from a time the client
 //! supplies instead of the database clock.
 
-use super::sql_matching::{condition_span, lock_table, sql_diagnostic, sql_edit_fix};
+use super::sql_matching::{
+    condition_span, dollar_params, drop_parameter, lock_table, sql_diagnostic, sql_edit_fix,
+};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use crate::frontend::sql::{Statement, Value};
 use crate::ir::FileIr;
-use crate::locks::Project;
+use crate::locks::{FixSettings, Project};
 
 pub struct LockTableClientClock;
 
@@ -42,7 +44,7 @@ impl Rule for LockTableClientClock {
             let span_of = |v: &Value, st: &Statement| v.span.unwrap_or_else(|| condition_span(st));
             for a in st.values.iter().chain(&st.assignments) {
                 if a.column == expiry && client_time(&a.value) {
-                    let fix = database_clock(file, st, &a.value, true);
+                    let fix = database_clock(file, st, &a.value, Some(&project.facts.fix));
                     out.push(with_fix(sql_diagnostic(
                         &INFO,
                         file,
@@ -68,7 +70,7 @@ impl Rule for LockTableClientClock {
                     continue;
                 };
                 if client_time(other) {
-                    let fix = database_clock(file, st, other, false);
+                    let fix = database_clock(file, st, other, None);
                     out.push(with_fix(sql_diagnostic(
                         &INFO,
                         file,
@@ -88,34 +90,69 @@ fn with_fix(mut d: Diagnostic, fix: Option<Fix>) -> Diagnostic {
     d
 }
 
+/// An interval literal for a TTL in milliseconds, in whole seconds where it is one.
+fn interval(ms: u64, mysql: bool) -> String {
+    match (ms % 1000 == 0, mysql) {
+        (true, false) => format!("interval '{} seconds'", ms / 1000),
+        (false, false) => format!("interval '{ms} milliseconds'"),
+        (true, true) => format!("INTERVAL {} SECOND", ms / 1000),
+        (false, true) => format!("INTERVAL {} MICROSECOND", ms * 1000),
+    }
+}
+
 /// Read the time from the database instead of the client: `now()` (PostgreSQL) or
-/// `UTC_TIMESTAMP(6)` (MySQL). Shown only: the bound parameter has to go too, and a written
-/// expiry needs the lock's duration added.
-fn database_clock(file: &FileIr, st: &Statement, v: &Value, written: bool) -> Option<Fix> {
+/// `UTC_TIMESTAMP(6)` (MySQL); a written expiry (`written` carries the fix settings) becomes
+/// the clock plus `--default-ttl`. Unsafe on PostgreSQL when the client's parameter can go
+/// too (its bind removed, later `$n` renumbered; the TTL is a judgement call), shown only
+/// otherwise.
+fn database_clock(
+    file: &FileIr,
+    st: &Statement,
+    v: &Value,
+    written: Option<&FixSettings>,
+) -> Option<Fix> {
     let span = v.span?;
-    let sql = file
-        .embedded
-        .get(st.embedded)
-        .and_then(|e| e.text.get(st.start..st.end))
+    let emb = file.embedded.get(st.embedded)?;
+    let sql = emb
+        .text
+        .get(st.start..st.end)
         .unwrap_or("")
         .to_ascii_lowercase();
     let mysql = sql.contains("utc_timestamp") || (sql.contains('?') && !sql.contains('$'));
     let clock = if mysql { "UTC_TIMESTAMP(6)" } else { "now()" };
-    let text = if written {
-        if mysql {
-            format!("({clock} + INTERVAL 30 SECOND)")
-        } else {
-            format!("({clock} + interval '30 seconds')")
-        }
-    } else {
-        clock.to_string()
+    let ttl_ms = written.map(|f| f.default_ttl_ms);
+    let text = match ttl_ms {
+        Some(ms) => format!("({clock} + {})", interval(ms, mysql)),
+        None => clock.to_string(),
     };
-    sql_edit_fix(
-        file,
-        st,
-        span,
-        &text,
-        format!("use the database clock (`{text}`) and drop the client's time parameter"),
-        Applicability::DisplayOnly,
-    )
+    // the parameter this value reads: its `$n` lies inside the value
+    let param = dollar_params(&emb.text)
+        .into_iter()
+        .find(|&(s, e, _)| {
+            let at = emb.map.span(s, e);
+            at.start >= span.start && at.end <= span.end
+        })
+        .map(|p| p.2);
+    let dropped = param
+        .filter(|_| !mysql)
+        .and_then(|n| drop_parameter(file, st, n).map(|edits| (n, edits)));
+    let (applicability, message) = match &dropped {
+        Some((n, _)) => (
+            Applicability::Unsafe,
+            match ttl_ms {
+                Some(_) => format!("use the database clock (`{text}`) and drop the client's time parameter `${n}`; check the TTL (`--default-ttl`) against the lock's duration"),
+                None => format!("use the database clock (`{text}`) and drop the client's time parameter `${n}`"),
+            },
+        ),
+        None => (
+            Applicability::DisplayOnly,
+            format!("use the database clock (`{text}`) and drop the client's time parameter"),
+        ),
+    };
+    let mut fix = sql_edit_fix(file, st, span, &text, message, applicability)?;
+    if let (Applicability::Unsafe, Some((_, edits))) = (fix.applicability, dropped) {
+        fix.edits.extend(edits);
+        fix.edits.sort_by_key(|e| e.location.span.start);
+    }
+    Some(fix)
 }

@@ -347,25 +347,80 @@ pub fn end_before_semicolon(file: &FileIr, span: Span) -> usize {
     span.start + trimmed.len()
 }
 
+/// The PostgreSQL parameters (`$n`) of a SQL text outside quoted strings and identifiers:
+/// (start, end, n) in text offsets.
+pub fn dollar_params(sql: &str) -> Vec<(usize, usize, usize)> {
+    let bytes = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b'$' => {
+                let after_word =
+                    i > 0 && (bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+                let digits = bytes[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+                if !after_word && digits > 0 {
+                    if let Ok(n) = sql[i + 1..i + 1 + digits].parse() {
+                        out.push((i, i + 1 + digits, n));
+                    }
+                    i += digits;
+                }
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 /// The next positional parameter of a statement: `$n` after the highest one, or `?` when it
 /// uses question marks.
 pub fn next_placeholder(sql: &str) -> String {
-    let mut max = 0;
-    let bytes = sql.as_bytes();
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == b'$' {
-            let digits: String = sql[i + 1..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            if let Ok(n) = digits.parse::<usize>() {
-                max = max.max(n);
-            }
-        }
-    }
+    let max = dollar_params(sql).iter().map(|p| p.2).max().unwrap_or(0);
     if max == 0 && sql.contains('?') {
         "?".to_string()
     } else {
         format!("${}", max + 1)
     }
+}
+
+/// Edits that take PostgreSQL parameter `$n` out of a statement run from Rust: remove its
+/// bound argument and renumber the later parameters. `None` unless the statement is written
+/// at its call, uses `$n` exactly once, and every parameter it uses has a visible bind.
+pub fn drop_parameter(
+    file: &FileIr,
+    st: &Statement,
+    n: usize,
+) -> Option<Vec<crate::diagnostic::Edit>> {
+    use crate::diagnostic::Edit;
+    let emb = file.embedded.get(st.embedded)?;
+    let binds = emb.exec.as_ref()?.binds.as_ref()?;
+    let remove = *binds.get(n.checked_sub(1)?)?;
+    if emb.text.contains("$$") {
+        return None;
+    }
+    let params = dollar_params(&emb.text);
+    let highest = params.iter().map(|p| p.2).max()?;
+    if highest != binds.len() || params.iter().filter(|p| p.2 == n).count() != 1 {
+        return None;
+    }
+    let mut edits = vec![Edit {
+        location: Location::new(file.file.clone(), remove),
+        replacement: String::new(),
+    }];
+    for &(start, end, k) in params.iter().filter(|p| p.2 > n) {
+        edits.push(Edit {
+            location: Location::new(file.file.clone(), emb.map.span(start, end)),
+            replacement: format!("${}", k - 1),
+        });
+    }
+    Some(edits)
 }

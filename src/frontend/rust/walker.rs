@@ -1066,7 +1066,8 @@ impl<'a> FnWalker<'a> {
                 .join(self.span_of(&m.paren_token.span.close()));
             if let Some(idx) = self.chain_embedded(&m.receiver) {
                 let executor = self.executor_of(&m.args[0]);
-                self.sql_exec(idx, executor, span, u.clone());
+                let binds = self.chain_binds(&m.receiver);
+                self.sql_exec(idx, executor, span, u.clone(), binds);
             }
             self.expr(&m.args[0], ResultUse::Used);
             return;
@@ -1081,7 +1082,12 @@ impl<'a> FnWalker<'a> {
                                 .span_of(&m.method)
                                 .join(self.span_of(&m.paren_token.span.close()));
                             let executor = self.executor_of(&m.receiver);
-                            self.sql_exec(idx, executor, span, u.clone());
+                            let binds = match m.args.iter().nth(1) {
+                                None => Some(Vec::new()),
+                                Some(params) => self.slice_binds(params),
+                            }
+                            .filter(|_| str_lit(&m.args[0]).is_some());
+                            self.sql_exec(idx, executor, span, u.clone(), binds);
                         }
                     }
                 }
@@ -1229,8 +1235,78 @@ impl<'a> FnWalker<'a> {
         Some(self.embedded_base + self.embedded.len() - 1)
     }
 
+    /// The binds of `sqlx::query("..").bind(a).bind(b)` or `sqlx::query!("..", a, b)`, in
+    /// order, when the chain starts from the statement's literal itself.
+    fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<Span>> {
+        let mut binds = Vec::new();
+        let mut cur = e;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(m) => {
+                    if m.method == "bind" {
+                        let start = self.span_of(&*m.receiver).end;
+                        let end = self.span_of(&m.paren_token.span.close()).end;
+                        binds.push(Span::new(start, end));
+                    }
+                    cur = &m.receiver;
+                }
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        binds.reverse();
+        match cur {
+            syn::Expr::Call(c) => {
+                let literal = c.args.first().is_some_and(|a| str_lit(a).is_some());
+                (literal && c.args.len() == 1).then_some(binds)
+            }
+            syn::Expr::Macro(m) if binds.is_empty() => {
+                let args = macro_args(&m.mac)?;
+                let first = args.first()?;
+                str_lit(first)?;
+                let mut prev = self.span_of(first).end;
+                let mut out = Vec::new();
+                for a in &args[1..] {
+                    let end = self.span_of(a).end;
+                    out.push(Span::new(prev, end));
+                    prev = end;
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// The parameters of a tokio-postgres call, `&[&a, &b]`: the span removing each deletes.
+    fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<Span>> {
+        let syn::Expr::Reference(r) = params else {
+            return None;
+        };
+        let syn::Expr::Array(a) = &*r.expr else {
+            return None;
+        };
+        let elems: Vec<Span> = a.elems.iter().map(|e| self.span_of(e)).collect();
+        let out = elems
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match (i, elems.get(i + 1)) {
+                (0, Some(next)) => Span::new(s.start, next.start),
+                (0, None) => *s,
+                _ => Span::new(elems[i - 1].end, s.end),
+            })
+            .collect();
+        Some(out)
+    }
+
     /// Mark an embedded statement as run here, by this executor.
-    fn sql_exec(&mut self, idx: usize, executor: Option<Executor>, span: Span, result: ResultUse) {
+    fn sql_exec(
+        &mut self,
+        idx: usize,
+        executor: Option<Executor>,
+        span: Span,
+        result: ResultUse,
+        binds: Option<Vec<Span>>,
+    ) {
         let id = self.node();
         if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
             if e.exec.is_some() {
@@ -1241,6 +1317,7 @@ impl<'a> FnWalker<'a> {
                 executor: executor.unwrap_or(Executor::Unknown),
                 span,
                 result,
+                binds,
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }
