@@ -100,6 +100,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         ir,
     );
     embed_static_scripts(file, &parsed.items, ir);
+    embed_text_consts(file, &const_spans, ir);
     ir.functions = fns;
     for name in order {
         if let Some(k) = consts.get(&name) {
@@ -207,6 +208,42 @@ fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr)
         }
     }
     ir.embedded.extend(v.found);
+}
+
+/// String constants that hold a Redis script or a SQL statement but are not run in this file
+/// (a `queries.rs` or `scripts.rs` module used from elsewhere): their text is analysed on its
+/// own, as origin `const` (no executing call, no parse errors reported).
+fn embed_text_consts(
+    file: &SourceFile,
+    const_spans: &HashMap<String, crate::source::Span>,
+    ir: &mut FileIr,
+) {
+    let mut spans: Vec<crate::source::Span> = const_spans.values().copied().collect();
+    spans.sort_by_key(|s| s.start);
+    for span in spans {
+        if ir.embedded.iter().any(|e| e.span == span) {
+            continue;
+        }
+        let Some((text, map)) = super::literal::decode(file.snippet(span), span.start) else {
+            continue;
+        };
+        let language = if text.contains("redis.call(") || text.contains("redis.pcall(") {
+            crate::ir::Language::Lua
+        } else if super::embed::looks_like_sql(&text) {
+            crate::ir::Language::Sql
+        } else {
+            continue;
+        };
+        ir.embedded.push(crate::ir::Embedded {
+            language,
+            text,
+            map,
+            span,
+            origin: "const".to_string(),
+            func: None,
+            exec: None,
+        });
+    }
 }
 
 fn type_name(ty: &syn::Type) -> Option<String> {
