@@ -517,22 +517,30 @@ fn scripts_become_constants_after_the_file_header() {
 
 #[test]
 fn a_taken_constant_name_keeps_the_script_inline() {
-    let taken = CMD_DEL_NO_USES.replace(
-        "//! Report locks.\n",
-        "//! Report locks.\nconst COMPARE_AND_DELETE: &str = \"return 1\";\n",
-    );
-    let fixed = fixed_file(&taken);
-    assert_eq!(
-        fixed.matches("const COMPARE_AND_DELETE").count(),
-        1,
-        "{fixed}"
-    );
-    assert!(
-        squeezed(&fixed).contains(&squeezed(
-            r#"redis::cmd("EVAL").arg("if redis.call('get', KEYS[1]) == ARGV[1]"#
-        )),
-        "{fixed}"
-    );
+    // the name holds another script; or the same script, but inside a module this code
+    // does not see
+    let same = "const COMPARE_AND_DELETE: &str = \"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end\";";
+    for definition in [
+        "const COMPARE_AND_DELETE: &str = \"return 1\";".to_string(),
+        format!("mod scripts {{\n    pub {same}\n}}"),
+    ] {
+        let taken = CMD_DEL_NO_USES.replace(
+            "//! Report locks.\n",
+            &format!("//! Report locks.\n{definition}\n"),
+        );
+        let fixed = fixed_file(&taken);
+        assert_eq!(
+            fixed.matches("const COMPARE_AND_DELETE").count(),
+            1,
+            "{fixed}"
+        );
+        assert!(
+            squeezed(&fixed).contains(&squeezed(
+                r#"redis::cmd("EVAL").arg("if redis.call('get', KEYS[1]) == ARGV[1]"#
+            )),
+            "{fixed}"
+        );
+    }
 }
 
 #[test]

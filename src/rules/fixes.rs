@@ -561,7 +561,12 @@ fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
     let literal = format!("{:?}", script.lua);
     let text = &o.file.text;
     let definition = format!("const {}: &str = {literal};", script.name);
-    if text.contains(&definition) {
+    // reuse a module-level definition (at the start of a line; one indented may sit in an
+    // inline module, out of this function's scope)
+    let top_level = text
+        .match_indices(&definition)
+        .any(|(at, _)| at == 0 || text[..at].ends_with('\n'));
+    if top_level && o.func.item_slot.is_some() {
         return (script.name.to_string(), None);
     }
     let taken = [" ", ":", "("]
