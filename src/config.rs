@@ -91,20 +91,27 @@ pub struct Raw {
     pub help_uri: Option<Spanned<String>>,
 }
 
+/// A manifest's `[package.metadata.locklint]` table (read only when it exists, so that nothing
+/// else in the manifest can make reading it fail).
 #[derive(Debug, Deserialize)]
-struct Manifest {
-    package: Option<MetaHolder>,
-    workspace: Option<MetaHolder>,
+struct InPackage {
+    package: MetaHolder,
+}
+
+/// A manifest's `[workspace.metadata.locklint]` table.
+#[derive(Debug, Deserialize)]
+struct InWorkspace {
+    workspace: MetaHolder,
 }
 
 #[derive(Debug, Deserialize)]
 struct MetaHolder {
-    metadata: Option<Metadata>,
+    metadata: Metadata,
 }
 
 #[derive(Debug, Deserialize)]
 struct Metadata {
-    locklint: Option<Raw>,
+    locklint: Raw,
 }
 
 /// A configuration error, rendered with the file's text.
@@ -163,18 +170,59 @@ impl miette::Diagnostic for ConfigError {
 }
 
 impl ConfigError {
-    /// The error as miette renders it (file, line, snippet, help).
+    /// The error as miette renders it: one `error:` line, then the message, the file named
+    /// once with the line and column, the snippet and the help.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let handler =
-            miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor());
-        if handler.render_report(&mut out, self).is_err() {
-            out = self.to_string();
+            miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+                .with_links(false);
+        let named = Named {
+            error: self,
+            source: miette::NamedSource::new(
+                crate::source::display_path(&self.path),
+                self.text.clone(),
+            ),
+        };
+        if handler.render_report(&mut out, &named).is_err() {
+            return format!("error: invalid configuration: {self}\n");
         }
-        format!(
-            "error: {}: invalid configuration\n{out}",
-            self.path.display()
-        )
+        format!("error: invalid configuration\n{out}")
+    }
+}
+
+/// A [`ConfigError`] whose snippet is headed by the file's display path.
+struct Named<'a> {
+    error: &'a ConfigError,
+    source: miette::NamedSource<String>,
+}
+
+impl std::fmt::Debug for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error.message)
+    }
+}
+
+impl std::fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error.message)
+    }
+}
+
+impl std::error::Error for Named<'_> {}
+
+impl miette::Diagnostic for Named<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
+        self.error.code()
+    }
+    fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
+        self.error.help()
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.source)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.error.labels()
     }
 }
 
@@ -434,46 +482,117 @@ pub fn parse_duration_ms(s: &str) -> Option<u64> {
     }
 }
 
-/// Read the configuration table of a file (`None` for a Cargo.toml without one).
-fn read_raw(path: &Path) -> Result<Option<(Raw, String)>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        path: path.to_path_buf(),
-        text: String::new(),
-        span: 0..0,
-        message: crate::discover::describe_io(&e),
-        help: None,
-    })?;
+/// What one configuration file holds.
+enum Read {
+    /// A configuration table, and the file's text.
+    Table(Box<Raw>, String),
+    /// A manifest without a locklint table.
+    Nothing,
+    /// A manifest that cannot be read or is not valid TOML: it holds no configuration, and the
+    /// reason becomes a note.
+    Unusable(String),
+}
+
+/// Read the configuration table of a file. Only locklint's own configuration can be an error:
+/// a `Cargo.toml` that cannot be read or parsed is [`Read::Unusable`].
+fn read_raw(path: &Path) -> Result<Read, ConfigError> {
     let is_manifest = path.file_name().is_some_and(|n| n == "Cargo.toml");
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if is_manifest => {
+            return Ok(Read::Unusable(format!(
+                "not read for configuration: {}",
+                crate::discover::describe_io(&e)
+            )))
+        }
+        Err(e) => {
+            return Err(ConfigError {
+                path: path.to_path_buf(),
+                text: String::new(),
+                span: 0..0,
+                message: crate::discover::describe_io(&e),
+                help: None,
+            })
+        }
+    };
     let raw = if is_manifest {
-        let m: Manifest = toml::from_str(&text).map_err(|e| parse_error(path, &text, e))?;
-        let meta = m
-            .package
-            .and_then(|p| p.metadata)
-            .and_then(|m| m.locklint)
-            .or_else(|| {
-                m.workspace
-                    .and_then(|w| w.metadata)
-                    .and_then(|m| m.locklint)
-            });
-        match meta {
-            Some(r) => r,
-            None => return Ok(None),
+        let table: toml::Table = match toml::from_str(&text) {
+            Ok(t) => t,
+            Err(e) => {
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let idx = crate::source::LineIndex::new(&text);
+                        let lc = idx.line_col(&text, s.start);
+                        format!(" at {}:{}", lc.line, lc.column)
+                    })
+                    .unwrap_or_default();
+                return Ok(Read::Unusable(format!(
+                    "not valid TOML{at} ({})",
+                    e.message().trim()
+                )));
+            }
+        };
+        let has = |section: &str| {
+            table
+                .get(section)
+                .and_then(|v| v.get("metadata"))
+                .and_then(|m| m.get("locklint"))
+                .is_some()
+        };
+        if has("package") {
+            toml::from_str::<InPackage>(&text)
+                .map_err(|e| parse_error(path, &text, e))?
+                .package
+                .metadata
+                .locklint
+        } else if has("workspace") {
+            toml::from_str::<InWorkspace>(&text)
+                .map_err(|e| parse_error(path, &text, e))?
+                .workspace
+                .metadata
+                .locklint
+        } else {
+            return Ok(Read::Nothing);
         }
     } else {
         toml::from_str(&text).map_err(|e| parse_error(path, &text, e))?
     };
     validate(path, &text, &raw)?;
-    Ok(Some((raw, text)))
+    Ok(Read::Table(Box::new(raw), text))
 }
 
-/// Load a configuration file with what it extends.
+/// Load a configuration file named explicitly (`--config`), with what it extends: `None` for a
+/// manifest without a locklint table; a manifest that cannot be parsed is an error here.
 pub fn load(path: &Path) -> Result<Option<Settings>, ConfigError> {
-    load_chain(path, 0)
+    let mut unusable = None;
+    let settings = load_chain(path, 0, &mut |p, why| {
+        unusable.get_or_insert((p.to_path_buf(), why));
+    })?;
+    match unusable {
+        Some((path, message)) => Err(ConfigError {
+            path,
+            text: String::new(),
+            span: 0..0,
+            message,
+            help: None,
+        }),
+        None => Ok(settings),
+    }
 }
 
-fn load_chain(path: &Path, depth: usize) -> Result<Option<Settings>, ConfigError> {
-    let Some((raw, text)) = read_raw(path)? else {
-        return Ok(None);
+fn load_chain(
+    path: &Path,
+    depth: usize,
+    note: &mut dyn FnMut(&Path, String),
+) -> Result<Option<Settings>, ConfigError> {
+    let (raw, text) = match read_raw(path)? {
+        Read::Table(raw, text) => (raw, text),
+        Read::Nothing => return Ok(None),
+        Read::Unusable(why) => {
+            note(path, why);
+            return Ok(None);
+        }
     };
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let mut settings = match &raw.extend {
@@ -491,7 +610,7 @@ fn load_chain(path: &Path, depth: usize) -> Result<Option<Settings>, ConfigError
                     help: None,
                 });
             }
-            load_chain(&p, depth + 1)?.unwrap_or_default()
+            load_chain(&p, depth + 1, note)?.unwrap_or_default()
         }
         _ => Settings::default(),
     };
@@ -501,20 +620,8 @@ fn load_chain(path: &Path, depth: usize) -> Result<Option<Settings>, ConfigError
     Ok(Some(settings.finish()))
 }
 
-/// The configuration file nearest above `dir`, if any.
-pub fn nearest(dir: &Path) -> Result<Option<Settings>, ConfigError> {
-    for d in dir.ancestors() {
-        for name in ["locklint.toml", ".locklint.toml", "Cargo.toml"] {
-            let p = d.join(name);
-            if p.is_file() {
-                if let Some(s) = load(&p)? {
-                    return Ok(Some(s));
-                }
-            }
-        }
-    }
-    Ok(None)
-}
+/// Names of configuration files, in the order they are looked for in a directory.
+const FILE_NAMES: [&str; 3] = ["locklint.toml", ".locklint.toml", "Cargo.toml"];
 
 /// How configurations are found for files.
 #[derive(Debug, Clone)]
@@ -527,22 +634,33 @@ pub enum Mode {
     Isolated,
 }
 
-/// Settings per directory, cached.
+/// The result of loading one configuration file, shared by every directory it governs.
+type Loaded = Result<Option<Arc<Settings>>, Arc<ConfigError>>;
+/// The settings that govern a directory.
+type Governing = Result<Arc<Settings>, Arc<ConfigError>>;
+
+/// Settings per directory. Each configuration file is read at most once, and only when a
+/// directory it may govern is asked about: a file under an excluded or ignored directory is
+/// never read.
 pub struct Resolver {
     mode: Mode,
-    cache: Mutex<HashMap<PathBuf, Arc<Settings>>>,
+    dirs: Mutex<HashMap<PathBuf, Governing>>,
+    files: Mutex<HashMap<PathBuf, Loaded>>,
+    notes: Mutex<BTreeMap<PathBuf, String>>,
 }
 
 impl Resolver {
     pub fn new(mode: Mode) -> Self {
         Resolver {
             mode,
-            cache: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
+            notes: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// The settings that apply to a file.
-    pub fn for_file(&self, path: &Path) -> Result<Arc<Settings>, ConfigError> {
+    /// The settings that apply to a file (or, for a directory, to the files directly in it).
+    pub fn for_file(&self, path: &Path) -> Governing {
         match &self.mode {
             Mode::Isolated => Ok(Arc::new(Settings::default())),
             Mode::Fixed(s) => Ok(s.clone()),
@@ -553,16 +671,70 @@ impl Resolver {
                 } else {
                     abs.parent().map(Path::to_path_buf).unwrap_or_default()
                 };
-                if let Some(s) = self.cache.lock().ok().and_then(|c| c.get(&dir).cloned()) {
-                    return Ok(s);
-                }
-                let s = Arc::new(nearest(&dir)?.unwrap_or_default());
-                if let Ok(mut c) = self.cache.lock() {
-                    c.insert(dir, s.clone());
-                }
-                Ok(s)
+                self.for_dir(&dir)
             }
         }
+    }
+
+    /// The settings of the nearest configuration at or above `dir` (canonical).
+    fn for_dir(&self, dir: &Path) -> Governing {
+        if let Some(s) = self.dirs.lock().ok().and_then(|c| c.get(dir).cloned()) {
+            return s;
+        }
+        let found = self.nearest(dir);
+        if let Ok(mut c) = self.dirs.lock() {
+            c.insert(dir.to_path_buf(), found.clone());
+        }
+        found
+    }
+
+    fn nearest(&self, dir: &Path) -> Governing {
+        for d in dir.ancestors() {
+            if let Some(cached) = self.dirs.lock().ok().and_then(|c| c.get(d).cloned()) {
+                return cached;
+            }
+            for name in FILE_NAMES {
+                let p = d.join(name);
+                if p.is_file() {
+                    if let Some(s) = self.file(&p)? {
+                        return Ok(s);
+                    }
+                }
+            }
+        }
+        Ok(Arc::new(Settings::default()))
+    }
+
+    /// One configuration file, loaded once.
+    fn file(&self, path: &Path) -> Loaded {
+        if let Some(l) = self.files.lock().ok().and_then(|c| c.get(path).cloned()) {
+            return l;
+        }
+        let mut notes = Vec::new();
+        let loaded = load_chain(path, 0, &mut |p, why| {
+            notes.push((
+                p.to_path_buf(),
+                format!("{why}; no configuration is read from it"),
+            ))
+        })
+        .map(|s| s.map(Arc::new))
+        .map_err(Arc::new);
+        if let Ok(mut n) = self.notes.lock() {
+            n.extend(notes);
+        }
+        if let Ok(mut c) = self.files.lock() {
+            c.insert(path.to_path_buf(), loaded.clone());
+        }
+        loaded
+    }
+
+    /// Manifests that were read for configuration but hold none because they cannot be
+    /// parsed: `(path, why)`, once each.
+    pub fn notes(&self) -> Vec<(PathBuf, String)> {
+        self.notes
+            .lock()
+            .map(|n| n.iter().map(|(p, w)| (p.clone(), w.clone())).collect())
+            .unwrap_or_default()
     }
 }
 

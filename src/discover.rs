@@ -9,9 +9,17 @@ pub struct PathError {
     pub message: String,
 }
 
+/// Decides whether a directory met during the walk is left out (excluded by configuration).
+pub type Prune = std::sync::Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
 /// Files under `roots` that a front-end reads, deduplicated and sorted.
-/// `exclude_dirs` are directories not to descend into (other packages of a workspace).
-pub fn discover(roots: &[PathBuf], exclude_dirs: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathError>) {
+/// `exclude_dirs` are directories not to descend into (other packages of a workspace);
+/// `prune` is asked about every other directory below a root, after `.gitignore`.
+pub fn discover(
+    roots: &[PathBuf],
+    exclude_dirs: &[PathBuf],
+    prune: Prune,
+) -> (Vec<PathBuf>, Vec<PathError>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for root in roots {
@@ -34,6 +42,7 @@ pub fn discover(roots: &[PathBuf], exclude_dirs: &[PathBuf]) -> (Vec<PathBuf>, V
             .iter()
             .filter_map(|d| d.canonicalize().ok())
             .collect();
+        let prune = prune.clone();
         let mut builder = ignore::WalkBuilder::new(root);
         builder
             .hidden(true)
@@ -58,7 +67,7 @@ pub fn discover(roots: &[PathBuf], exclude_dirs: &[PathBuf]) -> (Vec<PathBuf>, V
                         }
                     }
                 }
-                true
+                e.depth() == 0 || !prune(e.path())
             });
         for entry in builder.build() {
             match entry {

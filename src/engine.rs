@@ -1,6 +1,7 @@
 //! Runs an analysis: load files in parallel, run the front-ends, derive project facts,
 //! run the rules over every trace, and return sorted, de-duplicated findings.
 
+use crate::baseline::Baseline;
 use crate::config::{self, Mode, Resolver, Settings};
 use crate::diagnostic::{Diagnostic, Location};
 use crate::discover::{describe_io, discover, PathError};
@@ -11,7 +12,7 @@ use crate::rules::{self, PARSE_ERROR};
 use crate::source::{display_path, SourceFile};
 use rayon::prelude::*;
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Files larger than this are skipped with a note.
@@ -50,6 +51,10 @@ pub struct Options {
     pub overlay: Option<std::sync::Arc<std::collections::HashMap<PathBuf, String>>>,
     /// Keep every file's intermediate form in [`Report::irs`] (for the audit).
     pub keep_irs: bool,
+    /// `--baseline`: findings recorded in it are not reported and do not fail the run.
+    pub baseline: Option<Arc<Baseline>>,
+    /// `--changed-since`: only findings in these files (canonical paths) are reported.
+    pub only_files: Option<Arc<HashSet<PathBuf>>>,
 }
 
 /// Something worth telling the user that is not a finding (a skipped file).
@@ -71,8 +76,17 @@ pub struct Report {
     pub errors: Vec<PathError>,
     /// Invalid configuration, rendered; nothing was analysed.
     pub config_error: Option<String>,
-    /// Findings that fail the run (all of them, unless `fail-on = "error"` lets warnings pass).
+    /// Named paths that exist but hold nothing to analyse (no `.rs`, `.sql` or `.lua` file
+    /// that is not ignored or excluded).
+    pub empty_paths: Vec<PathBuf>,
+    /// Reported findings that fail the run (all of them, unless `fail-on = "error"` lets
+    /// warnings pass); counted after suppressions, configuration, `--changed-since` and the
+    /// baseline, so it is what the exit code follows.
     pub failing: usize,
+    /// Findings recorded in the baseline, not reported.
+    pub baselined: usize,
+    /// Baseline entries no longer found (fixed or removed).
+    pub baseline_gone: usize,
     /// Configured documentation link per rule (`{rule}` is replaced).
     pub help_uri: Option<String>,
     /// With `--fix`: how many findings the fixes removed.
@@ -180,29 +194,53 @@ pub fn run(opts: &Options) -> Report {
             }
         }
     };
-    // a broken configuration is an error even where there is nothing to analyse
+    let resolver = Arc::new(resolver);
+    // Only a configuration that governs a named path or a file to analyse is read, and only
+    // its errors stop the run (each named once). Directories that a governing configuration
+    // excludes are not walked, so nothing under them is read.
+    let mut config_errors: Vec<Arc<config::ConfigError>> = Vec::new();
+    let mut config_error = |e: Arc<config::ConfigError>| {
+        if !config_errors.iter().any(|x| x.path == e.path) {
+            config_errors.push(e);
+        }
+    };
     for p in &opts.paths {
         if let Err(e) = resolver.for_file(p) {
-            return Report {
-                config_error: Some(e.render()),
-                ..Default::default()
-            };
+            config_error(e);
         }
     }
-    let (paths, errors) = discover(&opts.paths, &opts.exclude_dirs);
-    // configuration of every file, and of the first path for project-wide settings
+    let excluded_dir = {
+        let resolver = resolver.clone();
+        move |dir: &Path| {
+            dir.parent()
+                .and_then(|parent| resolver.for_file(parent).ok())
+                .is_some_and(|s| s.excludes(dir))
+        }
+    };
+    let (paths, errors) = discover(&opts.paths, &opts.exclude_dirs, Arc::new(excluded_dir));
     let mut kept = Vec::with_capacity(paths.len());
     for p in paths {
         match resolver.for_file(&p) {
             Ok(s) if s.excludes(&p) => {}
             Ok(_) => kept.push(p),
-            Err(e) => {
-                return Report {
-                    config_error: Some(e.render()),
-                    ..Default::default()
-                }
-            }
+            Err(e) => config_error(e),
         }
+    }
+    let empty_paths = empty_paths(&opts.paths, &kept);
+    let config_notes: Vec<Note> = resolver
+        .notes()
+        .into_iter()
+        .map(|(path, message)| Note {
+            path: display_path(&path),
+            message,
+        })
+        .collect();
+    if !config_errors.is_empty() {
+        return Report {
+            config_error: Some(config_errors.iter().map(|e| e.render()).collect()),
+            notes: config_notes,
+            ..Default::default()
+        };
     }
     let mut project_settings = opts
         .paths
@@ -222,6 +260,8 @@ pub fn run(opts: &Options) -> Report {
     let mut report = pool().install(|| analyze_paths(kept, opts, &project_settings));
     report.help_uri = project_settings.help_uri.clone();
     report.errors.splice(0..0, errors);
+    report.notes.splice(0..0, config_notes);
+    report.empty_paths = empty_paths;
     // per-file rule selection, severities and what fails the run
     report.findings.retain_mut(|d| {
         let Ok(s) = resolver.for_file(&d.primary.file.path) else {
@@ -235,6 +275,7 @@ pub fn run(opts: &Options) -> Report {
         }
         true
     });
+    filter_reported(&mut report, opts);
     report.failing = report
         .findings
         .iter()
@@ -248,6 +289,42 @@ pub fn run(opts: &Options) -> Report {
         })
         .count();
     report
+}
+
+/// The roots that exist but yield no file to analyse.
+fn empty_paths(roots: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    roots
+        .iter()
+        .filter(|root| root.exists())
+        .filter(|root| {
+            // files are found as `root/...`; the same file named twice is kept once, so
+            // compare canonical paths before calling a root empty
+            !files.iter().any(|f| f.starts_with(root)) && {
+                let root = canonical(root);
+                !files.iter().any(|f| canonical(f).starts_with(&root))
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// Keep the findings to report: those not in the baseline (which also counts the entries that
+/// are gone), then those in the `--changed-since` files.
+fn filter_reported(report: &mut Report, opts: &Options) {
+    if let Some(b) = &opts.baseline {
+        let before = report.findings.len();
+        let (new, gone) = b.filter(std::mem::take(&mut report.findings));
+        report.baselined = before - new.len();
+        report.baseline_gone = gone;
+        report.findings = new;
+    }
+    if let Some(only) = &opts.only_files {
+        report.findings.retain(|d| {
+            let path = &d.primary.file.path;
+            only.contains(&path.canonicalize().unwrap_or_else(|_| path.clone()))
+        });
+    }
 }
 
 fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Report {

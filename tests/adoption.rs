@@ -37,7 +37,7 @@ fn baseline_reports_only_new_findings_across_edits_and_renames() {
     std::fs::write(dir.path().join("jobs.rs"), OLD).unwrap();
     let o = locklint(dir.path(), &["check", "--write-baseline", "baseline.json"]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("recorded 1 findings"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("recorded 1 finding in the baseline"));
 
     // lines inserted above, and a new defect added
     std::fs::write(
@@ -64,7 +64,7 @@ fn baseline_reports_only_new_findings_across_edits_and_renames() {
     std::fs::write(dir.path().join("locks.rs"), "pub fn nothing() {}\n").unwrap();
     let o = locklint(dir.path(), &["check", "--baseline", "baseline.json"]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("1 findings of the baseline are gone"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 finding of the baseline is gone"));
 
     let o = locklint(dir.path(), &["check", "--baseline", "missing.json"]);
     assert_eq!(o.status.code(), Some(2));
@@ -136,4 +136,108 @@ fn add_suppressions_silences_every_current_finding() {
     // a second run has nothing to add
     let o = locklint(dir.path(), &["check", "--add-suppressions", "again"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("added 0 suppressions"));
+}
+
+const CLEAN: &str = "pub fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n";
+
+fn out(o: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn baselined_findings_that_are_still_there_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jobs.rs"), OLD).unwrap();
+    std::fs::write(dir.path().join("cache.rs"), CLEAN).unwrap();
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let o = locklint(dir.path(), &["check", "--write-baseline", "bl.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // the defect is still there, and recorded: nothing fails
+    let o = locklint(dir.path(), &["check", "--baseline", "bl.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("0 findings in 2 files (1 finding in the baseline not shown)"),
+        "{stdout}"
+    );
+    for format in ["json", "sarif", "github", "gitlab", "json-lines"] {
+        let o = locklint(
+            dir.path(),
+            &["check", "--baseline", "bl.json", "--format", format],
+        );
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", out(&o));
+    }
+    let o = locklint(
+        dir.path(),
+        &["check", "--baseline", "bl.json", "--format", "json"],
+    );
+    assert!(rules(&o).is_empty());
+
+    // a new defect next to the recorded one fails, and only it is reported
+    std::fs::write(
+        dir.path().join("renew.rs"),
+        format!("use redis::AsyncCommands;\n{NEW}"),
+    )
+    .unwrap();
+    let o = locklint(
+        dir.path(),
+        &["check", "--baseline", "bl.json", "--format", "json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert_eq!(rules(&o), vec!["unconditional-renew@renew.rs"]);
+
+    // `--fix` with a baseline: the exit code follows what remains outside the baseline
+    let o = locklint(dir.path(), &["check", "--baseline", "bl.json", "--fix"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+}
+
+#[test]
+fn changed_since_exits_on_the_changed_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    std::fs::write(dir.path().join("old.rs"), OLD).unwrap();
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "-q", "-m", "old"]);
+
+    // nothing changed: the old defect is not reported and does not fail the run
+    let o = locklint(dir.path(), &["check", "--changed-since", "HEAD"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("0 findings in 1 file"),
+        "{}",
+        out(&o)
+    );
+
+    // a changed clean file (untracked, then committed)
+    std::fs::write(dir.path().join("cache.rs"), CLEAN).unwrap();
+    let o = locklint(dir.path(), &["check", "--changed-since", "HEAD"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "-q", "-m", "cache"]);
+    let o = locklint(dir.path(), &["check", "--changed-since", "HEAD~1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // a changed file with a defect
+    std::fs::write(dir.path().join("old.rs"), format!("{OLD}// touched\n")).unwrap();
+    let o = locklint(
+        dir.path(),
+        &["check", "--changed-since", "HEAD", "--format", "json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert_eq!(rules(&o), vec!["unconditional-release@old.rs"]);
+
+    // together with a baseline that records it: nothing fails
+    let o = locklint(dir.path(), &["check", "--write-baseline", "bl.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let o = locklint(
+        dir.path(),
+        &["check", "--changed-since", "HEAD", "--baseline", "bl.json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 }

@@ -280,3 +280,121 @@ fn message_format_json_can_pass_cargo_check_through() {
     );
     assert_eq!(o.status.code(), Some(0));
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}");
+}
+
+fn both(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn exit_codes_follow_the_findings_left_after_baseline_and_changed_since() {
+    let ws = virtual_workspace();
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["add", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "init"]);
+    for sub in [&[][..], &["check"][..]] {
+        let with = |args: &[&'static str]| [sub, args].concat();
+        let o = cargo_locklint(ws.path(), &with(&["-p", "clean"]));
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+        let o = cargo_locklint(ws.path(), &with(&[]));
+        assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+        let o = cargo_locklint(ws.path(), &with(&["--changed-since", "HEAD"]));
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+        let o = cargo_locklint(ws.path(), &with(&["--write-baseline", "bl.json"]));
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+        let o = cargo_locklint(ws.path(), &with(&["--baseline", "bl.json"]));
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+        let o = cargo_locklint(
+            ws.path(),
+            &with(&["--baseline", "bl.json", "--message-format=json"]),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+    }
+    // a new defect fails the run through both outputs
+    write(ws.path(), "crates/clean/src/lock.rs", BAD);
+    let o = cargo_locklint(ws.path(), &["--baseline", "bl.json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    let o = cargo_locklint(ws.path(), &["--changed-since", "HEAD"]);
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    let o = cargo_locklint(
+        ws.path(),
+        &["--baseline", "bl.json", "--message-format=json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+}
+
+#[test]
+fn configuration_and_usage_errors_exit_2() {
+    let ws = virtual_workspace();
+    let o = cargo_locklint(ws.path(), &["--message-format=json", "--format", "sarif"]);
+    assert_eq!(o.status.code(), Some(2), "{}", both(&o));
+    assert!(
+        both(&o).contains(
+            "'--message-format <MESSAGE_FORMAT>' cannot be used with '--format <FORMAT>'"
+        ),
+        "{}",
+        both(&o)
+    );
+    let o = cargo_locklint(ws.path(), &["--select", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = cargo_locklint(ws.path(), &["--baseline", "missing.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    // an unknown key in the locklint table of a selected package
+    let manifest = ws.path().join("crates/locky/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        format!("{text}\n[package.metadata.locklint]\nfail_on = \"error\"\n"),
+    )
+    .unwrap();
+    let o = cargo_locklint(ws.path(), &["-p", "locky"]);
+    assert_eq!(o.status.code(), Some(2), "{}", both(&o));
+    assert!(both(&o).contains("did you mean `fail-on`?"), "{}", both(&o));
+    // ... governs nothing when that package is not selected
+    let o = cargo_locklint(ws.path(), &["-p", "clean"]);
+    assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+    let o = cargo_locklint(ws.path(), &["audit", "-p", "locky"]);
+    assert_eq!(o.status.code(), Some(2), "{}", both(&o));
+}
+
+#[test]
+fn help_lists_every_subcommand() {
+    use clap::CommandFactory;
+    let dir = tempfile::tempdir().unwrap();
+    let o = cargo_locklint(dir.path(), &["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command list: {help}"))
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let cli = locklint::cli::Cli::command();
+    for sub in cli.get_subcommands() {
+        assert!(
+            commands.contains(&sub.get_name()),
+            "`{}` missing from `cargo locklint --help`:\n{help}",
+            sub.get_name()
+        );
+    }
+    // each runs
+    let o = cargo_locklint(dir.path(), &["config", "--show"]);
+    assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+}

@@ -70,7 +70,7 @@ fn exit_codes_follow_findings() {
     let out = stdout(&o);
     assert!(out.contains("separate-expire"), "{out}");
     assert!(out.contains("src/lock.rs:6:"), "{out}");
-    assert!(out.contains("findings in 2 files"), "{out}");
+    assert!(out.contains("2 findings in 1 of 2 files"), "{out}");
 }
 
 #[test]
@@ -391,4 +391,187 @@ fn findings_on_very_long_lines_are_rendered_without_a_snippet() {
     assert!(stdout(&o).contains("error[unconditional-release]"));
     assert!(stdout(&o).contains("long.rs:2:"));
     assert!(!stderr(&o).contains("internal error"));
+}
+
+/// `SET NX` with a constant value and an expiry: only `constant-lock-value`, a warning.
+const WARNING_ONLY: &str = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection) -> redis::RedisResult<bool> {
+    let ok: bool = redis::cmd("SET").arg("lock:report").arg("1").arg("NX").arg("PX").arg(30_000).query(con)?;
+    Ok(ok)
+}
+"#;
+
+fn rules_found(o: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}:{}",
+                f["rule"].as_str().unwrap(),
+                f["severity"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn warnings_fail_unless_fail_on_is_error() {
+    let dir = tree(&[("lock.rs", WARNING_ONLY.as_bytes())]);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(rules_found(&o), vec!["constant-lock-value:warning"]);
+    assert_eq!(o.status.code(), Some(1));
+    std::fs::write(dir.path().join("locklint.toml"), "fail-on = \"error\"\n").unwrap();
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(rules_found(&o), vec!["constant-lock-value:warning"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // an error still fails
+    std::fs::write(dir.path().join("more.rs"), BAD).unwrap();
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn suppressed_findings_do_not_fail_the_run() {
+    let suppressed = BAD
+        .replace(
+            "    let ok: bool",
+            "    // locklint: allow(constant-lock-value) -- a local development tool\n    let ok: bool",
+        )
+        .replace(
+            "        let _: () = con.expire",
+            "        // locklint: allow(separate-expire) -- a local development tool\n        let _: () = con.expire",
+        );
+    let dir = tree(&[("lock.rs", suppressed.as_bytes())]);
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("0 findings in 1 file"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn an_unreadable_named_path_exits_2() {
+    let dir = tree(&[("lock.rs", CLEAN.as_bytes())]);
+    std::os::unix::fs::symlink("nowhere.rs", dir.path().join("dangling.rs")).unwrap();
+    let o = locklint(dir.path(), &["check", "dangling.rs", "lock.rs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error: dangling.rs: no such file or directory"),
+        "{}",
+        stderr(&o)
+    );
+    // the rest was analysed
+    assert!(
+        stdout(&o).contains("0 findings in 1 file"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn a_named_path_with_nothing_to_analyse_warns_and_exits_2() {
+    let dir = tree(&[
+        ("src/cache.rs", CLEAN.as_bytes()),
+        ("docs/guide.md", b"# guide\n"),
+        ("docs/.gitignore", b"*.rs\n"),
+        ("docs/example.rs", BAD.as_bytes()),
+    ]);
+    for path in ["docs", "docs/"] {
+        let o = locklint(dir.path(), &["check", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("warning: docs: no .rs, .sql or .lua files to analyse")
+                || stderr(&o).contains("warning: docs/: no .rs, .sql or .lua files to analyse"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // one empty path among others still exits 2, after analysing the rest
+    let o = locklint(dir.path(), &["check", "src", "docs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("0 findings in 1 file"));
+    // everything excluded by the configuration
+    std::fs::write(dir.path().join("locklint.toml"), "exclude = [\"src\"]\n").unwrap();
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: .: no .rs, .sql or .lua files to analyse"));
+    let empty = tempfile::tempdir().unwrap();
+    let o = locklint(empty.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn the_summary_counts_files_analysed_and_files_with_findings_with_plurals() {
+    let one = BAD.replace("let _: () = con.expire(\"lock:report\", 30)?;", "");
+    let dir = tree(&[("a.rs", one.as_bytes())]);
+    let o = locklint(dir.path(), &["check", "--select", "constant-lock-value"]);
+    assert!(
+        stdout(&o).contains("\n1 finding in 1 file\n"),
+        "{}",
+        stdout(&o)
+    );
+    let dir = tree(&[
+        ("a.rs", BAD.as_bytes()),
+        ("b.rs", BAD.as_bytes()),
+        ("c.rs", CLEAN.as_bytes()),
+    ]);
+    let o = locklint(dir.path(), &["check"]);
+    let out = stdout(&o);
+    assert!(out.contains("\n4 findings in 2 of 3 files\n"), "{out}");
+    assert!(out.contains("\n2 fixes available with --fix\n"), "{out}");
+    let o = locklint(dir.path(), &["check", "a.rs"]);
+    assert!(
+        stdout(&o).contains("\n2 findings in 1 file\n1 fix available with --fix\n"),
+        "{}",
+        stdout(&o)
+    );
+    let o = locklint(dir.path(), &["check", "--diff", "a.rs"]);
+    assert!(
+        stderr(&o).contains("1 fix would be applied to 1 file"),
+        "{}",
+        stderr(&o)
+    );
+    let o = locklint(dir.path(), &["check", "--fix"]);
+    assert!(
+        stdout(&o).contains("fixed 2 findings; 2 findings remaining in 2 of 3 files"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn statistics_count_each_rule_and_severity() {
+    let dir = tree(&[
+        ("a.rs", BAD.as_bytes()),
+        ("strict/b.rs", BAD.as_bytes()),
+        ("strict/c.rs", BAD.as_bytes()),
+    ]);
+    std::fs::write(
+        dir.path().join("strict/locklint.toml"),
+        "[severity]\nconstant-lock-value = \"error\"\n",
+    )
+    .unwrap();
+    // with a machine-readable format the statistics go to stderr
+    let o = locklint(dir.path(), &["check", "--statistics", "--format", "json"]);
+    let out = stderr(&o);
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            vec!["3", "separate-expire", "error"],
+            vec!["2", "constant-lock-value", "error"],
+            vec!["1", "constant-lock-value", "warning"],
+        ],
+        "{out}"
+    );
 }

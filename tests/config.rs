@@ -273,3 +273,160 @@ fn fence_columns_lock_table_columns_and_efficiency_locks() {
         ]
     );
 }
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A package whose `Cargo.toml` is deliberately not a valid manifest, as test fixtures of
+/// cargo-related tools hold.
+const BROKEN_MANIFEST: &str = "[package\nname = \"broken\"\n";
+
+#[test]
+fn a_manifest_that_does_not_parse_contributes_nothing_and_gets_one_note() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "locklint.toml",
+        "ignore = [\"constant-lock-value\"]\n",
+    );
+    write(dir.path(), "tests/x/in/Cargo.toml", BROKEN_MANIFEST);
+    write(dir.path(), "tests/x/in/src/lib.rs", LOCKY);
+    write(dir.path(), "tests/x/in/src/more.rs", LOCKY);
+    let o = locklint(dir.path(), &["check", ".", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // every file analysed, under the configuration above the broken manifest
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:setnx-without-expiry:error",
+            "a.rs:unconditional-release:error",
+            "sub/b.rs:setnx-without-expiry:error",
+            "sub/b.rs:unconditional-release:error",
+            "tests/x/in/src/lib.rs:setnx-without-expiry:error",
+            "tests/x/in/src/lib.rs:unconditional-release:error",
+            "tests/x/in/src/more.rs:setnx-without-expiry:error",
+            "tests/x/in/src/more.rs:unconditional-release:error",
+        ]
+    );
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("note: tests/x/in/Cargo.toml: not valid TOML at 1:"))
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("error"), "{err}");
+}
+
+#[test]
+fn excluded_and_ignored_directories_are_never_read_for_configuration() {
+    let dir = tree();
+    write(dir.path(), "locklint.toml", "exclude = [\"tests/x\"]\n");
+    // a valid manifest with an unknown locklint key, and a broken one, both excluded
+    write(
+        dir.path(),
+        "tests/x/a/Cargo.toml",
+        "[package]\nname = \"a\"\nversion = \"0.1.0\"\n\n[package.metadata.locklint]\nselct = []\n",
+    );
+    write(dir.path(), "tests/x/a/src/lib.rs", LOCKY);
+    write(dir.path(), "tests/x/b/Cargo.toml", BROKEN_MANIFEST);
+    write(dir.path(), "tests/x/b/src/lib.rs", LOCKY);
+    // a broken locklint configuration in a git-ignored directory
+    write(dir.path(), ".gitignore", "fixtures/\n");
+    write(dir.path(), "fixtures/locklint.toml", "select = [\n");
+    write(dir.path(), "fixtures/c.rs", LOCKY);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let paths: std::collections::BTreeSet<String> = found(&o)
+        .into_iter()
+        .map(|f| f.split(':').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        paths.into_iter().collect::<Vec<_>>(),
+        vec!["a.rs", "sub/b.rs"]
+    );
+    assert!(
+        stderr(&o).is_empty(),
+        "nothing excluded was read: {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_unknown_key_in_a_manifest_that_governs_nothing_analysed_does_not_stop_the_run() {
+    let dir = tree();
+    // a package with no source file (only a README)
+    write(
+        dir.path(),
+        "docs/Cargo.toml",
+        "[package]\nname = \"docs\"\nversion = \"0.1.0\"\n\n[package.metadata.locklint]\nselct = []\n",
+    );
+    write(dir.path(), "docs/README.md", "# docs\n");
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(found(&o).len(), 6);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_locklint_table_with_an_unknown_key_that_governs_analysed_files_is_one_clear_error() {
+    let dir = tree();
+    write(
+        dir.path(),
+        "crates/jobs/Cargo.toml",
+        "[package]\nname = \"jobs\"\nversion = \"0.1.0\"\n\n[package.metadata.locklint]\nselect = [\"separate-expire\"]\nignroe = [\"get-then-set\"]\n",
+    );
+    write(dir.path(), "crates/jobs/src/lib.rs", LOCKY);
+    write(dir.path(), "crates/jobs/src/more.rs", LOCKY);
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("crates/jobs/Cargo.toml").count(),
+        1,
+        "the file is named once: {err}"
+    );
+    assert!(err.contains("crates/jobs/Cargo.toml:7:1"), "{err}");
+    assert!(err.contains("unknown field `ignroe`"), "{err}");
+    assert!(err.contains("did you mean `ignore`?"), "{err}");
+    assert_eq!(err.matches("error").count(), 1, "{err}");
+
+    // the same for a broken locklint.toml
+    let dir = tree();
+    write(dir.path(), "sub/locklint.toml", "select = [\n");
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.matches("locklint.toml").count(), 1, "{err}");
+    assert!(err.contains("sub/locklint.toml:"), "{err}");
+}
+
+#[test]
+fn audit_and_config_show_read_configuration_the_same_way() {
+    let dir = tree();
+    write(dir.path(), "tests/x/in/Cargo.toml", BROKEN_MANIFEST);
+    write(dir.path(), "tests/x/in/src/lib.rs", LOCKY);
+    let o = locklint(dir.path(), &["audit"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("lock:job"));
+    assert!(stderr(&o).contains("note: tests/x/in/Cargo.toml: not valid TOML"));
+    let o = locklint(dir.path(), &["config", "--show", "tests/x/in/src/lib.rs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no configuration file applies"));
+
+    write(dir.path(), "locklint.toml", "selct = []\n");
+    let o = locklint(dir.path(), &["audit"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean `select`?"),
+        "{}",
+        stderr(&o)
+    );
+}

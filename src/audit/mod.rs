@@ -376,6 +376,10 @@ pub struct Audit {
     pub files: usize,
     /// Paths that could not be read, invalid configuration.
     pub errors: Vec<String>,
+    /// Named paths that hold nothing to analyse.
+    pub empty_paths: Vec<std::path::PathBuf>,
+    /// Skipped files and unusable manifests (`path: message`).
+    pub notes: Vec<String>,
 }
 
 /// Counts for the summary.

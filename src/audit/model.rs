@@ -29,7 +29,15 @@ pub fn run(opts: &Options) -> Audit {
         keep_irs: true,
         ..opts.clone()
     });
-    let mut audit = Audit::default();
+    let mut audit = Audit {
+        empty_paths: std::mem::take(&mut report.empty_paths),
+        notes: report
+            .notes
+            .iter()
+            .map(|n| format!("{}: {}", n.path, n.message))
+            .collect(),
+        ..Default::default()
+    };
     if let Some(e) = report.config_error {
         audit.errors.push(e.trim_end().to_string());
         return audit;

@@ -50,6 +50,12 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &AuditArgs) -> Exi
             eprintln!("error: {e}");
         }
     }
+    for n in &result.notes {
+        eprintln!("note: {n}");
+    }
+    for p in &result.empty_paths {
+        eprintln!("{}", super::nothing_to_analyse(p));
+    }
     if !result.errors.is_empty() && result.files == 0 {
         return ExitCode::from(EXIT_ERROR);
     }
@@ -67,7 +73,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &AuditArgs) -> Exi
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
     }
-    if result.errors.is_empty() {
+    if result.errors.is_empty() && result.empty_paths.is_empty() {
         ExitCode::from(EXIT_CLEAN)
     } else {
         ExitCode::from(EXIT_ERROR)

@@ -18,6 +18,13 @@ enum CargoCli {
 struct CargoArgs {
     #[command(subcommand)]
     command: Option<CargoCommand>,
+    #[command(flatten)]
+    check: CargoCheckArgs,
+}
+
+/// `cargo locklint [check]`: package selection plus the options of `locklint check`.
+#[derive(Debug, Args)]
+struct CargoCheckArgs {
     /// Path to Cargo.toml.
     #[arg(long, value_name = "PATH")]
     manifest_path: Option<PathBuf>,
@@ -28,8 +35,9 @@ struct CargoArgs {
     #[arg(long)]
     workspace: bool,
     /// `json`: cargo's JSON messages (rustc-style diagnostics with suggested fixes), for
-    /// editors that run `cargo check --message-format=json` (rust-analyzer).
-    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    /// editors that run `cargo check --message-format=json` (rust-analyzer). Not with
+    /// `--format`.
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human, conflicts_with = "format")]
     message_format: MessageFormat,
     /// With `--message-format=json`: also run `cargo check` or `cargo clippy` on the same
     /// packages and pass their messages through, so compiler errors still show.
@@ -55,12 +63,28 @@ enum AlsoRun {
 
 #[derive(Debug, Subcommand)]
 enum CargoCommand {
+    /// Analyse the selected packages (the default when no subcommand is given).
+    Check(CargoCheckArgs),
+    /// Inventory every lock of the selected packages.
+    Audit(CargoAuditArgs),
     /// List every rule.
     Rules,
     /// Print a rule's documentation page.
     Explain { rule: String },
-    /// Inventory every lock of the selected packages.
-    Audit(CargoAuditArgs),
+    /// Serve the Language Server Protocol over stdin/stdout (diagnostics, fixes, docs).
+    Lsp,
+    /// Show the configuration that applies to a path.
+    Config {
+        /// Print the effective settings.
+        #[arg(long)]
+        show: bool,
+        /// File or directory (default: the current directory).
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Use this configuration file instead of discovering one.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `cargo locklint audit`: package selection plus the audit's own options.
@@ -215,7 +239,9 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
         Ok(c) => c,
         Err(e) => return exit_clap(e),
     };
-    match a.command {
+    let check = match a.command {
+        None => a.check,
+        Some(CargoCommand::Check(c)) => c,
         Some(CargoCommand::Rules) => {
             print!("{}", list_rules());
             return ExitCode::from(EXIT_CLEAN);
@@ -229,26 +255,33 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Some(CargoCommand::Lsp) => return crate::lsp::serve(),
+        Some(CargoCommand::Config { show, path, config }) => {
+            return super::show_config(show, &path, config.as_deref())
+        }
         Some(CargoCommand::Audit(args)) => {
             return match select(args.manifest_path.as_deref(), &args.package, args.workspace) {
                 Ok(sel) => super::audit::run(&sel.dirs, &sel.members, &args.audit),
                 Err(e) => fail(e),
             }
         }
-        None => {}
-    }
-    let sel = match select(a.manifest_path.as_deref(), &a.package, a.workspace) {
+    };
+    let sel = match select(
+        check.manifest_path.as_deref(),
+        &check.package,
+        check.workspace,
+    ) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    if a.message_format == MessageFormat::Json {
-        return json_messages(&a, &sel);
+    if check.message_format == MessageFormat::Json {
+        return json_messages(&check, &sel);
     }
-    super::check::run(&sel.dirs, &sel.members, &a.report)
+    super::check::run(&sel.dirs, &sel.members, &check.report)
 }
 
 /// `--message-format=json`: cargo's message stream, optionally after `cargo check`'s own.
-fn json_messages(a: &CargoArgs, sel: &Selection) -> ExitCode {
+fn json_messages(a: &CargoCheckArgs, sel: &Selection) -> ExitCode {
     use std::io::Write;
     let mut success = true;
     let mut out = std::io::stdout().lock();
@@ -282,19 +315,11 @@ fn json_messages(a: &CargoArgs, sel: &Selection) -> ExitCode {
             Err(e) => return fail(format!("cannot run cargo: {e}")),
         }
     }
-    if let Err(e) = super::validate_rules(&a.report.select, "--select")
-        .and_then(|_| super::validate_rules(&a.report.ignore, "--ignore"))
-    {
-        return fail(e);
-    }
-    let report = crate::engine::run(&crate::engine::Options {
-        paths: sel.dirs.clone(),
-        exclude_dirs: sel.members.clone(),
-        select: a.report.select.clone(),
-        ignore: a.report.ignore.clone(),
-        config: super::check::config_source(&a.report),
-        ..Default::default()
-    });
+    let opts = match super::check::options(&sel.dirs, &sel.members, &a.report) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let report = crate::engine::run(&opts);
     if let Some(e) = &report.config_error {
         eprint!("{e}");
         return ExitCode::from(super::EXIT_ERROR);

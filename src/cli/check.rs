@@ -111,42 +111,16 @@ fn fix_files(
     args: &ReportArgs,
     first: crate::engine::Report,
 ) -> Result<(crate::engine::Report, bool), ExitCode> {
-    let baseline = match &args.baseline {
-        Some(p) => Some(Baseline::read(p).map_err(|e| fail(format!("{}: {e}", p.display())))?),
-        None => None,
-    };
-    let changed = match &args.changed_since {
-        Some(r) => Some(changed_files(r).map_err(fail)?),
-        None => None,
-    };
-    let refine = |r: &mut crate::engine::Report| {
-        if let Some(changed) = &changed {
-            r.findings.retain(|d| {
-                let p = d
-                    .primary
-                    .file
-                    .path
-                    .canonicalize()
-                    .unwrap_or_else(|_| d.primary.file.path.clone());
-                changed.contains(&p)
-            });
-        }
-        if let Some(b) = &baseline {
-            r.findings = b.filter(std::mem::take(&mut r.findings)).0;
-        }
-    };
     let level = if args.unsafe_fixes {
         crate::fix::Level::Unsafe
     } else {
         crate::fix::Level::Safe
     };
     let plan = crate::fix::plan(first, level, &|overlay| {
-        let mut r = engine::run(&Options {
+        engine::run(&Options {
             overlay: Some(overlay),
             ..opts.clone()
-        });
-        refine(&mut r);
-        r
+        })
     });
     for (file, why) in &plan.backed_out {
         eprintln!("warning: {file}: {why}");
@@ -193,20 +167,31 @@ fn fix_files(
         }
     }
     let mut report = engine::run(opts);
-    refine(&mut report);
     report.fixed = Some(fixed);
     Ok((report, failed))
 }
 
-/// Analyse `paths` and print the report; returns the process exit code.
-pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
-    if let Err(e) = validate_rules(&args.select, "--select") {
-        return fail(e);
-    }
-    if let Err(e) = validate_rules(&args.ignore, "--ignore") {
-        return fail(e);
-    }
-    let opts = Options {
+/// The engine's options for `paths` per the flags: rules, configuration, fix flavour, and the
+/// findings to leave out (`--baseline`, `--changed-since`). A usage or I/O error is printed and
+/// becomes the exit code.
+pub fn options(
+    paths: &[PathBuf],
+    exclude_dirs: &[PathBuf],
+    args: &ReportArgs,
+) -> Result<Options, ExitCode> {
+    validate_rules(&args.select, "--select").map_err(fail)?;
+    validate_rules(&args.ignore, "--ignore").map_err(fail)?;
+    let baseline = match &args.baseline {
+        Some(p) => Some(std::sync::Arc::new(
+            Baseline::read(p).map_err(|e| fail(format!("{}: {e}", p.display())))?,
+        )),
+        None => None,
+    };
+    let only_files = match &args.changed_since {
+        Some(r) => Some(std::sync::Arc::new(changed_files(r).map_err(fail)?)),
+        None => None,
+    };
+    Ok(Options {
         paths: paths.to_vec(),
         exclude_dirs: exclude_dirs.to_vec(),
         select: args.select.clone(),
@@ -214,27 +199,22 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         config: config_source(args),
         redis_version: args.redis_version.clone(),
         default_ttl: args.default_ttl.clone(),
-        overlay: None,
-        keep_irs: false,
+        baseline,
+        only_files,
+        ..Default::default()
+    })
+}
+
+/// Analyse `paths` and print the report; returns the process exit code.
+pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
+    let opts = match options(paths, exclude_dirs, args) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
     let mut report = engine::run(&opts);
     if let Some(e) = &report.config_error {
         eprint!("{e}");
         return ExitCode::from(EXIT_ERROR);
-    }
-    if let Some(reference) = &args.changed_since {
-        match changed_files(reference) {
-            Ok(changed) => report.findings.retain(|d| {
-                let p = d
-                    .primary
-                    .file
-                    .path
-                    .canonicalize()
-                    .unwrap_or_else(|_| d.primary.file.path.clone());
-                changed.contains(&p)
-            }),
-            Err(e) => return fail(e),
-        }
     }
     if let Some(reason) = &args.add_suppressions {
         return add_suppressions(&report, reason);
@@ -245,22 +225,22 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
             return fail(format!("{}: {e}", path.display()));
         }
         println!(
-            "recorded {} findings in the baseline {}",
-            report.findings.len(),
+            "recorded {} in the baseline {}",
+            human::plural(report.findings.len(), "finding"),
             path.display()
         );
         return ExitCode::from(EXIT_CLEAN);
     }
-    if let Some(path) = &args.baseline {
-        let b = match Baseline::read(path) {
-            Ok(b) => b,
-            Err(e) => return fail(format!("{}: {e}", path.display())),
-        };
-        let (new, gone) = b.filter(std::mem::take(&mut report.findings));
-        report.findings = new;
-        if gone > 0 && !args.quiet {
-            eprintln!("note: {gone} findings of the baseline are gone (fixed or removed)");
-        }
+    if report.baseline_gone > 0 && !args.quiet {
+        eprintln!(
+            "note: {} of the baseline {} gone (fixed or removed)",
+            human::plural(report.baseline_gone, "finding"),
+            if report.baseline_gone == 1 {
+                "is"
+            } else {
+                "are"
+            }
+        );
     }
     let mut write_failed = false;
     if args.fix || args.diff {
@@ -273,6 +253,9 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         }
     }
     report.unsafe_fixes = args.unsafe_fixes;
+    for p in &report.empty_paths {
+        eprintln!("{}", super::nothing_to_analyse(p));
+    }
     for e in &report.errors {
         eprintln!(
             "error: {}: {}",
@@ -330,7 +313,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
     {
         // a closed pipe (`| head`) is not an error of the analysis
     }
-    if !report.errors.is_empty() || write_failed {
+    if !report.errors.is_empty() || !report.empty_paths.is_empty() || write_failed {
         ExitCode::from(EXIT_ERROR)
     } else if report.failing == 0 {
         ExitCode::from(EXIT_CLEAN)

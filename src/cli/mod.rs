@@ -10,11 +10,13 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Exit code: no findings.
+/// Exit code: no finding at or above `fail-on` remains after suppressions, configuration,
+/// the baseline and `--changed-since`.
 pub const EXIT_CLEAN: u8 = 0;
-/// Exit code: findings.
+/// Exit code: such findings remain.
 pub const EXIT_FINDINGS: u8 = 1;
-/// Exit code: usage error, unreadable path or internal error.
+/// Exit code: usage error, invalid configuration, a named path that cannot be read or holds
+/// nothing to analyse, a file that cannot be written, or an internal error.
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
@@ -146,6 +148,14 @@ pub fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_ERROR)
 }
 
+/// The warning for a named path that yields nothing to analyse (the run exits 2).
+pub fn nothing_to_analyse(path: &std::path::Path) -> String {
+    format!(
+        "warning: {}: no .rs, .sql or .lua files to analyse (all ignored or excluded, or none there)",
+        path.display()
+    )
+}
+
 /// Check rule names given on the command line.
 pub fn validate_rules(names: &[String], flag: &str) -> Result<(), String> {
     let known: Vec<&str> = rules::infos().iter().map(|i| i.name).collect();
@@ -221,31 +231,34 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
 }
 
 /// `locklint config --show PATH`.
-fn show_config(show: bool, path: &std::path::Path, file: Option<&std::path::Path>) -> ExitCode {
+pub(crate) fn show_config(
+    show: bool,
+    path: &std::path::Path,
+    file: Option<&std::path::Path>,
+) -> ExitCode {
     if !show {
         return fail("`locklint config` needs `--show`");
     }
     let loaded = match file {
-        Some(f) => crate::config::load(f),
+        Some(f) => crate::config::load(f)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| e.render()),
         None => {
-            let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-            let dir = if abs.is_dir() {
-                abs
-            } else {
-                abs.parent()
-                    .map(std::path::Path::to_path_buf)
-                    .unwrap_or_default()
-            };
-            crate::config::nearest(&dir)
+            let resolver = crate::config::Resolver::new(crate::config::Mode::Discover);
+            let found = resolver.for_file(path).map(|s| (*s).clone());
+            for (p, why) in resolver.notes() {
+                eprintln!("note: {}: {why}", crate::source::display_path(&p));
+            }
+            found.map_err(|e| e.render())
         }
     };
     match loaded {
         Ok(s) => {
-            print!("{}", crate::config::show(&s.unwrap_or_default()));
+            print!("{}", crate::config::show(&s));
             ExitCode::from(EXIT_CLEAN)
         }
         Err(e) => {
-            eprint!("{}", e.render());
+            eprint!("{e}");
             ExitCode::from(EXIT_ERROR)
         }
     }

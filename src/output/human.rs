@@ -4,6 +4,7 @@ use crate::diagnostic::{Applicability, Diagnostic, Severity};
 use crate::engine::Report;
 use crate::source::FileRef;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
+use std::collections::HashSet;
 use std::fmt;
 
 /// Rendering choices.
@@ -202,9 +203,15 @@ pub fn render_one(d: &Diagnostic, style: Style) -> String {
     out
 }
 
-fn plural(n: usize, word: &str) -> String {
+/// `1 finding`, `2 findings`, `1 fix`, `2 fixes`.
+pub fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("{n} {word}")
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| word.ends_with(e))
+    {
+        format!("{n} {word}es")
     } else {
         format!("{n} {word}s")
     }
@@ -227,22 +234,45 @@ fn fix_line(d: &Diagnostic) -> String {
     }
 }
 
-/// The summary line: `N findings in M files` (after `--fix`: how many were fixed and how
-/// many remain), and how many fixes are available.
+/// `N findings in M files` when every analysed file has findings (or none has), else
+/// `N findings in K of M files`: how many files had findings out of how many were analysed.
+/// `remaining` goes after the count (`2 findings remaining in 1 file`).
+fn findings_in_files(report: &Report, remaining: bool) -> String {
+    let with: HashSet<&std::path::Path> = report
+        .findings
+        .iter()
+        .map(|d| d.primary.file.path.as_path())
+        .collect();
+    let files = if with.is_empty() || with.len() == report.files {
+        plural(report.files, "file")
+    } else {
+        format!("{} of {}", with.len(), plural(report.files, "file"))
+    };
+    let count = plural(report.findings.len(), "finding");
+    if remaining {
+        format!("{count} remaining in {files}")
+    } else {
+        format!("{count} in {files}")
+    }
+}
+
+/// The summary line: `N findings in K of M files` (after `--fix`: how many were fixed and
+/// how many remain), how many findings the baseline hides, and how many fixes are available.
 pub fn summary(report: &Report) -> String {
     let mut out = match report.fixed {
         Some(fixed) => format!(
-            "fixed {}; {} remaining in {}",
+            "fixed {}; {}",
             plural(fixed, "finding"),
-            plural(report.findings.len(), "finding"),
-            plural(report.files, "file")
+            findings_in_files(report, true)
         ),
-        None => format!(
-            "{} in {}",
-            plural(report.findings.len(), "finding"),
-            plural(report.files, "file")
-        ),
+        None => findings_in_files(report, false),
     };
+    if report.baselined > 0 {
+        out.push_str(&format!(
+            " ({} in the baseline not shown)",
+            plural(report.baselined, "finding")
+        ));
+    }
     let count = |a: Applicability| {
         report
             .findings

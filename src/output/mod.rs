@@ -38,16 +38,20 @@ pub fn render(report: &Report, format: Format, style: human::Style, quiet: bool)
     }
 }
 
-/// Counts per rule, most frequent first: `count  rule  severity`.
+/// Counts per rule and severity (a rule whose findings have different severities, through
+/// configuration, gets one line per severity), most frequent first: `count  rule  severity`.
 pub fn statistics(report: &Report) -> String {
     let mut counts: Vec<(usize, &'static str, crate::diagnostic::Severity)> = Vec::new();
     for d in &report.findings {
-        match counts.iter_mut().find(|c| c.1 == d.rule) {
+        match counts
+            .iter_mut()
+            .find(|c| c.1 == d.rule && c.2 == d.severity)
+        {
             Some(c) => c.0 += 1,
             None => counts.push((1, d.rule, d.severity)),
         }
     }
-    counts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    counts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)).then(a.2.cmp(&b.2)));
     let w = counts.iter().map(|c| c.1.len()).max().unwrap_or(0);
     let mut out = String::new();
     for (n, rule, sev) in counts {
