@@ -575,3 +575,24 @@ fn statistics_count_each_rule_and_severity() {
         "{out}"
     );
 }
+
+#[test]
+fn audit_exits_0_on_findings_and_2_on_unreadable_or_empty_paths() {
+    let dir = tree(&[
+        ("src/lock.rs", BAD.as_bytes()),
+        ("docs/guide.md", b"# guide\n"),
+    ]);
+    let o = locklint(dir.path(), &["audit"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("lock:report"), "{}", stdout(&o));
+    let o = locklint(dir.path(), &["audit", "src", "missing"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("error: missing: no such file or directory"));
+    let o = locklint(dir.path(), &["audit", "docs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("warning: docs: no .rs, .sql or .lua files to analyse"),
+        "{}",
+        stderr(&o)
+    );
+}
