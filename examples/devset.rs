@@ -200,6 +200,11 @@ struct Tally {
     flagged: usize,
 }
 
+/// Numbered classes first, in numeric order, then the named ones.
+fn class_order(class: &str) -> (u32, &str) {
+    (class.parse().unwrap_or(u32::MAX), class)
+}
+
 fn ratio(a: usize, b: usize) -> String {
     if b == 0 {
         "-".to_string()
@@ -211,14 +216,14 @@ fn ratio(a: usize, b: usize) -> String {
 fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
     let (found, missing) = analyse(cache, files);
     let mut used = vec![false; found.len()];
-    let mut tally: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut tally: BTreeMap<(u32, &str), Tally> = BTreeMap::new();
     let mut misses = Vec::new();
     let mut alarms = Vec::new();
     for s in sites {
         if missing.iter().any(|m| m.repo == s.repo && m.path == s.path) {
             continue;
         }
-        let t = tally.entry(s.class.as_str()).or_default();
+        let t = tally.entry(class_order(&s.class)).or_default();
         let mut hit = false;
         for (i, f) in found.iter().enumerate() {
             let matches = near(s, f)
@@ -249,7 +254,11 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
             }
         }
     }
-    println!("== {set}: {} files, {} labelled sites", files.len(), sites.len());
+    println!(
+        "== {set}: {} files, {} labelled sites",
+        files.len(),
+        sites.len()
+    );
     for m in &missing {
         println!("missing from the cache: {} {} {}", m.repo, m.commit, m.path);
     }
@@ -258,7 +267,7 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
         "class", "expected", "found", "recall", "silent", "flagged", "FA rate"
     );
     let mut total = Tally::default();
-    for (class, t) in &tally {
+    for ((_, class), t) in &tally {
         println!(
             "{:<14} {:>8} {:>6} {:>7} {:>7} {:>8} {:>7}",
             class,
@@ -313,6 +322,13 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
         println!(
             "unexpected {} {}:{} {}: {first}",
             f.file.repo, f.file.path, f.line, f.rule
+        );
+    }
+    for f in found.iter().filter(|f| f.rule == "parse-error") {
+        let first = f.message.lines().next().unwrap_or("");
+        println!(
+            "parse error {} {}:{}: {first}",
+            f.file.repo, f.file.path, f.line
         );
     }
     println!();
