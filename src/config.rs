@@ -280,7 +280,10 @@ fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
         let p = p.trim_start_matches("./");
-        for pat in [p.to_string(), format!("{}/**", p.trim_end_matches('/'))] {
+        // `dir` and `dir/**` both cover the directory itself, so that a walk can leave it out
+        // without reading anything under it
+        let dir = p.strip_suffix("/**").unwrap_or(p).trim_end_matches('/');
+        for pat in [p.to_string(), dir.to_string(), format!("{dir}/**")] {
             if let Ok(g) = Glob::new(&pat) {
                 b.add(g);
             }

@@ -324,6 +324,14 @@ fn a_manifest_that_does_not_parse_contributes_nothing_and_gets_one_note() {
 fn excluded_and_ignored_directories_are_never_read_for_configuration() {
     let dir = tree();
     write(dir.path(), "locklint.toml", "exclude = [\"tests/x\"]\n");
+    excluded_and_ignored_configuration_is_never_read(dir);
+    // `dir/**` leaves the directory out as well
+    let dir = tree();
+    write(dir.path(), "locklint.toml", "exclude = [\"tests/x/**\"]\n");
+    excluded_and_ignored_configuration_is_never_read(dir);
+}
+
+fn excluded_and_ignored_configuration_is_never_read(dir: tempfile::TempDir) {
     // a valid manifest with an unknown locklint key, and a broken one, both excluded
     write(
         dir.path(),
