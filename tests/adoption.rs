@@ -241,3 +241,16 @@ fn changed_since_exits_on_the_changed_files_only() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 }
+
+#[test]
+fn add_suppressions_counts_with_plurals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.rs"), OLD).unwrap();
+    let o = locklint(dir.path(), &["check", "--add-suppressions", "legacy"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("added 1 suppression in 1 file\n"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -1,6 +1,7 @@
 //! The terminal table: one row per lock, then the reasons and next steps of each lock.
 
 use super::{Audit, Lock, Mechanism, Verdict};
+use crate::output::human::plural;
 
 /// How a lock is released, in a word or two.
 pub fn release_label(lock: &Lock) -> String {
@@ -82,12 +83,7 @@ pub fn summary_line(audit: &Audit) -> String {
             parts.push(format!("{c} {}", v.label()));
         }
     }
-    let head = format!(
-        "{n} {} in {} {}",
-        if n == 1 { "lock" } else { "locks" },
-        audit.files,
-        if audit.files == 1 { "file" } else { "files" }
-    );
+    let head = format!("{} in {}", plural(n, "lock"), plural(audit.files, "file"));
     if parts.is_empty() {
         head
     } else {

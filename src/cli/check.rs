@@ -100,7 +100,11 @@ fn add_suppressions(report: &crate::engine::Report, reason: &str) -> ExitCode {
             }
         }
     }
-    println!("added {added} suppressions in {files} files");
+    println!(
+        "added {} in {}",
+        human::plural(added, "suppression"),
+        human::plural(files, "file")
+    );
     ExitCode::from(if failed { EXIT_ERROR } else { EXIT_CLEAN })
 }
 
@@ -139,14 +143,9 @@ fn fix_files(
             .and_then(|_| stdout.flush());
         if !args.quiet {
             eprintln!(
-                "{n} {} would be applied to {} {}",
-                if n == 1 { "fix" } else { "fixes" },
-                plan.changes.len(),
-                if plan.changes.len() == 1 {
-                    "file"
-                } else {
-                    "files"
-                }
+                "{} would be applied to {}",
+                human::plural(n, "fix"),
+                human::plural(plan.changes.len(), "file")
             );
         }
         return Err(ExitCode::from(if plan.changes.is_empty() {
