@@ -398,3 +398,44 @@ fn help_lists_every_subcommand() {
     let o = cargo_locklint(dir.path(), &["config", "--show"]);
     assert_eq!(o.status.code(), Some(0), "{}", both(&o));
 }
+
+#[test]
+fn a_broken_manifest_inside_a_package_does_not_stop_either_output() {
+    let ws = virtual_workspace();
+    write(
+        ws.path(),
+        "crates/clean/tests/fixtures/invalid/Cargo.toml",
+        "[package]\nname = \"x\"\n[invalid]\nkey = invalid-value\n",
+    );
+    write(
+        ws.path(),
+        "crates/clean/tests/fixtures/invalid/src/lib.rs",
+        BAD,
+    );
+    let note = "note: crates/clean/tests/fixtures/invalid/Cargo.toml: not valid TOML";
+    let o = cargo_locklint(ws.path(), &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    assert_eq!(
+        finding_paths(&o),
+        vec![
+            "crates/clean/tests/fixtures/invalid/src/lib.rs",
+            "crates/locky/src/lib.rs"
+        ]
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(note),
+        "{}",
+        both(&o)
+    );
+    let o = cargo_locklint(ws.path(), &["--message-format=json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(note),
+        "{}",
+        both(&o)
+    );
+    let messages = cargo_metadata::Message::parse_stream(&o.stdout[..])
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    assert!(messages.len() >= 3);
+}

@@ -324,15 +324,15 @@ fn json_messages(a: &CargoCheckArgs, sel: &Selection) -> ExitCode {
         eprint!("{e}");
         return ExitCode::from(super::EXIT_ERROR);
     }
-    let clean = report.failing == 0 && report.errors.is_empty();
+    super::check::print_problems(&report, a.report.quiet);
+    let code = super::check::exit_code(&report, false);
+    let clean = code == ExitCode::from(EXIT_CLEAN);
     let text = crate::output::cargo_json::render(&report, &sel.packages, success && clean);
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
-    if !report.errors.is_empty() {
-        ExitCode::from(super::EXIT_ERROR)
-    } else if success && clean {
-        ExitCode::from(EXIT_CLEAN)
-    } else {
+    if !success && clean {
         ExitCode::from(super::EXIT_FINDINGS)
+    } else {
+        code
     }
 }

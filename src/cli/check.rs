@@ -252,21 +252,7 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
         }
     }
     report.unsafe_fixes = args.unsafe_fixes;
-    for p in &report.empty_paths {
-        eprintln!("{}", super::nothing_to_analyse(p));
-    }
-    for e in &report.errors {
-        eprintln!(
-            "error: {}: {}",
-            crate::source::display_path(&e.path),
-            e.message
-        );
-    }
-    if !args.quiet {
-        for n in &report.notes {
-            eprintln!("note: {}: {}", n.path, n.message);
-        }
-    }
+    print_problems(&report, args.quiet);
     let style = human::Style {
         color: use_color(args),
         width: width(),
@@ -312,6 +298,32 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> Ex
     {
         // a closed pipe (`| head`) is not an error of the analysis
     }
+    exit_code(&report, write_failed)
+}
+
+/// Print what is not a finding, on stderr: named paths with nothing to analyse, paths that
+/// cannot be read, and (unless `quiet`) notes about skipped files and unusable manifests.
+pub fn print_problems(report: &engine::Report, quiet: bool) {
+    for p in &report.empty_paths {
+        eprintln!("{}", super::nothing_to_analyse(p));
+    }
+    for e in &report.errors {
+        eprintln!(
+            "error: {}: {}",
+            crate::source::display_path(&e.path),
+            e.message
+        );
+    }
+    if !quiet {
+        for n in &report.notes {
+            eprintln!("note: {}: {}", n.path, n.message);
+        }
+    }
+}
+
+/// The exit code of a report: 2 when a named path could not be read or held nothing to
+/// analyse (or a fix could not be written), else 1 when findings that fail the run remain.
+pub fn exit_code(report: &engine::Report, write_failed: bool) -> ExitCode {
     if !report.errors.is_empty() || !report.empty_paths.is_empty() || write_failed {
         ExitCode::from(EXIT_ERROR)
     } else if report.failing == 0 {
