@@ -62,6 +62,27 @@ impl AdvisoryKey {
         AdvisoryKey(i64::from_be_bytes(first))
     }
 
+    /// The key sqlx's [`PgAdvisoryLock::new`](sqlx::postgres::PgAdvisoryLock::new) derives
+    /// for `name` (an HKDF-SHA-256 of the name, little-endian), so a service moving between
+    /// sqlx's advisory locks and this crate's excludes its other version during the move.
+    ///
+    /// It differs from [`Self::from_name`]: the same name gives two different keys, and
+    /// a holder using one does not exclude a holder using the other.
+    ///
+    /// ```
+    /// use locklint_runtime::advisory::AdvisoryKey;
+    /// let key = AdvisoryKey::sqlx_compatible("nightly-report");
+    /// assert_ne!(key, AdvisoryKey::from_name("nightly-report"));
+    /// ```
+    pub fn sqlx_compatible(name: &str) -> Self {
+        let lock = sqlx::postgres::PgAdvisoryLock::new(name);
+        AdvisoryKey(
+            lock.key()
+                .as_bigint()
+                .expect("sqlx's PgAdvisoryLock::new derives a key in the 64-bit keyspace"),
+        )
+    }
+
     /// The raw key.
     pub fn value(self) -> i64 {
         self.0
@@ -214,6 +235,10 @@ fn is_lock_not_available(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }
 
+fn is_invalid_parameter_value(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("22023"))
+}
+
 /// Entry points for PostgreSQL advisory locks; see the [module docs](self).
 ///
 /// ```no_run
@@ -273,16 +298,29 @@ impl AdvisoryLock {
             return Self::try_lock(source, key).await;
         }
         let mut conn = Dedicated::open(source.into()).await?;
-        let check_interval = conn.conn().server_version_num().unwrap_or(0) >= 140_000;
-        sqlx::query(if check_interval {
-            "SELECT set_config('lock_timeout', $1, false), \
-                    set_config('client_connection_check_interval', '1000', false)"
-        } else {
-            "SELECT set_config('lock_timeout', $1, false)"
-        })
-        .bind(format!("{ms}ms"))
-        .execute(conn.conn())
-        .await?;
+        let mut check_interval = conn.conn().server_version_num().unwrap_or(0) >= 140_000;
+        let wait = format!("{ms}ms");
+        if check_interval {
+            let set = sqlx::query(
+                "SELECT set_config('lock_timeout', $1, false), \
+                        set_config('client_connection_check_interval', '1000', false)",
+            )
+            .bind(&wait)
+            .execute(conn.conn())
+            .await;
+            match set {
+                Ok(_) => {}
+                // Platforms without the check (Windows) reject any value but 0.
+                Err(e) if is_invalid_parameter_value(&e) => check_interval = false,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !check_interval {
+            sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+                .bind(&wait)
+                .execute(conn.conn())
+                .await?;
+        }
         let locked = match sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(key.0)
             .execute(conn.conn())

@@ -357,3 +357,38 @@ async fn xact_lock_is_released_at_commit_and_rollback() {
         .is_empty());
     db.cleanup().await;
 }
+
+#[tokio::test]
+async fn sqlx_compatible_keys_exclude_sqlx_advisory_locks() {
+    let db = pg().await;
+    let name = support::sql::unique("advisory-sqlx");
+    let theirs = sqlx::postgres::PgAdvisoryLock::new(&name);
+    let held = theirs
+        .acquire(db.pool.acquire().await.unwrap())
+        .await
+        .unwrap();
+
+    // The same name through this crate's own derivation is another key: no exclusion.
+    let other = AdvisoryLock::try_lock(&db.pool, AdvisoryKey::from_name(&name))
+        .await
+        .unwrap();
+    assert!(other.is_some(), "from_name is not sqlx's derivation");
+    other.unwrap().unlock().await.unwrap();
+
+    // The sqlx-compatible key is the one sqlx holds.
+    let ours = AdvisoryLock::try_lock(&db.pool, AdvisoryKey::sqlx_compatible(&name))
+        .await
+        .unwrap();
+    assert!(
+        ours.is_none(),
+        "sqlx's holder must exclude the compatible key"
+    );
+
+    held.release_now().await.unwrap();
+    let ours = AdvisoryLock::try_lock(&db.pool, AdvisoryKey::sqlx_compatible(&name))
+        .await
+        .unwrap()
+        .expect("free once sqlx's holder released it");
+    ours.unlock().await.unwrap();
+    db.cleanup().await;
+}

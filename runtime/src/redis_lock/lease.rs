@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::scripts::{ReleaseMode, RELEASE, RENEW};
+use super::release_mode::{release_key, ReleaseModes};
+use super::scripts::RENEW;
 use super::{LockConnection, LockError, LostReason};
 use crate::FencingToken;
 
@@ -143,48 +143,6 @@ impl Shared {
     }
 }
 
-/// Compare-and-delete of `key` if it holds `token`; returns whether a key was deleted.
-pub(crate) async fn release_key<C: LockConnection>(
-    conn: &mut C,
-    mode: &OnceCell<ReleaseMode>,
-    key: &str,
-    token: &str,
-) -> Result<bool, LockError> {
-    let mode = *mode
-        .get_or_init(|| async {
-            let mut probe = conn.clone();
-            match redis::cmd("INFO")
-                .arg("server")
-                .query_async::<redis::Value>(&mut probe)
-                .await
-            {
-                Ok(info) => super::scripts::release_mode_from_info(&info),
-                Err(_) => ReleaseMode::Lua,
-            }
-        })
-        .await;
-    if mode == ReleaseMode::DelEx {
-        let deleted: Result<i64, redis::RedisError> = redis::cmd("DELEX")
-            .arg(key)
-            .arg("IFEQ")
-            .arg(token)
-            .query_async(conn)
-            .await;
-        match deleted {
-            Ok(n) => return Ok(n == 1),
-            // A server that reports 8.4+ but rejects DELEX (a proxy, a renamed command):
-            // fall back to the script, which every version runs.
-            Err(e)
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let mut invocation = RELEASE.key(key);
-    invocation.arg(token);
-    let deleted: i64 = invocation.invoke_async(conn).await?;
-    Ok(deleted == 1)
-}
-
 /// A held Redis lock.
 ///
 /// Obtained from [`RedisLocker`](super::RedisLocker). The lease knows its random token and
@@ -205,7 +163,7 @@ pub(crate) async fn release_key<C: LockConnection>(
 pub struct Lease<C: LockConnection> {
     shared: Arc<Shared>,
     conn: C,
-    release_mode: Arc<OnceCell<ReleaseMode>>,
+    release_mode: Arc<ReleaseModes>,
     keep_alive: Option<JoinHandle<()>>,
 }
 
@@ -222,7 +180,7 @@ impl<C: LockConnection> std::fmt::Debug for Lease<C> {
 }
 
 impl<C: LockConnection> Lease<C> {
-    pub(crate) fn new(shared: Shared, conn: C, release_mode: Arc<OnceCell<ReleaseMode>>) -> Self {
+    pub(crate) fn new(shared: Shared, conn: C, release_mode: Arc<ReleaseModes>) -> Self {
         Lease {
             shared: Arc::new(shared),
             conn,
@@ -410,7 +368,7 @@ impl<C: LockConnection> Drop for Lease<C> {
 /// Fire-and-forget compare-and-delete on the current tokio runtime, if any.
 pub(crate) fn spawn_release<C: LockConnection>(
     mut conn: C,
-    mode: Arc<OnceCell<ReleaseMode>>,
+    mode: Arc<ReleaseModes>,
     key: String,
     token: String,
 ) {

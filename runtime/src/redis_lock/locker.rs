@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use tokio::sync::OnceCell;
 
 use super::backoff::{random_token, Backoff};
 use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
-use super::scripts::{ReleaseMode, ACQUIRE};
+use super::release_mode::ReleaseModes;
+use super::scripts::ACQUIRE;
 use super::{LockConnection, LockError};
 use crate::FencingToken;
 
@@ -35,7 +35,7 @@ pub struct RedisLocker<C: LockConnection> {
     prefix: Arc<str>,
     backoff: Backoff,
     max_hold: Duration,
-    release_mode: Arc<OnceCell<ReleaseMode>>,
+    release_mode: Arc<ReleaseModes>,
 }
 
 impl<C: LockConnection> Clone for RedisLocker<C> {
@@ -91,7 +91,7 @@ impl<C: LockConnection> RedisLocker<C> {
             prefix: Arc::from(DEFAULT_PREFIX),
             backoff: Backoff::default(),
             max_hold: DEFAULT_MAX_HOLD,
-            release_mode: Arc::new(OnceCell::new()),
+            release_mode: Arc::new(ReleaseModes::default()),
         }
     }
 
@@ -313,7 +313,7 @@ impl<C: LockConnection> RedisLocker<C> {
 struct AttemptGuard<C: LockConnection> {
     armed: bool,
     conn: C,
-    mode: Arc<OnceCell<ReleaseMode>>,
+    mode: Arc<ReleaseModes>,
     key: String,
     token: String,
 }

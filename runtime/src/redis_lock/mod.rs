@@ -42,6 +42,7 @@ mod backoff;
 mod error;
 mod lease;
 mod locker;
+mod release_mode;
 mod scripts;
 
 pub use backoff::Backoff;
