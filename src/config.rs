@@ -565,38 +565,44 @@ fn read_raw(path: &Path) -> Result<Read, ConfigError> {
     Ok(Read::Table(Box::new(raw), text))
 }
 
+/// A configuration file as found by discovery: its settings (with what it extends), nothing
+/// (a manifest without a locklint table), or a manifest that cannot be used (why).
+enum Found {
+    Settings(Box<Settings>),
+    Nothing,
+    Unusable(String),
+}
+
 /// Load a configuration file named explicitly (`--config`), with what it extends: `None` for a
 /// manifest without a locklint table; a manifest that cannot be parsed is an error here.
 pub fn load(path: &Path) -> Result<Option<Settings>, ConfigError> {
-    let mut unusable = None;
-    let settings = load_chain(path, 0, &mut |p, why| {
-        unusable.get_or_insert((p.to_path_buf(), why));
-    })?;
-    match unusable {
-        Some((path, message)) => Err(ConfigError {
-            path,
-            text: String::new(),
-            span: 0..0,
-            message,
-            help: None,
-        }),
-        None => Ok(settings),
+    match find(path)? {
+        Found::Settings(s) => Ok(Some(*s)),
+        Found::Nothing => Ok(None),
+        Found::Unusable(why) => Err(unusable(path, why)),
     }
 }
 
-fn load_chain(
-    path: &Path,
-    depth: usize,
-    note: &mut dyn FnMut(&Path, String),
-) -> Result<Option<Settings>, ConfigError> {
-    let (raw, text) = match read_raw(path)? {
-        Read::Table(raw, text) => (raw, text),
-        Read::Nothing => return Ok(None),
-        Read::Unusable(why) => {
-            note(path, why);
-            return Ok(None);
-        }
-    };
+fn unusable(path: &Path, why: String) -> ConfigError {
+    ConfigError {
+        path: path.to_path_buf(),
+        text: String::new(),
+        span: 0..0,
+        message: why,
+        help: None,
+    }
+}
+
+fn find(path: &Path) -> Result<Found, ConfigError> {
+    Ok(match read_raw(path)? {
+        Read::Table(raw, text) => Found::Settings(Box::new(chain(path, &raw, text, 0)?)),
+        Read::Nothing => Found::Nothing,
+        Read::Unusable(why) => Found::Unusable(why),
+    })
+}
+
+/// The settings of a configuration table over those of what it extends.
+fn chain(path: &Path, raw: &Raw, text: String, depth: usize) -> Result<Settings, ConfigError> {
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let mut settings = match &raw.extend {
         Some(parent) if depth < 16 => {
@@ -613,14 +619,19 @@ fn load_chain(
                     help: None,
                 });
             }
-            load_chain(&p, depth + 1, note)?.unwrap_or_default()
+            // what `extend` names is part of the configuration: it must be usable
+            match read_raw(&p)? {
+                Read::Table(raw, text) => chain(&p, &raw, text, depth + 1)?,
+                Read::Nothing => Settings::default(),
+                Read::Unusable(why) => return Err(unusable(&p, why)),
+            }
         }
         _ => Settings::default(),
     };
-    settings.apply(&raw);
+    settings.apply(raw);
     settings.sources.insert(0, path.to_path_buf());
     settings.root = dir.canonicalize().unwrap_or(dir);
-    Ok(Some(settings.finish()))
+    Ok(settings.finish())
 }
 
 /// Names of configuration files, in the order they are looked for in a directory.
@@ -713,18 +724,20 @@ impl Resolver {
         if let Some(l) = self.files.lock().ok().and_then(|c| c.get(path).cloned()) {
             return l;
         }
-        let mut notes = Vec::new();
-        let loaded = load_chain(path, 0, &mut |p, why| {
-            notes.push((
-                p.to_path_buf(),
-                format!("{why}; no configuration is read from it"),
-            ))
-        })
-        .map(|s| s.map(Arc::new))
-        .map_err(Arc::new);
-        if let Ok(mut n) = self.notes.lock() {
-            n.extend(notes);
-        }
+        let loaded = match find(path) {
+            Ok(Found::Settings(s)) => Ok(Some(Arc::new(*s))),
+            Ok(Found::Nothing) => Ok(None),
+            Ok(Found::Unusable(why)) => {
+                if let Ok(mut n) = self.notes.lock() {
+                    n.insert(
+                        path.to_path_buf(),
+                        format!("{why}; no configuration is read from it"),
+                    );
+                }
+                Ok(None)
+            }
+            Err(e) => Err(Arc::new(e)),
+        };
         if let Ok(mut c) = self.files.lock() {
             c.insert(path.to_path_buf(), loaded.clone());
         }

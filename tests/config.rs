@@ -438,3 +438,27 @@ fn audit_and_config_show_read_configuration_the_same_way() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_broken_file_that_extend_or_config_names_is_an_error() {
+    let dir = tree();
+    write(dir.path(), "base/Cargo.toml", BROKEN_MANIFEST);
+    write(
+        dir.path(),
+        "locklint.toml",
+        "extend = \"base/Cargo.toml\"\n",
+    );
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("base/Cargo.toml"), "{err}");
+    assert!(err.contains("not valid TOML at 1:"), "{err}");
+    std::fs::remove_file(dir.path().join("locklint.toml")).unwrap();
+    let o = locklint(dir.path(), &["check", "--config", "base/Cargo.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not valid TOML at 1:"),
+        "{}",
+        stderr(&o)
+    );
+}
