@@ -301,6 +301,9 @@ impl Settings {
 
     /// Whether the file is excluded.
     pub fn excludes(&self, path: &Path) -> bool {
+        if self.exclude.is_empty() {
+            return false;
+        }
         match (&self.exclude_set, self.relative(path)) {
             (Some(set), Some(rel)) => set.is_match(&rel),
             _ => false,
