@@ -200,12 +200,17 @@ impl<C: LockConnection> RedisLocker<C> {
     }
 
     /// Takes the lock `name` for `ttl`, retrying with full-jitter exponential backoff until
-    /// it is acquired. Redis errors are returned immediately. Drop the future to give up.
+    /// it is acquired. Transient Redis errors (a dropped or refused connection, a timeout, a
+    /// server that is loading or failing over) are retried like a busy lock; other errors are
+    /// returned at once. Drop the future to give up.
     pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<Lease<C>, LockError> {
         let mut attempt: u32 = 0;
         loop {
-            if let Some(lease) = self.try_acquire(name, ttl).await? {
-                return Ok(lease);
+            match self.try_acquire(name, ttl).await {
+                Ok(Some(lease)) => return Ok(lease),
+                Ok(None) => {}
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Err(e),
             }
             tokio::time::sleep(self.backoff.delay(attempt)).await;
             attempt = attempt.saturating_add(1);
@@ -225,8 +230,9 @@ impl<C: LockConnection> RedisLocker<C> {
     }
 
     /// Like [`acquire`](Self::acquire), but gives up with [`LockError::TimedOut`] at
-    /// `deadline`. At least one attempt is made; the last backoff sleep is shortened so that a
-    /// final attempt happens at the deadline.
+    /// `deadline` (or with the last transient error, when the last attempt failed). At least
+    /// one attempt is made; the last backoff sleep is shortened so that a final attempt
+    /// happens at the deadline.
     pub async fn acquire_until(
         &self,
         name: &str,
@@ -236,15 +242,19 @@ impl<C: LockConnection> RedisLocker<C> {
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
-            if let Some(lease) = self.try_acquire(name, ttl).await? {
-                return Ok(lease);
-            }
+            let failure = match self.try_acquire(name, ttl).await {
+                Ok(Some(lease)) => return Ok(lease),
+                Ok(None) => None,
+                Err(e) if is_transient(&e) => Some(e),
+                Err(e) => return Err(e),
+            };
             let now = Instant::now();
             if now >= deadline {
-                return Err(LockError::TimedOut {
+                // A deadline reached while the server was failing reports the failure.
+                return Err(failure.unwrap_or_else(|| LockError::TimedOut {
                     name: name.to_owned(),
                     waited: now.saturating_duration_since(started),
-                });
+                }));
             }
             let pause = self
                 .backoff
@@ -267,9 +277,12 @@ impl<C: LockConnection> RedisLocker<C> {
     /// interrupted should check [`LeaseHandle::is_held`] itself and rely on the fencing token.
     ///
     /// The lease is released on every exit path: after success, after loss, and after a panic
-    /// in `work`, which is then resumed. If the caller drops the `with_lock` future, the lease's
-    /// drop releases it in the background. A failed release after the work completed is not
-    /// reported (the key expires after its TTL).
+    /// in `work`, which is then resumed. Loss is reported at once: the release of a lost lease
+    /// runs in the background. After the work completes, the release is awaited only while
+    /// the lease is still valid; past that it continues in the background (a server that
+    /// stopped answering cannot hold the result back). If the caller drops the `with_lock`
+    /// future, the lease's drop releases it in the background. A failed release after the work
+    /// completed is not reported (the key expires after its TTL).
     pub async fn with_lock<F, Fut, T>(
         &self,
         name: &str,
@@ -297,14 +310,24 @@ impl<C: LockConnection> RedisLocker<C> {
                 }
             }
         };
-        let _ = lease.release().await;
-        match outcome {
-            Outcome::Done(Ok(value)) => Ok(value),
-            Outcome::Done(Err(panic)) => std::panic::resume_unwind(panic),
-            Outcome::Lost(reason) => Err(LockError::Lost {
-                name: name.to_owned(),
-                reason,
-            }),
+        let done = match outcome {
+            Outcome::Done(done) => done,
+            Outcome::Lost(reason) => {
+                // Dropping the lease spawns its compare-and-delete; the caller learns now.
+                drop(lease);
+                return Err(LockError::Lost {
+                    name: name.to_owned(),
+                    reason,
+                });
+            }
+        };
+        let remaining = lease.remaining();
+        // A release cut short keeps its token, and the lease's drop sends it again.
+        let _ = tokio::time::timeout(remaining, lease.release()).await;
+        drop(lease);
+        match done {
+            Ok(value) => Ok(value),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
@@ -329,4 +352,16 @@ impl<C: LockConnection> Drop for AttemptGuard<C> {
             );
         }
     }
+}
+
+/// Errors worth another attempt: the connection or the server is failing, not the request.
+fn is_transient(e: &LockError) -> bool {
+    let LockError::Redis(e) = e else {
+        return false;
+    };
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        return true;
+    }
+    matches!(e.kind(), redis::ErrorKind::Server(_))
+        && !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
 }
