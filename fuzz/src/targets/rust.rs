@@ -1,0 +1,47 @@
+//! `rust`: whole `.rs` files.
+
+use super::{check_text, has_ext, Target};
+use crate::gen;
+
+pub const TARGET: Target = Target {
+    name: "rust",
+    about: "whole Rust files",
+    ext: "rs",
+    seed: |path, bytes| has_ext(path, "rs").then(|| bytes.to_vec()),
+    builtin: &[],
+    generate: Some(|rng, max| gen::rust::generate(rng, max).into_bytes()),
+    dictionary: &[
+        "(",
+        "[",
+        "{",
+        "|x| ",
+        "move |x| ",
+        "fn(",
+        "impl Fn() -> ",
+        "&",
+        "*const ",
+        "<",
+        "Vec<",
+        " + 1",
+        " = a",
+        "?",
+        ".await",
+        "::",
+        "#[cfg(test)]",
+        "'a ",
+        "r#\"",
+        "\"",
+        "/*",
+        "//",
+        "\\",
+        "match x { _ => ",
+        "if a { ",
+        "async move { ",
+        "-",
+        "!",
+        "..",
+        "con.del(&key).await?;",
+        "é",
+    ],
+    run: |input| check_text("rs", &String::from_utf8_lossy(input)),
+};
