@@ -406,13 +406,26 @@ impl AdvisoryGuard {
     /// Releases the lock with `pg_advisory_unlock` on the same connection that took it. On
     /// success a pooled connection returns to its pool and a standalone one is closed. On any
     /// failure the connection is closed, which releases the lock server-side.
+    ///
+    /// A connection whose session still holds any advisory lock afterwards (one taken through
+    /// [`Self::connection`], or this key taken a second time, which PostgreSQL counts) is
+    /// closed instead of pooled, so no lock ever reaches another user of the pool.
     pub async fn unlock(mut self) -> Result<(), AdvisoryError> {
         let unlocked: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
             .bind(self.key.0)
             .fetch_one(self.conn.conn())
             .await?;
         if unlocked {
-            self.conn.release_clean();
+            let still_holding: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks \
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid())",
+            )
+            .fetch_one(self.conn.conn())
+            .await?;
+            if !still_holding {
+                self.conn.release_clean();
+            }
+            // Otherwise dropping the guard closes the session, which releases the rest.
             Ok(())
         } else {
             Err(AdvisoryError::NotHeld { key: self.key })

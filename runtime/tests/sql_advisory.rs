@@ -392,3 +392,61 @@ async fn sqlx_compatible_keys_exclude_sqlx_advisory_locks() {
     ours.unlock().await.unwrap();
     db.cleanup().await;
 }
+
+#[tokio::test]
+async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
+    let max = 2;
+    let db = pg_with(max).await;
+    let key = test_key();
+    let other = test_key();
+
+    // Another key taken through the guard's connection.
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(other.0)
+        .execute(guard.connection())
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    assert!(other_session_can_take(&db, other, Duration::from_secs(10)).await);
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, max)
+        .await
+        .is_empty());
+
+    // The guard's own key taken a second time on its session (PostgreSQL counts it).
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(key.0)
+        .execute(guard.connection())
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
+    assert!(pooled_sessions_holding_advisory_locks(&db.pool, max)
+        .await
+        .is_empty());
+
+    // A clean unlock still returns the connection to the pool.
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    let pid = backend_pid(guard.connection()).await;
+    guard.unlock().await.unwrap();
+    let mut pids = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..max {
+        let mut c = db.pool.acquire().await.unwrap();
+        pids.push(backend_pid(&mut c).await);
+        conns.push(c);
+    }
+    assert!(pids.contains(&pid), "a clean session goes back to the pool");
+    drop(conns);
+    db.cleanup().await;
+}
