@@ -194,3 +194,40 @@ async fn keep_alive_stops_at_max_hold() {
     }
     assert_stopped(&lease, &mut probe).await;
 }
+
+/// A killed connection behind a `ConnectionManager` is a transient failure: the keep-alive
+/// retries within the lease's validity, the manager reconnects, and the lease is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_rides_out_a_killed_connection_that_reconnects() {
+    let server = RedisServer::start();
+    let mut probe = server.conn().await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let id: i64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let locker = RedisLocker::new(conn)
+        .with_prefix(unique("ka-reconnect"))
+        .unwrap();
+    let mut lease = locker.acquire("job", ttl).await.expect("acquire");
+    lease.spawn_keep_alive(Duration::from_secs(60));
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query_async(&mut probe)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    tokio::time::sleep(ttl * 3).await;
+    assert!(
+        lease.is_held(),
+        "lost after a reconnect: {:?}",
+        lease.lost_reason()
+    );
+    assert!(value(&mut probe, lease.key()).await.is_some());
+    assert!(lease.release().await.unwrap(), "still ours after 3 TTLs");
+}

@@ -72,3 +72,22 @@ pub enum LockError {
     #[error("could not generate a lease token: {0}")]
     Random(getrandom::Error),
 }
+
+impl LockError {
+    /// Worth another attempt: the connection or the server is failing (a dropped or refused
+    /// connection, a timeout, a server loading or failing over), not the request.
+    pub(crate) fn is_transient(&self) -> bool {
+        let LockError::Redis(e) = self else {
+            return false;
+        };
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_timeout()
+        {
+            return true;
+        }
+        matches!(e.kind(), redis::ErrorKind::Server(_))
+            && !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
+    }
+}

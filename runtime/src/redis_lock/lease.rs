@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     needs_release: AtomicBool,
     /// Set once the keep-alive has made its last renewal because of the maximum hold time.
     hold_capped: AtomicBool,
+    /// The last renewal error while renewals are failing transiently (cleared on success).
+    renewal_failing: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -76,6 +78,7 @@ impl Shared {
             reason: OnceLock::new(),
             needs_release: AtomicBool::new(true),
             hold_capped: AtomicBool::new(false),
+            renewal_failing: Mutex::new(None),
         }
     }
 
@@ -98,11 +101,25 @@ impl Shared {
     }
 
     fn expiry_reason(&self) -> LostReason {
-        if self.hold_capped.load(Ordering::SeqCst) {
+        let failing = self
+            .renewal_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(error) = failing {
+            LostReason::RenewalFailed(error)
+        } else if self.hold_capped.load(Ordering::SeqCst) {
             LostReason::MaxHoldReached
         } else {
             LostReason::Expired
         }
+    }
+
+    fn set_renewal_failing(&self, error: Option<String>) {
+        *self
+            .renewal_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = error;
     }
 
     fn is_held(&self) -> bool {
@@ -443,18 +460,33 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
         )
         .await;
         match reply {
-            Ok(Ok(true)) => next = add_saturating(now, interval),
+            Ok(Ok(true)) => {
+                shared.set_renewal_failing(None);
+                next = add_saturating(now, interval);
+            }
             Ok(Ok(false)) => return,
+            // A transient failure is retried while the lease is still valid: the key is
+            // still ours until then, and a reconnecting client may get through.
+            Ok(Err(e)) if e.is_transient() => {
+                shared.set_renewal_failing(Some(e.to_string()));
+                next = add_saturating(Instant::now(), retry_delay(interval));
+            }
             Ok(Err(e)) => {
                 shared.mark_lost(LostReason::RenewalFailed(e.to_string()));
                 return;
             }
             Err(_) => {
-                shared.mark_lost(LostReason::Expired);
+                shared.mark_lost(shared.expiry_reason());
                 return;
             }
         }
     }
+}
+
+/// The pause before retrying a renewal that failed transiently: short against the renewal
+/// interval, so several retries fit in the remaining validity.
+fn retry_delay(interval: Duration) -> Duration {
+    (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250))
 }
 
 /// A cloneable, read-only view of a [`Lease`], handed to the closure run by

@@ -209,7 +209,7 @@ impl<C: LockConnection> RedisLocker<C> {
             match self.try_acquire(name, ttl).await {
                 Ok(Some(lease)) => return Ok(lease),
                 Ok(None) => {}
-                Err(e) if is_transient(&e) => {}
+                Err(e) if e.is_transient() => {}
                 Err(e) => return Err(e),
             }
             tokio::time::sleep(self.backoff.delay(attempt)).await;
@@ -245,7 +245,7 @@ impl<C: LockConnection> RedisLocker<C> {
             let failure = match self.try_acquire(name, ttl).await {
                 Ok(Some(lease)) => return Ok(lease),
                 Ok(None) => None,
-                Err(e) if is_transient(&e) => Some(e),
+                Err(e) if e.is_transient() => Some(e),
                 Err(e) => return Err(e),
             };
             let now = Instant::now();
@@ -352,16 +352,4 @@ impl<C: LockConnection> Drop for AttemptGuard<C> {
             );
         }
     }
-}
-
-/// Errors worth another attempt: the connection or the server is failing, not the request.
-fn is_transient(e: &LockError) -> bool {
-    let LockError::Redis(e) = e else {
-        return false;
-    };
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
-        return true;
-    }
-    matches!(e.kind(), redis::ErrorKind::Server(_))
-        && !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
 }
