@@ -8,6 +8,7 @@ use locklint_compile_fixtures::lua_renew_no_compare as fx;
 
 use crate::redis_state::{
     eval, expire_and_take_over, fred_client, hold, pttl, shorten, value, OTHER, OTHER_TTL_MS,
+    SHORT_MS,
 };
 use crate::redis_support::redis;
 use crate::source::text;
@@ -64,7 +65,7 @@ async fn lua_file(rel: &str, name: &str, ttl: &str) {
         "{rel}: the fixed renewal renews its own lock"
     );
     assert!(
-        pttl(&mut con, &key).await > 1_000,
+        pttl(&mut con, &key).await > SHORT_MS,
         "{rel}: the fixed renewal extended the TTL"
     );
 }
@@ -166,7 +167,7 @@ async fn fred_set_xx_px() {
         "the fixed renewal renews its own lock"
     );
     assert!(
-        pttl(&mut con, &key).await > 1_000,
+        pttl(&mut con, &key).await > SHORT_MS,
         "the fixed renewal extended the TTL"
     );
 }

@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 
 /// The time to live of the other holder's lock after a take-over: longer than any proof
 /// needs, shorter than any TTL a renewal under test writes.
-pub const OTHER_TTL_MS: i64 = 5_000;
+pub const OTHER_TTL_MS: i64 = 15_000;
 
 /// The lock at `key` expires (a forced `PEXPIRE key 1`, then waiting until it is gone) and
 /// holder `other` takes it with `SET key other NX PX` [`OTHER_TTL_MS`], as another worker
@@ -212,7 +212,11 @@ pub async fn eval(
         .expect("EVAL")
 }
 
-/// Shortens a lock to 1 s, so that a renewal to a longer TTL shows.
+/// What [`shorten`] leaves of a lock's TTL: long enough to outlast a slow machine, shorter
+/// than any TTL a renewal under test writes.
+pub const SHORT_MS: i64 = 5_000;
+
+/// Shortens a lock to [`SHORT_MS`], so that a renewal to a longer TTL shows.
 pub async fn shorten(con: &mut MultiplexedConnection, key: &str) {
-    let _: bool = con.pexpire(key, 1_000).await.expect("PEXPIRE");
+    let _: bool = con.pexpire(key, SHORT_MS).await.expect("PEXPIRE");
 }

@@ -10,6 +10,7 @@ use locklint_compile_fixtures::unconditional_renew as fx;
 
 use crate::redis_state::{
     after_take_over, expire_and_take_over, hold, pttl, shorten, value, OTHER, OTHER_TTL_MS, RENEW,
+    SHORT_MS,
 };
 use crate::redis_support::{unique, RedisServer};
 use crate::source::{method_args, script_calls};
@@ -66,7 +67,7 @@ async fn get_compare_pexpire_sync() {
         "the fixed renewal renews its own lock"
     );
     assert!(
-        pttl(&mut con, &key).await > 1_000,
+        pttl(&mut con, &key).await > SHORT_MS,
         "the fixed renewal extended the TTL"
     );
     crate::redis_state::delete(&mut con, &[&key]).await;
@@ -163,7 +164,7 @@ async fn heartbeat_pexpire() {
         "the fixed heartbeat renews its own lock"
     );
     assert!(
-        pttl(&mut con, &key).await > 1_000,
+        pttl(&mut con, &key).await > SHORT_MS,
         "the fixed heartbeat extended the TTL"
     );
 }
@@ -217,7 +218,7 @@ async fn redis_lock_extend() {
         "the fixed renewal renews its own lock"
     );
     assert!(
-        pttl(&mut con, &key).await > 1_000,
+        pttl(&mut con, &key).await > SHORT_MS,
         "the fixed renewal extended the TTL"
     );
 }
