@@ -327,3 +327,53 @@ fn every_fix_that_changes_code_is_proven() {
     }
     assert!(problems.is_empty(), "fix proofs:\n{}", problems.join("\n"));
 }
+
+/// A fixture whose expected JSON carries a safe or unsafe fix has a fixed file (which the test
+/// above then requires a proof for).
+#[test]
+fn every_fixture_with_a_code_changing_fix_has_a_fixed_file() {
+    let root = fixtures_root();
+    let fixed = fixed_fixtures();
+    let mut problems = Vec::new();
+    let mut fixable = 0;
+    for rule in std::fs::read_dir(&root).expect("fixtures directory") {
+        let rule = rule.expect("fixture directory entry").path();
+        let Ok(snaps) = std::fs::read_dir(rule.join("expected")) else {
+            continue;
+        };
+        for snap in snaps {
+            let snap = snap.expect("snapshot entry").path();
+            let name = snap
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let Some(stem) = name
+                .strip_suffix(".json.snap")
+                .filter(|s| s.starts_with("bad_"))
+            else {
+                continue;
+            };
+            let kinds = applicabilities(&rule, stem);
+            if !kinds.iter().any(|k| k == "safe" || k == "unsafe") {
+                continue;
+            }
+            fixable += 1;
+            let rule_name = rule
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let prefix = format!("{rule_name}/{stem}.");
+            if !fixed.iter().any(|f| f.starts_with(&prefix)) {
+                problems.push(format!(
+                    "{rule_name}/{stem}: a safe or unsafe fix but no fixed file"
+                ));
+            }
+        }
+    }
+    assert!(
+        fixable > 0,
+        "no fixture with a safe or unsafe fix under {}",
+        root.display()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
