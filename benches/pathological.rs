@@ -1,0 +1,274 @@
+//! Time and memory on pathological inputs: every deeply nested Rust form, huge functions, long
+//! lines, huge SQL texts and a large Lua file, each about 1 MB (the Lua file 2.7 MB).
+//!
+//! `cargo bench --bench pathological [NAME...]` writes each input under
+//! `target/pathological/<case>/`, analyses it in a child process (this binary re-run with
+//! `--child <dir>`), and prints a table: case, input size, wall time, peak RSS of the child
+//! (`VmHWM`), peak RSS over an empty run, and that growth per input byte. A child that crashes
+//! or runs longer than the timeout is reported as such. Positional arguments select cases
+//! whose name contains one of them.
+//!
+//! `LOCKLINT_PATHO_SIZE` sets the input size in bytes (default 1000000) and
+//! `LOCKLINT_PATHO_TIMEOUT` the timeout per case in seconds (default 60).
+
+#[path = "../tests/support/pathological.rs"]
+mod pathological;
+
+use locklint::engine::{self, Options};
+use pathological as p;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Builds an input from a repetition count.
+type Generator = fn(usize) -> String;
+
+struct Case {
+    name: String,
+    file: &'static str,
+    text: String,
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Depth of a nested form that makes about `size` bytes.
+fn depth_for(build: Generator, size: usize) -> usize {
+    let unit = build(101).len().saturating_sub(build(1).len()) / 100;
+    p::count_for(size, unit)
+}
+
+fn cases(size: usize) -> Vec<Case> {
+    let mut out = vec![Case {
+        name: "empty".to_string(),
+        file: "empty.rs",
+        text: "fn main() {}\n".to_string(),
+    }];
+    for form in p::FORMS {
+        out.push(Case {
+            name: format!("rust/{}", form.name),
+            file: "deep.rs",
+            text: (form.build)(depth_for(form.build, size)),
+        });
+    }
+    let per_line = |f: Generator| p::count_for(size, f(11).len() - f(1).len()) * 10;
+    let rust: [(&str, Generator); 6] = [
+        ("many_lets", p::many_lets),
+        ("many_redis_calls", p::many_redis_calls),
+        ("many_findings", p::many_findings),
+        ("get_then_set_chain", p::get_then_set_chain),
+        ("many_helper_calls", p::many_helper_calls),
+        ("helper_fan_out", p::helper_fan_out),
+    ];
+    for (name, f) in rust {
+        let n = if name == "helper_fan_out" {
+            p::count_for(size / 4, f(11).len() - f(1).len()) * 10
+        } else {
+            per_line(f)
+        };
+        out.push(Case {
+            name: format!("rust/{name}"),
+            file: "big.rs",
+            text: f(n),
+        });
+    }
+    out.push(Case {
+        name: "rust/long_line_ascii".to_string(),
+        file: "line.rs",
+        text: p::long_line(size, false),
+    });
+    out.push(Case {
+        name: "rust/long_line_non_ascii".to_string(),
+        file: "line.rs",
+        text: p::long_line(size, true),
+    });
+    out.push(Case {
+        name: "rust/sql_literal_statements".to_string(),
+        file: "queries.rs",
+        text: p::sql_literal_statements(per_line(p::sql_literal_statements)),
+    });
+    out.push(Case {
+        name: "sql/advisory_statements".to_string(),
+        file: "locks.sql",
+        text: p::advisory_statements(per_line(p::advisory_statements)),
+    });
+    out.push(Case {
+        name: "sql/lock_table_updates".to_string(),
+        file: "locks.sql",
+        text: p::lock_table_updates(per_line(p::lock_table_updates)),
+    });
+    out.push(Case {
+        name: "lua/large_file".to_string(),
+        file: "script.lua",
+        text: p::lua_file(size * 27 / 10),
+    });
+    out
+}
+
+/// In the child: analyse `dir` and print one result line.
+fn child(dir: &Path) {
+    let start = Instant::now();
+    let report = engine::run(&Options {
+        paths: vec![dir.to_path_buf()],
+        ..Default::default()
+    });
+    let wall = start.elapsed().as_secs_f64();
+    let hwm = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let parse_errors = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "parse-error")
+        .count();
+    println!(
+        "RESULT {wall} {hwm} {} {parse_errors}",
+        report.findings.len()
+    );
+}
+
+enum Outcome {
+    Done {
+        wall: f64,
+        hwm_kb: u64,
+        findings: usize,
+        parse_errors: usize,
+    },
+    Timeout,
+    Failed(String),
+}
+
+fn run_child(dir: &Path, timeout: Duration) -> Outcome {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let mut child = match Command::new(exe)
+        .arg("--child")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Outcome::Timeout;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut s, &mut out);
+    }
+    let line = out.lines().find_map(|l| l.strip_prefix("RESULT "));
+    match line {
+        Some(l) => {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Outcome::Done {
+                wall: f[0].parse().unwrap_or(f64::NAN),
+                hwm_kb: f[1].parse().unwrap_or(0),
+                findings: f[2].parse().unwrap_or(0),
+                parse_errors: f[3].parse().unwrap_or(0),
+            }
+        }
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            Outcome::Failed(match status.signal() {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => format!("exit status {}", status.code().unwrap_or(-1)),
+            })
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(Path::new(&args[i + 1]));
+        return;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let size = env_num("LOCKLINT_PATHO_SIZE", 1_000_000) as usize;
+    let timeout = Duration::from_secs(env_num("LOCKLINT_PATHO_TIMEOUT", 60));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pathological");
+    println!(
+        "{:<34} {:>10} {:>9} {:>10} {:>10} {:>8} {:>9}",
+        "case", "size", "wall s", "peak RSS", "growth", "growth/B", "findings"
+    );
+    let mut baseline_kb = 0u64;
+    for case in cases(size) {
+        let wanted = case.name == "empty"
+            || filters.is_empty()
+            || filters.iter().any(|f| case.name.contains(f.as_str()));
+        if !wanted {
+            continue;
+        }
+        let dir = root.join(case.name.replace('/', "-"));
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(dir.join(case.file), &case.text))
+        {
+            println!("{:<34} cannot write the input: {e}", case.name);
+            continue;
+        }
+        let bytes = case.text.len();
+        match run_child(&dir, timeout) {
+            Outcome::Done {
+                wall,
+                hwm_kb,
+                findings,
+                parse_errors,
+            } => {
+                if case.name == "empty" {
+                    baseline_kb = hwm_kb;
+                }
+                let growth = hwm_kb.saturating_sub(baseline_kb) * 1024;
+                println!(
+                    "{:<34} {:>10} {:>9.3} {:>9}K {:>9}K {:>8.1} {:>9}",
+                    case.name,
+                    bytes,
+                    wall,
+                    hwm_kb,
+                    growth / 1024,
+                    growth as f64 / bytes as f64,
+                    if parse_errors > 0 {
+                        format!("{findings} ({parse_errors} pe)")
+                    } else {
+                        findings.to_string()
+                    }
+                );
+            }
+            Outcome::Timeout => println!(
+                "{:<34} {:>10} {:>9} (killed after {} s)",
+                case.name,
+                bytes,
+                "timeout",
+                timeout.as_secs()
+            ),
+            Outcome::Failed(why) => {
+                println!("{:<34} {:>10} {:>9} ({why})", case.name, bytes, "crashed")
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
