@@ -7,6 +7,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::discover::{describe_io, discover, PathError};
 use crate::frontend;
 use crate::ir::FileIr;
+use crate::isolate;
 use crate::locks;
 use crate::rules::{self, PARSE_ERROR};
 use crate::source::{display_path, SourceFile};
@@ -344,13 +345,62 @@ fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Re
     let irs: Vec<FileIr> = sources
         .into_par_iter()
         .enumerate()
-        .map(|(i, f)| frontend::analyze(i, f))
+        .map(|(i, f)| analyze_file(i, f))
         .collect();
     report.findings = findings_with(&irs, opts, settings);
     if opts.keep_irs {
         report.irs = irs;
     }
     report
+}
+
+/// Run the front-ends on one file. A panic inside them does not end the run: the file becomes
+/// one `parse-error` finding at its start. Call it on an analysis thread (see [`run`]): deep
+/// but legal code needs their large stack.
+pub fn analyze_file(index: usize, file: crate::source::FileRef) -> FileIr {
+    match isolate::catch(|| frontend::analyze(index, file.clone())) {
+        Ok(ir) => ir,
+        Err(message) => {
+            let first = file.text.chars().next().map_or(0, char::len_utf8);
+            let mut ir = FileIr::new(file);
+            ir.problems.push(isolate::problem(
+                "this file",
+                &message,
+                crate::source::Span::new(0, first),
+            ));
+            ir
+        }
+    }
+}
+
+/// Run one rule step; a panic becomes a `parse-error` finding on `file`.
+fn rule_step(
+    file: &crate::source::FileRef,
+    out: &mut Vec<Diagnostic>,
+    step: impl FnOnce(&mut Vec<Diagnostic>),
+) {
+    let mut found = Vec::new();
+    match isolate::catch(|| step(&mut found)) {
+        Ok(()) => out.extend(found),
+        Err(message) => {
+            let first = file.text.chars().next().map_or(0, char::len_utf8);
+            let p = isolate::problem("this file", &message, crate::source::Span::new(0, first));
+            out.push(problem_finding(file, &p));
+        }
+    }
+}
+
+fn problem_finding(file: &crate::source::FileRef, p: &crate::ir::ParseProblem) -> Diagnostic {
+    Diagnostic {
+        rule: PARSE_ERROR.name,
+        severity: PARSE_ERROR.severity,
+        primary: Location::new(file.clone(), p.span),
+        label: "not analysed".to_string(),
+        message: p.message.clone(),
+        help: p.help.clone(),
+        related: Vec::new(),
+        fix: None,
+    }
 }
 
 fn enabled(name: &str, opts: &Options) -> bool {
@@ -369,16 +419,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
     if enabled(PARSE_ERROR.name, opts) {
         for ir in irs {
             for p in &ir.problems {
-                out.push(Diagnostic {
-                    rule: PARSE_ERROR.name,
-                    severity: PARSE_ERROR.severity,
-                    primary: Location::new(ir.file.clone(), p.span),
-                    label: "not analysed".to_string(),
-                    message: p.message.clone(),
-                    help: p.help.clone(),
-                    related: Vec::new(),
-                    fix: None,
-                });
+                out.push(problem_finding(&ir.file, p));
             }
         }
     }
@@ -393,7 +434,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
         .flat_map_iter(|t| {
             let mut v = Vec::new();
             for r in &active {
-                r.check(t, &project.facts, &mut v);
+                rule_step(&t.file, &mut v, |v| r.check(t, &project.facts, v));
             }
             v
         })
@@ -405,7 +446,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
         .flat_map_iter(|f| {
             let mut v = Vec::new();
             for r in &active {
-                r.check_file(f, &project, &mut v);
+                rule_step(&f.file, &mut v, |v| r.check_file(f, &project, v));
             }
             v
         })
@@ -427,17 +468,21 @@ fn merge_duplicates(mut all: Vec<Diagnostic>) -> Vec<Diagnostic> {
     });
     let mut out: Vec<Diagnostic> = Vec::with_capacity(all.len());
     let mut seen: HashSet<(&'static str, PathBuf, crate::source::Span)> = HashSet::new();
+    // locations the last kept finding already shows
+    let mut shown: HashSet<(PathBuf, crate::source::Span)> = HashSet::new();
+    let at = |l: &Location| (l.file.path.clone(), l.span);
     for d in all {
         let key = (d.rule, d.primary.file.path.clone(), d.primary.span);
         if seen.insert(key) {
+            shown.clear();
+            shown.insert(at(&d.primary));
+            shown.extend(d.related.iter().map(|r| at(&r.location)));
             out.push(d);
             continue;
         }
         let Some(kept) = out.last_mut() else { continue };
         for r in d.related {
-            let dup =
-                r.location == kept.primary || kept.related.iter().any(|x| x.location == r.location);
-            if !dup {
+            if shown.insert(at(&r.location)) {
                 kept.related.push(r);
             }
         }

@@ -14,6 +14,13 @@ pub enum Part {
     Const(String),
 }
 
+/// Parts of a key template past which it is no longer tracked.
+const MAX_KEY_PARTS: usize = 64;
+/// Template text past which it is no longer tracked.
+const MAX_KEY_TEXT: usize = 1024;
+/// Names a key keeps of those it passed through.
+const MAX_KEY_NAMES: usize = 16;
+
 /// A Redis key as far as it can be resolved statically.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct KeyRef {
@@ -71,15 +78,42 @@ impl KeyRef {
         )
     }
 
-    /// Concatenate two templates.
+    /// Concatenate two templates. A template that grows past what a key can be (a string
+    /// built in a loop of `s = s + ..` statements) becomes one hole: keys stay small however
+    /// long the chain that built them.
     pub fn concat(mut self, other: KeyRef) -> KeyRef {
         for p in other.parts {
             self.push(p);
         }
-        self.names.extend(other.names);
+        let text: usize = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Lit(s) => s.len(),
+                _ => 2,
+            })
+            .sum();
+        if self.parts.len() > MAX_KEY_PARTS || text > MAX_KEY_TEXT {
+            self.parts = vec![Part::Hole(None)];
+        }
+        self.add_names(other.names);
         self.param = self.param.or(other.param);
         self.field = self.field.or(other.field);
         self
+    }
+
+    /// Record names the key passed through: new ones only, and a bounded number (the first
+    /// ones and the latest ones are kept).
+    pub fn add_names(&mut self, names: impl IntoIterator<Item = String>) {
+        for n in names {
+            if self.names.contains(&n) {
+                continue;
+            }
+            if self.names.len() >= MAX_KEY_NAMES {
+                self.names.remove(MAX_KEY_NAMES / 2);
+            }
+            self.names.push(n);
+        }
     }
 
     pub fn push(&mut self, part: Part) {
@@ -447,4 +481,20 @@ pub struct FileIr {
     pub sql: crate::frontend::sql::SqlIr,
     /// Parsed Lua scripts (filled by [`crate::frontend::lua`]).
     pub lua: crate::frontend::lua::LuaIr,
+}
+
+impl FileIr {
+    /// The form of a file before any front-end ran: nothing found in it yet.
+    pub fn new(file: FileRef) -> Self {
+        FileIr {
+            file,
+            functions: Vec::new(),
+            consts: Vec::new(),
+            field_inits: Vec::new(),
+            problems: Vec::new(),
+            embedded: Vec::new(),
+            sql: Default::default(),
+            lua: Default::default(),
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub mod fingerprint;
 pub mod fix;
 pub mod frontend;
 pub mod ir;
+pub mod isolate;
 pub mod locks;
 pub mod lsp;
 pub mod output;

@@ -7,6 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 /// How deep lock helpers are expanded into their callers.
 const MAX_INLINE_DEPTH: usize = 4;
+/// How many operations of helpers one function's trace takes in: helpers that call helpers
+/// many times each would otherwise multiply (later calls are not expanded).
+const MAX_INLINED_OPS: usize = 50_000;
 
 /// Function names that mark a lock operation (their key parameter is a lock).
 const LOCK_FN_WORDS: &[&str] = &[
@@ -135,27 +138,65 @@ pub struct Trace<'a> {
     pub root: &'a Function,
     pub file: FileRef,
     pub ops: Vec<TraceOp<'a>>,
+    /// Indexes into `ops` per key identity, in order.
+    by_key: HashMap<String, Vec<usize>>,
+    /// Indexes into `ops` per operation node, in order (a helper's operation appears once
+    /// per call).
+    by_node: HashMap<NodeId, Vec<usize>>,
 }
 
 impl<'a> Trace<'a> {
+    pub fn new(root: &'a Function, file: FileRef, ops: Vec<TraceOp<'a>>) -> Self {
+        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_node: HashMap<NodeId, Vec<usize>> = HashMap::new();
+        for (i, o) in ops.iter().enumerate() {
+            if let Some(id) = &o.identity {
+                by_key.entry(id.clone()).or_default().push(i);
+            }
+            by_node.entry(o.op.id).or_default().push(i);
+        }
+        Trace {
+            root,
+            file,
+            ops,
+            by_key,
+            by_node,
+        }
+    }
+
     pub fn same_key(&self, a: &TraceOp, b: &TraceOp) -> bool {
         a.identity.is_some() && a.identity == b.identity
     }
 
-    /// Operations before `index` on the same key.
-    pub fn earlier_on_key(&self, index: usize) -> impl Iterator<Item = &TraceOp<'a>> {
-        let me = &self.ops[index];
-        self.ops[..index]
-            .iter()
-            .filter(move |o| self.same_key(o, me))
+    /// Indexes of the operations on the same key as `ops[index]` (itself included).
+    fn on_key(&self, index: usize) -> &[usize] {
+        self.ops[index]
+            .identity
+            .as_ref()
+            .and_then(|id| self.by_key.get(id))
+            .map_or(&[], Vec::as_slice)
     }
 
-    /// Operations after `index` on the same key.
-    pub fn later_on_key(&self, index: usize) -> impl Iterator<Item = &TraceOp<'a>> {
-        let me = &self.ops[index];
-        self.ops[index + 1..]
-            .iter()
-            .filter(move |o| self.same_key(o, me))
+    /// Operations before `index` on the same key, in order.
+    pub fn earlier_on_key(
+        &self,
+        index: usize,
+    ) -> impl DoubleEndedIterator<Item = &TraceOp<'a>> + '_ {
+        let same = self.on_key(index);
+        let before = same.partition_point(|&j| j < index);
+        same[..before].iter().map(move |&j| &self.ops[j])
+    }
+
+    /// Operations after `index` on the same key, in order.
+    pub fn later_on_key(&self, index: usize) -> impl DoubleEndedIterator<Item = &TraceOp<'a>> + '_ {
+        let same = self.on_key(index);
+        let after = same.partition_point(|&j| j <= index);
+        same[after..].iter().map(move |&j| &self.ops[j])
+    }
+
+    /// Indexes of the trace's operations made by this node.
+    pub fn indexes_of(&self, node: NodeId) -> &[usize] {
+        self.by_node.get(&node).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -337,36 +378,32 @@ impl<'a> Index<'a> {
         &self.files[at.0].functions[at.1]
     }
 
+    /// Functions that reach Redis, directly or through the functions they call: a walk up
+    /// the call graph from those with their own operations.
     fn compute_touches(&mut self) {
+        let mut callers: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::new();
+        let mut todo = Vec::new();
         for (fi, f) in self.files.iter().enumerate() {
             for (fj, func) in f.functions.iter().enumerate() {
                 if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
-                    self.touches.insert((fi, fj));
+                    todo.push((fi, fj));
+                }
+                for e in &func.events {
+                    if let Event::Call(c) = e {
+                        if let Some(t) = self.resolve(c, (fi, fj)) {
+                            callers.entry(t).or_default().push((fi, fj));
+                        }
+                    }
                 }
             }
         }
-        loop {
-            let mut added = Vec::new();
-            for (fi, f) in self.files.iter().enumerate() {
-                for (fj, func) in f.functions.iter().enumerate() {
-                    if self.touches.contains(&(fi, fj)) {
-                        continue;
-                    }
-                    let reaches = func.events.iter().any(|e| match e {
-                        Event::Call(c) => self
-                            .resolve(c, (fi, fj))
-                            .is_some_and(|t| self.touches.contains(&t)),
-                        _ => false,
-                    });
-                    if reaches {
-                        added.push((fi, fj));
-                    }
-                }
+        while let Some(f) = todo.pop() {
+            if !self.touches.insert(f) {
+                continue;
             }
-            if added.is_empty() {
-                break;
+            if let Some(cs) = callers.get(&f) {
+                todo.extend(cs.iter().copied().filter(|c| !self.touches.contains(c)));
             }
-            self.touches.extend(added);
         }
     }
 
@@ -414,7 +451,7 @@ impl<'a> Index<'a> {
             if let Some(field) = &key.field {
                 if let Some(Some(k)) = self.fields.get(field) {
                     let mut r = self.resolve_key(k, depth + 1);
-                    r.names.extend(key.names.iter().cloned());
+                    r.add_names(key.names.iter().cloned());
                     r.field = key.field.clone();
                     return r;
                 }
@@ -422,7 +459,7 @@ impl<'a> Index<'a> {
             if let Some((name, arity)) = &key.call {
                 if let Some(k) = self.returned_key(name, *arity) {
                     let mut r = self.resolve_key(&k, depth + 1);
-                    r.names.extend(key.names.iter().cloned());
+                    r.add_names(key.names.iter().cloned());
                     return r;
                 }
             }
@@ -469,7 +506,7 @@ fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> KeyRef {
         if let (Some((i, _)), Part::Hole(_)) = (&key.param, &key.parts[0]) {
             if let Some(arg) = args.get(*i) {
                 let mut r = arg.clone();
-                r.names.extend(key.names.iter().cloned());
+                r.add_names(key.names.iter().cloned());
                 return r;
             }
         }
@@ -485,7 +522,7 @@ fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> KeyRef {
                     for ap in &arg.parts {
                         out.push(ap.clone());
                     }
-                    out.names.extend(arg.names.iter().cloned());
+                    out.add_names(arg.names.iter().cloned());
                 }
                 None => out.push(p.clone()),
             },
@@ -530,6 +567,8 @@ struct Expander<'i, 'a> {
     /// Call node → reads its callee returns, so conditions on the call depend on them.
     call_reads: HashMap<NodeId, Vec<NodeId>>,
     stack: Vec<(usize, usize)>,
+    /// Helper operations taken in so far.
+    inlined: usize,
 }
 
 impl<'a> Expander<'_, 'a> {
@@ -576,6 +615,9 @@ impl<'a> Expander<'_, 'a> {
                     let mut deps = self.expand_deps(&op.deps);
                     deps.extend(outer_deps.iter().copied());
                     let id = identity(&key, self.root);
+                    if args.is_some() {
+                        self.inlined += 1;
+                    }
                     self.ops.push(TraceOp {
                         op,
                         file: file.clone(),
@@ -590,7 +632,7 @@ impl<'a> Expander<'_, 'a> {
                     });
                 }
                 Event::Call(call) => {
-                    if self.stack.len() > MAX_INLINE_DEPTH {
+                    if self.stack.len() > MAX_INLINE_DEPTH || self.inlined >= MAX_INLINED_OPS {
                         continue;
                     }
                     let Some(target) = self.idx.resolve(call, at) else {
@@ -655,13 +697,14 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &crate::config::Settings)
             ops: Vec::new(),
             call_reads: HashMap::new(),
             stack: Vec::new(),
+            inlined: 0,
         };
         ex.expand(root, None, None, &[], &[], None);
-        traces.push(Trace {
-            root: idx.func(root),
-            file: files[root.0].file.clone(),
-            ops: ex.ops,
-        });
+        traces.push(Trace::new(
+            idx.func(root),
+            files[root.0].file.clone(),
+            ex.ops,
+        ));
     }
     let mut acquired_nx = HashSet::new();
     mark_locks(&mut traces, &mut acquired_nx, lock_words);
@@ -752,22 +795,32 @@ fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>, lock_words: &[Stri
 
 fn collect_facts(traces: &[Trace]) -> Facts {
     let mut facts = Facts::default();
-    for t in traces {
-        for (i, o) in t.ops.iter().enumerate() {
-            if !matches!(
-                o.op.kind,
-                OpKind::Write {
-                    nx: true,
-                    expiry: None,
-                    ..
-                }
-            ) {
-                continue;
+    let bare_nx = |o: &TraceOp| {
+        matches!(
+            o.op.kind,
+            OpKind::Write {
+                nx: true,
+                expiry: None,
+                ..
             }
-            for later in t.later_on_key(i) {
-                if later.op.kind == OpKind::Expire {
-                    facts.acquires_expired_later.insert(o.op.id);
-                    facts.expiries_after_acquire.insert(later.op.id);
+        )
+    };
+    for t in traces {
+        // per key: whether an acquire without expiry came before, and those not yet known
+        // to be followed by an expiry
+        let mut seen: HashMap<&str, (bool, Vec<NodeId>)> = HashMap::new();
+        for o in &t.ops {
+            let Some(id) = o.identity.as_deref() else {
+                continue;
+            };
+            if bare_nx(o) {
+                let e = seen.entry(id).or_default();
+                e.0 = true;
+                e.1.push(o.op.id);
+            } else if o.op.kind == OpKind::Expire {
+                if let Some((true, pending)) = seen.get_mut(id) {
+                    facts.expiries_after_acquire.insert(o.op.id);
+                    facts.acquires_expired_later.extend(pending.drain(..));
                 }
             }
         }

@@ -39,27 +39,43 @@ pub struct LineCol {
     pub column: usize,
 }
 
-/// Maps byte offsets to lines and character columns, and back.
+/// Bytes between two column checkpoints of a long non-ASCII line.
+const CHECKPOINT_BYTES: usize = 256;
+
+/// Maps byte offsets to lines and character columns, and back, in time independent of the
+/// line's length.
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     line_starts: Vec<usize>,
     /// Per line: whether it is pure ASCII (then columns are byte offsets).
     ascii: Vec<bool>,
+    /// Long lines that are not pure ASCII, by line: (byte offset in the line, characters
+    /// before it) every [`CHECKPOINT_BYTES`] or so, at character boundaries.
+    checkpoints: std::collections::HashMap<usize, Vec<(usize, usize)>>,
 }
 
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let mut checkpoints = std::collections::HashMap::new();
         let ascii = line_starts
             .iter()
             .enumerate()
             .map(|(i, &s)| {
                 let e = line_starts.get(i + 1).copied().unwrap_or(text.len());
-                text.as_bytes()[s..e].is_ascii()
+                let ascii = text.as_bytes()[s..e].is_ascii();
+                if !ascii && e - s > CHECKPOINT_BYTES {
+                    checkpoints.insert(i, line_checkpoints(&text[s..e]));
+                }
+                ascii
             })
             .collect();
-        LineIndex { line_starts, ascii }
+        LineIndex {
+            line_starts,
+            ascii,
+            checkpoints,
+        }
     }
 
     fn line_end(&self, text: &str, line0: usize) -> usize {
@@ -84,7 +100,10 @@ impl LineIndex {
         let column = if self.ascii[line] {
             offset - start
         } else {
-            text[start..offset].chars().count()
+            let (byte, chars) = self.checkpoints.get(&line).map_or((0, 0), |c| {
+                c[c.partition_point(|&(b, _)| b <= offset - start) - 1]
+            });
+            chars + text[start + byte..offset].chars().count()
         } + 1;
         LineCol {
             line: line + 1,
@@ -102,12 +121,28 @@ impl LineIndex {
         if self.ascii[line0] {
             return (start + char_col0).min(end);
         }
-        let line_text = &text[start..end];
-        match line_text.char_indices().nth(char_col0) {
-            Some((i, _)) => start + i,
-            None => start + line_text.len(),
+        let (byte, chars) = self.checkpoints.get(&line0).map_or((0, 0), |c| {
+            c[c.partition_point(|&(_, n)| n <= char_col0) - 1]
+        });
+        let line_text = &text[start + byte..end];
+        match line_text.char_indices().nth(char_col0 - chars) {
+            Some((i, _)) => start + byte + i,
+            None => end,
         }
     }
+}
+
+/// Column checkpoints of one line: the first at its start.
+fn line_checkpoints(line: &str) -> Vec<(usize, usize)> {
+    let mut out = vec![(0, 0)];
+    let mut next = CHECKPOINT_BYTES;
+    for (chars, (i, _)) in line.char_indices().enumerate() {
+        if i >= next {
+            out.push((i, chars));
+            next = i + CHECKPOINT_BYTES;
+        }
+    }
+    out
 }
 
 /// One analysed file: its path as shown to the user, its text and its line index.
@@ -190,6 +225,27 @@ mod tests {
         let x = text.find('x').unwrap();
         assert_eq!(idx.line_col(text, x), LineCol { line: 2, column: 4 });
         assert_eq!(idx.offset(text, 2, 3), x);
+    }
+
+    #[test]
+    fn long_wide_lines_count_characters() {
+        let line = format!("é{}x{}", "a".repeat(1000), "ç".repeat(700));
+        let text = format!("first\n{line}\nlast");
+        let idx = LineIndex::new(&text);
+        for (col0, (byte, _)) in line.char_indices().enumerate().step_by(37) {
+            let offset = 6 + byte;
+            assert_eq!(
+                idx.line_col(&text, offset),
+                LineCol {
+                    line: 2,
+                    column: col0 + 1
+                }
+            );
+            assert_eq!(idx.offset(&text, 2, col0), offset);
+        }
+        let count = line.chars().count();
+        assert_eq!(idx.offset(&text, 2, count + 5), 6 + line.len());
+        assert_eq!(idx.line_col(&text, 6 + line.len()).column, count + 1);
     }
 
     #[test]

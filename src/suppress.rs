@@ -8,7 +8,7 @@ use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity
 use crate::ir::FileIr;
 use crate::rules::{self, RuleInfo};
 use crate::source::{FileRef, Span};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 pub static WITHOUT_REASON: RuleInfo = RuleInfo {
     name: "suppression-without-reason",
@@ -111,6 +111,7 @@ fn lex_rust(file: &FileRef) -> Lexed {
     let statements = statements(
         file,
         &code,
+        &comments,
         |k| match k {
             K::OpenParen | K::OpenBrace | K::OpenBracket => 1,
             K::CloseParen | K::CloseBrace | K::CloseBracket => -1,
@@ -125,26 +126,34 @@ fn lex_rust(file: &FileRef) -> Lexed {
     }
 }
 
-/// Statement extents from code tokens: from a token to the `;` (or block end) that closes it.
+/// Statement extents from code tokens: from a token to the `;` (or block end) that closes it,
+/// for the statements that start below a comment on its own line (the ones a suppression
+/// comment there may cover).
 fn statements<T>(
     file: &FileRef,
     code: &[(usize, T)],
+    comments: &[Comment],
     depth_of: impl Fn(&T) -> i32,
     is_semi: impl Fn(&T) -> bool,
     is_close_brace: impl Fn(&T) -> bool,
 ) -> Vec<(usize, usize)> {
+    let lines: Vec<usize> = code.iter().map(|(at, _)| line_of(file, *at)).collect();
+    let mut starts: Vec<usize> = comments
+        .iter()
+        .filter(|c| !c.trailing && c.body.contains("locklint:"))
+        .map(|c| lines.partition_point(|&l| l <= line_of(file, c.span.start)))
+        .filter(|&i| i < code.len())
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
     let mut out = Vec::new();
-    let mut seen_lines = HashSet::new();
-    for i in 0..code.len() {
-        let first = line_of(file, code[i].0);
-        if !seen_lines.insert(first) {
-            continue;
-        }
+    for i in starts {
+        let first = lines[i];
         let mut depth = 0i32;
         let mut last = first;
-        for (j, (at, kind)) in code.iter().enumerate().skip(i) {
+        for (j, (_, kind)) in code.iter().enumerate().skip(i) {
             depth += depth_of(kind);
-            last = line_of(file, *at);
+            last = lines[j];
             if depth < 0 {
                 break;
             }
@@ -233,6 +242,7 @@ fn lex_dash(file: &FileRef) -> Lexed {
     let statements = statements(
         file,
         &code,
+        &comments,
         |k| match k {
             b'(' => 1,
             b')' => -1,
@@ -288,8 +298,7 @@ fn parse(file: &FileRef, c: &Comment, statements: &[(usize, usize)]) -> Option<S
     } else {
         // the statement starting on the next code line below (other comments may sit between)
         statements
-            .iter()
-            .find(|(first, _)| *first > line)
+            .get(statements.partition_point(|(first, _)| *first <= line))
             .map(|&(first, last)| Scope::Lines(first, last))
             .unwrap_or(Scope::Lines(line + 1, line + 1))
     };
@@ -362,35 +371,55 @@ pub fn apply(
     ran: &dyn Fn(&str) -> bool,
 ) -> Vec<Diagnostic> {
     let known: HashSet<&str> = rules::infos().iter().map(|i| i.name).collect();
-    let mut by_file: Vec<(FileRef, Vec<Suppression>)> = files
+    // a file that did not parse (in part) has findings nobody looked for: its suppressions
+    // are never called unused, or a fix would delete them
+    let mut by_file: Vec<(FileRef, Vec<Suppression>, bool)> = files
         .iter()
-        .map(|f| (f.file.clone(), suppressions(&f.file)))
-        .filter(|(_, s)| !s.is_empty())
+        .map(|f| (f.file.clone(), suppressions(&f.file), f.problems.is_empty()))
+        .filter(|(_, s, _)| !s.is_empty())
         .collect();
+    // per file: which suppressions cover each line (file-wide ones under line 0), in order
+    let mut covering: HashMap<std::path::PathBuf, (usize, HashMap<usize, Vec<usize>>)> =
+        HashMap::new();
+    for (fi, (file, sups, _)) in by_file.iter().enumerate() {
+        let mut lines: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (si, s) in sups.iter().enumerate() {
+            match s.scope {
+                Scope::File => lines.entry(0).or_default().push(si),
+                Scope::Lines(a, b) => {
+                    for l in a..=b {
+                        lines.entry(l).or_default().push(si);
+                    }
+                }
+            }
+        }
+        covering.insert(file.path.clone(), (fi, lines));
+    }
     let mut kept = Vec::with_capacity(findings.len());
-    'finding: for d in findings {
-        if let Some((_, sups)) = by_file
-            .iter_mut()
-            .find(|(f, _)| f.path == d.primary.file.path)
-        {
+    for d in findings {
+        if let Some((fi, lines)) = covering.get(&d.primary.file.path) {
             let line = d.primary.start().line;
-            for s in sups.iter_mut() {
-                let covers = match s.scope {
-                    Scope::File => true,
-                    Scope::Lines(a, b) => (a..=b).contains(&line),
-                };
-                if !covers {
-                    continue;
-                }
-                if let Some(i) = s.rules.iter().position(|(r, _)| r == d.rule) {
-                    s.used[i] = true;
-                    continue 'finding;
-                }
+            let mut candidates: Vec<usize> = lines
+                .get(&0)
+                .into_iter()
+                .chain(lines.get(&line))
+                .flatten()
+                .copied()
+                .collect();
+            candidates.sort_unstable();
+            let sups = &mut by_file[*fi].1;
+            let hit = candidates.into_iter().find_map(|si| {
+                let i = sups[si].rules.iter().position(|(r, _)| r == d.rule)?;
+                Some((si, i))
+            });
+            if let Some((si, i)) = hit {
+                sups[si].used[i] = true;
+                continue;
             }
         }
         kept.push(d);
     }
-    for (file, sups) in &by_file {
+    for (file, sups, parsed) in &by_file {
         for s in sups {
             if !s.reason && ran(WITHOUT_REASON.name) {
                 kept.push(meta(
@@ -422,7 +451,7 @@ pub fn apply(
                     }
                     continue;
                 }
-                if !s.used[i] && ran(name) && ran(UNUSED.name) {
+                if !s.used[i] && *parsed && ran(name) && ran(UNUSED.name) {
                     let mut d = meta(
                         &UNUSED,
                         file,

@@ -47,13 +47,7 @@ fn whole_file(file: FileRef, language: Language) -> FileIr {
         exec: None,
     };
     FileIr {
-        file,
-        functions: Vec::new(),
-        consts: Vec::new(),
-        field_inits: Vec::new(),
-        problems: Vec::new(),
         embedded: vec![embedded],
-        sql: Default::default(),
-        lua: Default::default(),
+        ..FileIr::new(file)
     }
 }

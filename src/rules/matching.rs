@@ -76,10 +76,17 @@ pub fn with_related(mut d: Diagnostic, rel: impl IntoIterator<Item = Related>) -
 /// The earlier read of the same key that `trace.ops[i]`'s path depends on.
 pub fn dependent_read<'t, 'a>(trace: &'t Trace<'a>, i: usize) -> Option<&'t TraceOp<'a>> {
     let me = &trace.ops[i];
-    trace
-        .earlier_on_key(i)
-        .filter(|o| o.op.kind == OpKind::Read && me.deps.contains(&o.op.id))
-        .last()
+    me.deps
+        .iter()
+        .flat_map(|d| trace.indexes_of(*d))
+        .copied()
+        .filter(|&j| j < i)
+        .filter(|&j| {
+            let o = &trace.ops[j];
+            o.op.kind == OpKind::Read && trace.same_key(o, me)
+        })
+        .max()
+        .map(|j| &trace.ops[j])
 }
 
 /// The command as users know it, upper case (`set_nx` → `SETNX`).

@@ -29,19 +29,16 @@ impl Rule for SeparateExpire {
             if e.op.kind != OpKind::Expire || !e.is_lock {
                 continue;
             }
-            let acquire = trace
-                .earlier_on_key(i)
-                .filter(|o| {
-                    matches!(
-                        o.op.kind,
-                        OpKind::Write {
-                            nx: true,
-                            expiry: None,
-                            ..
-                        }
-                    )
-                })
-                .last();
+            let acquire = trace.earlier_on_key(i).rev().find(|o| {
+                matches!(
+                    o.op.kind,
+                    OpKind::Write {
+                        nx: true,
+                        expiry: None,
+                        ..
+                    }
+                )
+            });
             let Some(acquire) = acquire else { continue };
             let key = key_text(e);
             let both_piped = in_pipeline(e).is_some() && in_pipeline(acquire).is_some();

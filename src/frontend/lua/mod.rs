@@ -132,7 +132,25 @@ pub fn analyze(ir: &mut FileIr) {
             });
             continue;
         }
-        match guard::scan(&e.text) {
+        let scanned = match crate::isolate::catch(|| guard::scan(&e.text)) {
+            Ok(scanned) => scanned,
+            Err(message) => {
+                let what = if whole_file {
+                    "this Lua script"
+                } else {
+                    "this embedded Lua script"
+                };
+                let at = e.span.start;
+                let end = ir.file.text[at..]
+                    .chars()
+                    .next()
+                    .map_or(at, |c| at + c.len_utf8());
+                ir.problems
+                    .push(crate::isolate::problem(what, &message, Span::new(at, end)));
+                continue;
+            }
+        };
+        match scanned {
             Ok(scan) => {
                 let mut names = Vec::new();
                 if whole_file {

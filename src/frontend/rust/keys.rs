@@ -138,9 +138,7 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
             if p.path.segments.len() == 1 {
                 if let Some(k) = scope.local_key(&name) {
                     let mut k = k;
-                    if !k.names.contains(&name) {
-                        k.names.push(name);
-                    }
+                    k.add_names([name]);
                     return k;
                 }
                 if let Some(i) = scope.param(&name) {
@@ -219,9 +217,13 @@ pub fn parse_format(fmt: &str) -> Vec<FmtPiece> {
     out
 }
 
-/// Macro arguments as expressions, when they parse as a comma-separated list.
+/// Macro arguments as expressions, when they parse as a comma-separated list (and nest
+/// shallowly enough to parse).
 pub fn macro_args(mac: &syn::Macro) -> Option<Vec<syn::Expr>> {
     use syn::parse::Parser;
+    if super::depth::check(mac.tokens.clone()).is_some() {
+        return None;
+    }
     let parser = syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
     parser
         .parse2(mac.tokens.clone())
@@ -281,13 +283,14 @@ fn macro_key(mac: &syn::Macro, scope: &dyn Scope, depth: usize) -> KeyRef {
                     }
                     FmtPiece::Named(n) => match named(&n) {
                         Some(e) => key_at(e, scope, depth + 1),
-                        None => {
+                        None if n.chars().all(|c| c.is_alphanumeric() || c == '_') => {
                             let path: syn::Expr = match syn::parse_str(&n) {
                                 Ok(p) => p,
                                 Err(_) => return KeyRef::hole(None),
                             };
                             key_at(&path, scope, depth + 1)
                         }
+                        None => KeyRef::hole(None),
                     },
                 };
                 key = key.concat(part);

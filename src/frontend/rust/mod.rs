@@ -1,7 +1,9 @@
 //! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
 
 mod commands;
+mod depth;
 mod embed;
+mod env;
 mod items;
 mod keys;
 mod literal;
@@ -14,23 +16,18 @@ pub use keys::parse_format;
 use crate::ir::{FileIr, ParseProblem};
 use crate::source::{FileRef, Span};
 
-/// Deeper bracket nesting than this is not analysed (real code stays far below it).
-pub const MAX_NESTING: usize = 256;
-/// Longer runs of prefix operators (`!!!!x`, `--x`, `&&&x`) than this are not analysed.
-pub const MAX_PREFIX_RUN: usize = 256;
+pub use depth::{MAX_DEPTH, MAX_NESTING};
 
 /// Parse one Rust file into the intermediate form.
 pub fn analyze(index: usize, file: FileRef) -> FileIr {
-    let mut ir = FileIr {
-        file: file.clone(),
-        functions: Vec::new(),
-        consts: Vec::new(),
-        field_inits: Vec::new(),
-        problems: Vec::new(),
-        embedded: Vec::new(),
-        sql: Default::default(),
-        lua: Default::default(),
-    };
+    let ir = parse_and_walk(index, file);
+    // spans refer to this thread's copy of the text until it is dropped
+    proc_macro2::extra::invalidate_current_thread_spans();
+    ir
+}
+
+fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
+    let mut ir = FileIr::new(file.clone());
     if file.text.trim().is_empty() {
         return ir;
     }
@@ -58,65 +55,36 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
         }
     };
     items::collect(index, &file, &parsed, &mut ir);
-    drop(parsed);
-    proc_macro2::extra::invalidate_current_thread_spans();
     ir
 }
 
-/// A cheap token-level check that keeps pathological nesting away from the recursive parser.
+/// Refuse pathological nesting before the recursive parser sees it.
 fn too_deep(text: &str) -> Option<ParseProblem> {
     let tokens: proc_macro2::TokenStream = match text.parse() {
         Ok(t) => t,
         // the parser reports lexing errors with a location
         Err(_) => return None,
     };
-    let mut stack = vec![(tokens.into_iter(), 0usize)];
-    let mut run = 0usize;
-    while let Some((mut iter, depth)) = stack.pop() {
-        let Some(tt) = iter.next() else { continue };
-        let here = match &tt {
-            proc_macro2::TokenTree::Group(g) => Some((g.span_open(), depth + 1)),
-            proc_macro2::TokenTree::Punct(p) if matches!(p.as_char(), '!' | '-' | '&' | '*') => {
-                run += 1;
-                (run > MAX_PREFIX_RUN).then(|| (p.span(), 0))
-            }
-            _ => {
-                run = 0;
-                None
-            }
-        };
-        if let proc_macro2::TokenTree::Group(g) = &tt {
-            let d = depth + 1;
-            if d > MAX_NESTING {
-                return Some(deep_problem(text, g.span_open(), "brackets"));
-            }
-            stack.push((iter, depth));
-            stack.push((g.stream().into_iter(), d));
-            run = 0;
-            continue;
-        }
-        if let Some((span, 0)) = here {
-            return Some(deep_problem(text, span, "prefix operators"));
-        }
-        stack.push((iter, depth));
-    }
-    None
-}
-
-fn deep_problem(text: &str, span: proc_macro2::Span, what: &str) -> ParseProblem {
+    let (span, message) = match depth::check(tokens)? {
+        depth::Excess::Brackets(span) => (
+            span,
+            format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
+        ),
+        depth::Excess::Depth(span) => (
+            span,
+            format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
+        ),
+    };
     let idx = crate::source::LineIndex::new(text);
     let s = span.start();
     let start = idx.offset(text, s.line, s.column);
-    ParseProblem {
-        message: format!(
-            "this file nests {what} more than {} levels deep; it was not analysed",
-            if what == "brackets" {
-                MAX_NESTING
-            } else {
-                MAX_PREFIX_RUN
-            }
-        ),
-        span: Span::new(start, start + 1),
+    let end = text[start..]
+        .chars()
+        .next()
+        .map_or(start, |c| start + c.len_utf8());
+    Some(ParseProblem {
+        message,
+        span: Span::new(start, end),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
-    }
+    })
 }

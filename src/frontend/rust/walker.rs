@@ -3,6 +3,7 @@
 
 use super::commands::{self, CmdArg, OptionSource};
 use super::embed;
+use super::env::Env;
 use super::keys::{key_of, macro_args, path_text, value_of, Scope};
 use super::spans;
 use crate::ir::{
@@ -35,7 +36,6 @@ const SHALLOW: usize = 12;
 
 #[derive(Debug, Clone, Default)]
 struct Binding {
-    name: String,
     key: Option<KeyRef>,
     value: Option<Value>,
     expr: Option<syn::Expr>,
@@ -122,7 +122,7 @@ pub struct FnWalker<'a> {
     has_self: bool,
     params: Vec<String>,
     span: Span,
-    env: Vec<Binding>,
+    env: Env<Binding>,
     events: Vec<Event>,
     deps: Vec<Dep>,
     builders: Vec<Builder>,
@@ -177,12 +177,7 @@ impl OptionSource for FnWalker<'_> {
             if !seen.insert(word.clone()) || seen.len() > 32 {
                 continue;
             }
-            if let Some(b) = self
-                .env
-                .iter()
-                .rev()
-                .find(|b| b.name.to_ascii_uppercase() == word)
-            {
+            if let Some(b) = self.env.get_upper(&word) {
                 if let Some(e) = &b.expr {
                     for x in commands::expr_words(e) {
                         if w.insert(x.clone()) {
@@ -321,7 +316,7 @@ impl<'a> FnWalker<'a> {
             has_self,
             params,
             span: spans::of(cx.file, &sig.ident),
-            env: Vec::new(),
+            env: Env::default(),
             events: Vec::new(),
             deps: Vec::new(),
             builders: Vec::new(),
@@ -385,6 +380,12 @@ impl<'a> FnWalker<'a> {
         let mut uses = Vec::new();
         if needs_uses {
             collect_uses(self.cx.file, body, &mut uses);
+            // the last use of each name
+            let mut last_use: HashMap<&str, usize> = HashMap::new();
+            for (u, at) in &uses {
+                let e = last_use.entry(u.as_str()).or_insert(*at);
+                *e = (*e).max(*at);
+            }
             let returned = &self.returned_names;
             let resolve = |r: &mut ResultUse| {
                 if let ResultUse::Bound { names, after } = r {
@@ -394,7 +395,7 @@ impl<'a> FnWalker<'a> {
                     }
                     let used = names
                         .iter()
-                        .any(|n| uses.iter().any(|(u, at)| u == n && *at >= *after));
+                        .any(|n| last_use.get(n.as_str()).is_some_and(|at| at >= after));
                     *r = if used {
                         ResultUse::Used
                     } else {
@@ -430,7 +431,7 @@ impl<'a> FnWalker<'a> {
     }
 
     fn lookup(&self, name: &str) -> Option<&Binding> {
-        self.env.iter().rev().find(|b| b.name == name)
+        self.env.get(name)
     }
 
     /// The conditions the current path depends on, nearest first, bounded.
@@ -606,10 +607,12 @@ impl<'a> FnWalker<'a> {
         let end = self.span_of(&l.semi_token).end;
         let Some(init) = &l.init else {
             for n in names {
-                self.env.push(Binding {
-                    name: n,
-                    ..Default::default()
-                });
+                self.env.push(
+                    n,
+                    Binding {
+                        ..Default::default()
+                    },
+                );
             }
             return;
         };
@@ -659,15 +662,17 @@ impl<'a> FnWalker<'a> {
             } else {
                 (None, None, None)
             };
-            self.env.push(Binding {
-                name: n,
-                key,
-                value,
-                expr,
-                sources: sources.clone(),
-                builder,
-                executor,
-            });
+            self.env.push(
+                n,
+                Binding {
+                    key,
+                    value,
+                    expr,
+                    sources: sources.clone(),
+                    builder,
+                    executor,
+                },
+            );
         }
     }
 
@@ -768,10 +773,12 @@ impl<'a> FnWalker<'a> {
                 let mut names = Vec::new();
                 pat_names(&f.pat, &mut names);
                 for n in names {
-                    self.env.push(Binding {
-                        name: n,
-                        ..Default::default()
-                    });
+                    self.env.push(
+                        n,
+                        Binding {
+                            ..Default::default()
+                        },
+                    );
                 }
                 self.loop_break_deps.push(Vec::new());
                 self.walk_block(&f.body, ResultUse::Ignored("the reply is dropped"));
@@ -787,11 +794,13 @@ impl<'a> FnWalker<'a> {
                     let mut names = Vec::new();
                     pat_names(&arm.pat, &mut names);
                     for n in names {
-                        self.env.push(Binding {
-                            name: n,
-                            sources: deps.clone(),
-                            ..Default::default()
-                        });
+                        self.env.push(
+                            n,
+                            Binding {
+                                sources: deps.clone(),
+                                ..Default::default()
+                            },
+                        );
                     }
                     if let Some((_, g)) = &arm.guard {
                         self.expr(g, ResultUse::Used);
@@ -810,11 +819,13 @@ impl<'a> FnWalker<'a> {
                 let mut names = Vec::new();
                 pat_names(&l.pat, &mut names);
                 for n in names {
-                    self.env.push(Binding {
-                        name: n,
-                        sources: sources.clone(),
-                        ..Default::default()
-                    });
+                    self.env.push(
+                        n,
+                        Binding {
+                            sources: sources.clone(),
+                            ..Default::default()
+                        },
+                    );
                 }
             }
             E::Block(b) => self.walk_block(&b.block, u),
@@ -828,10 +839,12 @@ impl<'a> FnWalker<'a> {
                     let mut names = Vec::new();
                     pat_names(input, &mut names);
                     for n in names {
-                        self.env.push(Binding {
-                            name: n,
-                            ..Default::default()
-                        });
+                        self.env.push(
+                            n,
+                            Binding {
+                                ..Default::default()
+                            },
+                        );
                     }
                 }
                 self.expr(&c.body, ResultUse::Used);
@@ -870,15 +883,17 @@ impl<'a> FnWalker<'a> {
                     let key = key_of(&a.right, self);
                     let value = value_of(&a.right, self);
                     let executor = self.executor_of(&a.right);
-                    self.env.push(Binding {
-                        name: n,
-                        key: Some(key),
-                        value: Some(value),
-                        expr: Some((*a.right).clone()),
-                        sources,
-                        builder: None,
-                        executor,
-                    });
+                    self.env.push(
+                        n,
+                        Binding {
+                            key: Some(key),
+                            value: Some(value),
+                            expr: Some((*a.right).clone()),
+                            sources,
+                            builder: None,
+                            executor,
+                        },
+                    );
                 }
             }
             E::Struct(s) => {
@@ -962,6 +977,8 @@ impl<'a> FnWalker<'a> {
                 };
                 self.expr(a, au);
             }
+        } else if super::depth::check(mac.tokens.clone()).is_some() {
+            // too deep to parse: not analysed
         } else if let Ok(block) = syn::parse2::<BlockBody>(mac.tokens.clone()) {
             let b = syn::Block {
                 brace_token: Default::default(),

@@ -262,6 +262,7 @@ fn certainly_sql(origin: &str) -> bool {
 pub fn analyze(ir: &mut FileIr) {
     let mut statements = Vec::new();
     let mut problems = Vec::new();
+    let mut crash = Vec::new();
     for (idx, e) in ir.embedded.iter().enumerate() {
         if e.language != Language::Sql {
             continue;
@@ -292,9 +293,22 @@ pub fn analyze(ir: &mut FileIr) {
             problems: &mut problems,
             report,
         };
-        cx.text_statements(0, text.len(), false);
+        if let Err(message) = crate::isolate::catch(|| cx.text_statements(0, text.len(), false)) {
+            let what = if whole_file {
+                "this SQL text"
+            } else {
+                "this embedded SQL text"
+            };
+            let at = e.span.start;
+            let end = ir.file.text[at..]
+                .chars()
+                .next()
+                .map_or(at, |c| at + c.len_utf8());
+            crash.push(crate::isolate::problem(what, &message, Span::new(at, end)));
+        }
     }
     ir.sql.statements = statements;
+    ir.problems.extend(crash);
     ir.problems
         .extend(problems.into_iter().map(|(span, message)| ParseProblem {
             message,

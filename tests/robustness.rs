@@ -1,0 +1,315 @@
+//! Robustness: no input overflows a stack, a panic in one file does not end the run, a file
+//! that does not parse keeps its suppressions, and huge single files finish in linear time.
+//! Each input is one the analyser once failed on (stack overflow, lost run, deleted
+//! suppressions, minutes of work); the tests assert the result, never a time.
+
+#[path = "support/pathological.rs"]
+mod pathological;
+
+use locklint::engine::{self, Options};
+use pathological as p;
+use std::path::Path;
+use std::process::Command;
+
+fn analyse(dir: &Path) -> engine::Report {
+    engine::run(&Options {
+        paths: vec![dir.to_path_buf()],
+        ..Default::default()
+    })
+}
+
+fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+fn findings_in<'r>(
+    report: &'r engine::Report,
+    file: &str,
+    rule: &str,
+) -> Vec<&'r locklint::diagnostic::Diagnostic> {
+    report
+        .findings
+        .iter()
+        .filter(|d| d.rule == rule && d.primary.file.path.ends_with(file))
+        .collect()
+}
+
+/// Forms whose depth the parser and walkers handle in a loop: analysed at any depth.
+const FLAT_FORMS: &[&str] = &["expression_attributes", "statement_attributes"];
+
+#[test]
+fn deep_nesting_of_every_form_is_refused_and_the_run_goes_on() {
+    // every form at a depth that aborted the process with a stack overflow before
+    for form in p::FORMS {
+        let text = (form.build)(60_000);
+        let dir = dir_with(&[("deep.rs", &text), ("healthy.rs", p::HEALTHY)]);
+        let report = analyse(dir.path());
+        let errors = findings_in(&report, "deep.rs", "parse-error");
+        if FLAT_FORMS.contains(&form.name) {
+            assert!(
+                errors
+                    .iter()
+                    .all(|d| !d.message.contains("nesting too deep")),
+                "{}: {:?}",
+                form.name,
+                errors.iter().map(|d| &d.message).collect::<Vec<_>>()
+            );
+        } else {
+            assert_eq!(errors.len(), 1, "{}: {:?}", form.name, report.findings);
+            assert!(
+                errors[0].message.starts_with("nesting too deep to analyse"),
+                "{}: {}",
+                form.name,
+                errors[0].message
+            );
+        }
+        assert_eq!(
+            findings_in(&report, "healthy.rs", "setnx-without-expiry").len(),
+            1,
+            "{}: the other file's finding is lost",
+            form.name
+        );
+    }
+}
+
+#[test]
+fn nesting_within_the_limit_is_analysed() {
+    // deep enough to exercise the walkers, shallow enough to analyse
+    for form in p::FORMS {
+        let text = (form.build)(150);
+        let dir = dir_with(&[("deep.rs", &text)]);
+        let report = analyse(dir.path());
+        assert!(
+            report
+                .findings
+                .iter()
+                .all(|d| !d.message.contains("nesting too deep")),
+            "{}: {:?}",
+            form.name,
+            report.findings
+        );
+    }
+}
+
+#[test]
+fn deep_macro_bodies_are_not_parsed_but_the_file_is_analysed() {
+    // a macro body is tokens at file level; the walker must not parse this one
+    let body = format!("{}0", "!".repeat(100_000));
+    let text = format!("{}\npub fn logs() {{\n    dbg!({body});\n}}\n", p::HEALTHY);
+    let dir = dir_with(&[("macro.rs", &text)]);
+    let report = analyse(dir.path());
+    assert!(findings_in(&report, "macro.rs", "parse-error").is_empty());
+    assert_eq!(
+        findings_in(&report, "macro.rs", "setnx-without-expiry").len(),
+        1
+    );
+}
+
+#[test]
+fn format_names_are_not_parsed_as_expressions() {
+    let name = "!".repeat(200_000);
+    let text = format!(
+        "use redis::AsyncCommands;\n\npub async fn f(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {{\n    let _: bool = con.set_nx(format!(\"lock:{{{name}}}\"), \"1\").await?;\n    Ok(())\n}}\n"
+    );
+    let dir = dir_with(&[("fmt.rs", &text)]);
+    let report = analyse(dir.path());
+    assert_eq!(
+        findings_in(&report, "fmt.rs", "setnx-without-expiry").len(),
+        1
+    );
+}
+
+const STRAY_BACKTICK_LUA: &str =
+    "local v = redis.call('get', KEYS[1])\nlocal x = `\nreturn redis.call('del', KEYS[1])\n";
+
+#[test]
+fn a_panic_in_one_lua_file_is_a_finding_and_the_run_goes_on() {
+    let dir = dir_with(&[
+        ("release.lua", STRAY_BACKTICK_LUA),
+        ("healthy.rs", p::HEALTHY),
+    ]);
+    let report = analyse(dir.path());
+    let errors = findings_in(&report, "release.lua", "parse-error");
+    assert_eq!(errors.len(), 1, "{:?}", report.findings);
+    assert!(
+        errors[0]
+            .message
+            .starts_with("locklint could not analyse this Lua script: "),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(errors[0].primary.span.start, 0);
+    assert_eq!(
+        findings_in(&report, "healthy.rs", "setnx-without-expiry").len(),
+        1
+    );
+}
+
+#[test]
+fn a_panic_in_an_embedded_script_keeps_the_rust_files_other_findings() {
+    let text = format!(
+        "{}\npub fn release_script() -> redis::Script {{\n    redis::Script::new(\"local x = `\\nreturn redis.call('del', KEYS[1])\")\n}}\n",
+        p::HEALTHY
+    );
+    let dir = dir_with(&[("mixed.rs", &text)]);
+    let report = analyse(dir.path());
+    let errors = findings_in(&report, "mixed.rs", "parse-error");
+    assert_eq!(errors.len(), 1, "{:?}", report.findings);
+    assert!(
+        errors[0]
+            .message
+            .starts_with("locklint could not analyse this embedded Lua script: "),
+        "{}",
+        errors[0].message
+    );
+    // reported at the literal
+    let literal = text.find("\"local x").unwrap();
+    assert_eq!(errors[0].primary.span.start, literal);
+    assert_eq!(
+        findings_in(&report, "mixed.rs", "setnx-without-expiry").len(),
+        1
+    );
+}
+
+#[test]
+fn caught_panics_are_not_printed_and_do_not_fail_the_command() {
+    let dir = dir_with(&[
+        ("release.lua", STRAY_BACKTICK_LUA),
+        ("healthy.rs", p::HEALTHY),
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(["check", "--format", "json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("internal error"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"parse-error"), "{rules:?}");
+    assert!(rules.contains(&"setnx-without-expiry"), "{rules:?}");
+}
+
+const BROKEN_WITH_SUPPRESSION: &str = r#"use redis::AsyncCommands;
+
+pub async fn fulfil(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {
+    // locklint: allow(setnx-without-expiry) -- the key is deleted by the nightly sweeper
+    let acquired: bool = con.set_nx("lock:order", "1").await?;
+    let half_written =
+    Ok(())
+}
+"#;
+
+#[test]
+fn suppressions_in_a_file_that_does_not_parse_are_not_unused() {
+    let dir = dir_with(&[("broken.rs", BROKEN_WITH_SUPPRESSION)]);
+    let report = analyse(dir.path());
+    assert_eq!(
+        findings_in(&report, "broken.rs", "parse-error").len(),
+        1,
+        "{:?}",
+        report.findings
+    );
+    assert!(
+        findings_in(&report, "broken.rs", "unused-suppression").is_empty(),
+        "{:?}",
+        report.findings
+    );
+}
+
+#[test]
+fn fix_keeps_suppressions_in_a_file_that_does_not_parse() {
+    let dir = dir_with(&[("broken.rs", BROKEN_WITH_SUPPRESSION)]);
+    let out = Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .args(["check", "--fix"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let after = std::fs::read_to_string(dir.path().join("broken.rs")).unwrap();
+    assert_eq!(
+        after,
+        BROKEN_WITH_SUPPRESSION,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// Large single files: each took minutes (quadratic time) before.
+
+#[test]
+fn many_findings_in_one_function() {
+    let n = 40_000;
+    let dir = dir_with(&[("big.rs", &p::many_findings(n))]);
+    let report = analyse(dir.path());
+    assert_eq!(
+        findings_in(&report, "big.rs", "setnx-without-expiry").len(),
+        n
+    );
+    assert_eq!(
+        findings_in(&report, "big.rs", "constant-lock-value").len(),
+        n
+    );
+    assert_eq!(report.findings.len(), 2 * n);
+}
+
+#[test]
+fn many_bindings_and_reads_in_one_function() {
+    let n = 60_000;
+    let dir = dir_with(&[
+        ("lets.rs", &p::many_lets(n)),
+        ("calls.rs", &p::many_redis_calls(n)),
+    ]);
+    let report = analyse(dir.path());
+    assert!(report.findings.is_empty(), "{:?}", &report.findings[..3]);
+    assert_eq!(report.files, 2);
+}
+
+#[test]
+fn get_then_set_chain_on_one_key() {
+    let n = 20_000;
+    let dir = dir_with(&[("chain.rs", &p::get_then_set_chain(n))]);
+    let report = analyse(dir.path());
+    assert_eq!(findings_in(&report, "chain.rs", "get-then-set").len(), n);
+}
+
+#[test]
+fn helpers_calling_helpers_many_times_are_expanded_within_a_budget() {
+    // 1,000 calls at each of four levels: expanding them all is 10^12 operations
+    let text = p::helper_fan_out(1_000);
+    let dir = dir_with(&[("fan.rs", &text)]);
+    let report = analyse(dir.path());
+    assert!(
+        report.findings.iter().all(|d| d.rule != "parse-error"),
+        "{:?}",
+        report.findings
+    );
+}
+
+#[test]
+fn long_lines_with_wide_characters_keep_exact_columns() {
+    let text = p::long_line(600_000, true);
+    let dir = dir_with(&[("line.rs", &text)]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "line.rs", "setnx-without-expiry");
+    let expected = text.matches("set_nx(").count();
+    assert_eq!(found.len(), expected);
+    let last = found.iter().max_by_key(|d| d.primary.span.start).unwrap();
+    let at = text.rfind("set_nx(").unwrap();
+    assert_eq!(last.primary.span.start, at);
+    let line_start = text[..at].rfind('\n').unwrap() + 1;
+    assert_eq!(
+        last.primary.start().column,
+        text[line_start..at].chars().count() + 1
+    );
+}
