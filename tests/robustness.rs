@@ -313,3 +313,48 @@ fn long_lines_with_wide_characters_keep_exact_columns() {
         text[line_start..at].chars().count() + 1
     );
 }
+
+/// Run `work` on a thread with `stack` bytes of stack.
+fn on_stack<R: Send + 'static>(stack: usize, work: impl FnOnce() -> R + Send + 'static) -> R {
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(work)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn what_passes_the_guard_is_analysed_on_a_main_thread_sized_stack() {
+    use locklint::source::SourceFile;
+    fn problems(text: String) -> Vec<String> {
+        let file = SourceFile::new("deep.rs".into(), text);
+        let ir = locklint::frontend::analyze(0, file);
+        ir.problems.into_iter().map(|p| p.message).collect()
+    }
+    let refused = |text: String| {
+        on_stack(512 << 20, move || problems(text))
+            .iter()
+            .any(|m| m.starts_with("nesting too deep"))
+    };
+    for form in p::FORMS {
+        if FLAT_FORMS.contains(&form.name) {
+            continue;
+        }
+        // the deepest accepted nesting of this form
+        let (mut lo, mut hi) = (1usize, 4000usize);
+        assert!(refused((form.build)(hi)), "{}", form.name);
+        while lo + 1 < hi {
+            let mid = (lo + hi) / 2;
+            if refused((form.build)(mid)) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let text = (form.build)(lo);
+        // the main thread's stack, as small as any that analyses a file
+        let found = on_stack(8 << 20, move || problems(text));
+        assert!(found.len() <= 1, "{}: {found:?}", form.name);
+    }
+}
