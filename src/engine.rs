@@ -218,7 +218,14 @@ pub fn run(opts: &Options) -> Report {
                 .is_some_and(|s| s.excludes(dir))
         }
     };
-    let (paths, errors) = discover(&opts.paths, &opts.exclude_dirs, Arc::new(excluded_dir));
+    // an editor's unsaved buffer is a file to analyse though nothing is on disk yet
+    let (in_memory, on_disk): (Vec<PathBuf>, Vec<PathBuf>) = opts
+        .paths
+        .iter()
+        .cloned()
+        .partition(|p| opts.overlay.as_ref().is_some_and(|o| o.contains_key(p)) && !p.exists());
+    let (mut paths, errors) = discover(&on_disk, &opts.exclude_dirs, Arc::new(excluded_dir));
+    paths.extend(in_memory);
     let mut kept = Vec::with_capacity(paths.len());
     for p in paths {
         match resolver.for_file(&p) {

@@ -50,8 +50,9 @@ pub struct LineIndex {
     /// Per line: whether it is pure ASCII (then columns are byte offsets).
     ascii: Vec<bool>,
     /// Long lines that are not pure ASCII, by line: (byte offset in the line, characters
-    /// before it) every [`CHECKPOINT_BYTES`] or so, at character boundaries.
-    checkpoints: std::collections::HashMap<usize, Vec<(usize, usize)>>,
+    /// before it, UTF-16 code units before it) every [`CHECKPOINT_BYTES`] or so, at
+    /// character boundaries.
+    checkpoints: std::collections::HashMap<usize, Vec<(usize, usize, usize)>>,
 }
 
 impl LineIndex {
@@ -85,6 +86,17 @@ impl LineIndex {
         }
     }
 
+    /// The last checkpoint of a line for which `before` holds (the line's start if none).
+    fn checkpoint(
+        &self,
+        line0: usize,
+        before: impl Fn((usize, usize, usize)) -> bool,
+    ) -> (usize, usize, usize) {
+        self.checkpoints.get(&line0).map_or((0, 0, 0), |c| {
+            c[c.partition_point(|&x| before(x)).saturating_sub(1)]
+        })
+    }
+
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }
@@ -100,9 +112,7 @@ impl LineIndex {
         let column = if self.ascii[line] {
             offset - start
         } else {
-            let (byte, chars) = self.checkpoints.get(&line).map_or((0, 0), |c| {
-                c[c.partition_point(|&(b, _)| b <= offset - start) - 1]
-            });
+            let (byte, chars, _) = self.checkpoint(line, |(b, _, _)| b <= offset - start);
             chars + text[start + byte..offset].chars().count()
         } + 1;
         LineCol {
@@ -121,9 +131,7 @@ impl LineIndex {
         if self.ascii[line0] {
             return (start + char_col0).min(end);
         }
-        let (byte, chars) = self.checkpoints.get(&line0).map_or((0, 0), |c| {
-            c[c.partition_point(|&(_, n)| n <= char_col0) - 1]
-        });
+        let (byte, chars, _) = self.checkpoint(line0, |(_, n, _)| n <= char_col0);
         let line_text = &text[start + byte..end];
         match line_text.char_indices().nth(char_col0 - chars) {
             Some((i, _)) => start + byte + i,
@@ -133,16 +141,60 @@ impl LineIndex {
 }
 
 /// Column checkpoints of one line: the first at its start.
-fn line_checkpoints(line: &str) -> Vec<(usize, usize)> {
-    let mut out = vec![(0, 0)];
+fn line_checkpoints(line: &str) -> Vec<(usize, usize, usize)> {
+    let mut out = vec![(0, 0, 0)];
     let mut next = CHECKPOINT_BYTES;
-    for (chars, (i, _)) in line.char_indices().enumerate() {
+    let mut units = 0;
+    for (chars, (i, c)) in line.char_indices().enumerate() {
         if i >= next {
-            out.push((i, chars));
+            out.push((i, chars, units));
             next = i + CHECKPOINT_BYTES;
         }
+        units += c.len_utf16();
     }
     out
+}
+
+impl LineIndex {
+    /// 0-based line and UTF-16 code unit column of a byte offset (clamped to the text, snapped
+    /// to a char boundary), as the Language Server Protocol counts positions.
+    pub fn utf16_position(&self, text: &str, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let column = if self.ascii[line] {
+            offset - start
+        } else {
+            let (byte, _, units) = self.checkpoint(line, |(b, _, _)| b <= offset - start);
+            units + text[start + byte..offset].encode_utf16().count()
+        };
+        (line, column)
+    }
+
+    /// Byte offset of a 0-based line and UTF-16 code unit column. A line past the end gives the
+    /// end of the text, a column past the end of its line the end of the line, and a column
+    /// inside a surrogate pair the start of that character; the flag says whether it clamped.
+    pub fn utf16_offset(&self, text: &str, line0: usize, units: usize) -> (usize, bool) {
+        let Some(&start) = self.line_starts.get(line0) else {
+            return (text.len(), true);
+        };
+        let end = self.line_end(text, line0);
+        if self.ascii[line0] {
+            return ((start + units).min(end), start + units > end);
+        }
+        let (byte, _, mut counted) = self.checkpoint(line0, |(_, _, u)| u <= units);
+        for (i, c) in text[start + byte..end].char_indices() {
+            let next = counted + c.len_utf16();
+            if next > units {
+                return (start + byte + i, counted != units);
+            }
+            counted = next;
+        }
+        (end, counted != units)
+    }
 }
 
 /// One analysed file: its path as shown to the user, its text and its line index.

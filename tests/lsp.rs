@@ -1,5 +1,7 @@
 //! `locklint lsp` end to end: a real client conversation over stdio (initialize, didOpen,
-//! publishDiagnostics, codeAction, hover, executeCommand → workspace/applyEdit, shutdown).
+//! publishDiagnostics, codeAction, hover, executeCommand → workspace/applyEdit, shutdown),
+//! floods of edits, incremental sync, unsaved buffers, the protocol's lifecycle and errors,
+//! malformed input written as raw bytes.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -9,7 +11,7 @@ use std::time::Duration;
 
 struct Client {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     incoming: Receiver<Value>,
     next_id: i64,
 }
@@ -57,7 +59,7 @@ impl Client {
         });
         Client {
             child,
-            stdin,
+            stdin: Some(stdin),
             incoming: rx,
             next_id: 0,
         }
@@ -65,8 +67,60 @@ impl Client {
 
     fn send(&mut self, msg: Value) {
         let body = msg.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes the server's input (end of the conversation).
+    fn close(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Starts a server and initialises it.
+    fn initialised() -> Client {
+        let mut c = Client::start();
+        let id = c.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": null, "capabilities": {} }),
+        );
+        c.response(id);
+        c.notify("initialized", json!({}));
+        c
+    }
+
+    fn open(&mut self, uri: &str, language: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": language, "version": 1, "text": text } }),
+        );
+    }
+
+    /// The full answer (result or error) to request `id`.
+    fn answer(&self, id: impl Into<Value>) -> Value {
+        let id = id.into();
+        self.wait(|m| m["id"] == id && m.get("method").is_none())
+    }
+
+    /// The next diagnostics published for `uri`.
+    fn diagnostics(&self, uri: &str) -> Value {
+        self.wait(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri)
+    }
+
+    /// The server's exit status, once it has ended by itself.
+    fn exit_status(&mut self) -> Option<i32> {
+        for _ in 0..600 {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!("the server did not end");
     }
 
     fn request(&mut self, method: &str, params: Value) -> i64 {
@@ -116,6 +170,7 @@ fn a_client_sees_diagnostics_fixes_and_docs() {
     );
     let caps = c.response(id)["capabilities"].clone();
     assert_eq!(caps["hoverProvider"], true);
+    assert_eq!(caps["textDocumentSync"]["change"], 2, "incremental sync");
     assert!(caps["codeActionProvider"]["codeActionKinds"]
         .to_string()
         .contains("source.fixAll.locklint"));
@@ -222,4 +277,376 @@ fn a_client_sees_diagnostics_fixes_and_docs() {
     c.notify("exit", Value::Null);
     let status = c.child.wait().unwrap();
     assert!(status.success());
+}
+
+fn file_uri(dir: &std::path::Path, name: &str) -> String {
+    url::Url::from_file_path(dir.canonicalize().unwrap().join(name))
+        .unwrap()
+        .to_string()
+}
+
+fn codes(published: &Value) -> Vec<String> {
+    published["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `n` functions like [`CODE`]'s, each acquiring its own lock and setting its expiry apart
+/// (one `separate-expire` each), 9 lines per function after a one-line header: the expire of
+/// function `i` is on line `6 + 9 * i`.
+fn many_functions(n: usize) -> String {
+    let mut text = String::from("// jobs\n");
+    for i in 0..n {
+        text.push_str(
+            &CODE
+                .replace("use redis::AsyncCommands;\n", "// -\n")
+                .replace("nightly", &format!("job{i}")),
+        );
+    }
+    text
+}
+
+fn range(l0: usize, c0: usize, l1: usize, c1: usize) -> Value {
+    json!({ "start": { "line": l0, "character": c0 }, "end": { "line": l1, "character": c1 } })
+}
+
+#[test]
+fn a_flood_of_edits_is_debounced_and_a_hover_is_answered_from_the_last_version() {
+    let n = 600;
+    let text = many_functions(n);
+    assert!(text.len() > 150_000, "{}", text.len());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = file_uri(dir.path(), "jobs.rs");
+    let mut c = Client::initialised();
+    c.open(&uri, "rust", &text);
+    // 999 keystrokes in the header comment, then one edit that replaces the first function
+    // (lines 1..=9) with one line: lines after it move up by 8
+    for v in 2..=1000 {
+        c.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": v }, "contentChanges": [{ "range": range(0, 7, 0, 7), "text": "x" }] }),
+        );
+    }
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 1001 }, "contentChanges": [{ "range": range(1, 0, 10, 0), "text": "// removed\n" }] }),
+    );
+    // the expire of the second function, in the last version: line 6 + 9 - 8 (in the
+    // versions before, that line is the end of an `if`)
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 7, "character": 30 } }),
+    );
+    // the answer and the diagnostics of the last version, in either order
+    let (mut hover, mut last) = (None, None);
+    while hover.is_none() || last.is_none() {
+        let m = c.wait(|_| true);
+        if m["id"] == id {
+            hover = Some(m);
+        } else if m["method"] == "textDocument/publishDiagnostics" && m["params"]["version"] == 1001
+        {
+            last = Some(m);
+        }
+    }
+    let (hover, last) = (hover.unwrap(), last.unwrap());
+    assert!(
+        hover["result"]["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("# separate-expire"),
+        "{hover}"
+    );
+    assert_eq!(
+        hover["result"]["range"]["start"],
+        json!({ "line": 7, "character": 24 })
+    );
+    let found = codes(&last);
+    assert_eq!(found.len(), n - 1, "one finding less than functions");
+    assert!(found.iter().all(|c| c == "separate-expire"));
+    // no diagnostics of a version in between are published after those of the last
+    let id = c.request("shutdown", Value::Null);
+    let mut later = Vec::new();
+    loop {
+        let m = c.wait(|_| true);
+        if m["id"] == id {
+            break;
+        }
+        later.push(m);
+    }
+    assert!(
+        !later
+            .iter()
+            .any(|m| m["method"] == "textDocument/publishDiagnostics"),
+        "{later:?}"
+    );
+}
+
+#[test]
+fn range_edits_in_utf16_units_give_the_same_diagnostics_as_the_whole_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = file_uri(dir.path(), "whole.rs");
+    let built = file_uri(dir.path(), "built.rs");
+    let mut c = Client::initialised();
+    // a comment with characters of one and two UTF-16 units ahead of the code on its line
+    let code = CODE.replacen("\n\npub", "\n// é𝄞 ✓\npub", 1);
+    c.open(&whole, "rust", &code);
+    let expected = c.diagnostics(&whole)["params"]["diagnostics"].clone();
+    assert!(!expected.as_array().unwrap().is_empty());
+
+    // built from pieces: the tail first, then the head, then a fix-up inside the comment
+    let (head, tail) = code.split_at(code.find("pub async").unwrap());
+    c.open(&built, "rust", "");
+    let edits = [
+        json!({ "range": range(0, 0, 0, 0), "text": tail }),
+        json!({ "range": range(0, 0, 0, 0), "text": head.replace("✓", "") }),
+        // after 'é𝄞 ' (1 + 2 + 1 units): insert the tick back
+        json!({ "range": range(1, 7, 1, 7), "text": "✓" }),
+        // replace "nightly" in the function name by "nightly" (a no-op in effect) across
+        // a deletion and an insertion
+        json!({ "range": range(2, 13, 2, 20), "text": "" }),
+        json!({ "range": range(2, 13, 2, 13), "text": "nightly" }),
+    ];
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": built, "version": 2 }, "contentChanges": edits }),
+    );
+    let got = c.wait(|m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == built
+            && m["params"]["version"] == 2
+    });
+    let same = |got: &Value| {
+        assert_eq!(
+            got["params"]["diagnostics"].to_string(),
+            expected.to_string().replace(&whole, &built)
+        )
+    };
+    same(&got);
+
+    // an edit outside the document is clamped and logged, and the server goes on
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": built, "version": 3 }, "contentChanges": [
+            { "range": range(500, 3, 900, 0), "text": "\n// end\n" },
+            { "range": { "start": { "line": "x" } }, "text": "lost" },
+        ] }),
+    );
+    let logged = |m: &Value, what: &str| {
+        m["method"] == "window/logMessage"
+            && m["params"]["message"].as_str().unwrap().contains(what)
+    };
+    c.wait(|m| logged(m, "outside the document"));
+    c.wait(|m| logged(m, "invalid range"));
+    let got = c.wait(|m| m["params"]["uri"] == built && m["params"]["version"] == 3);
+    same(&got);
+}
+
+#[test]
+fn unsaved_buffers_are_analysed_by_their_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start();
+    let root = url::Url::from_file_path(dir.path().canonicalize().unwrap())
+        .unwrap()
+        .to_string();
+    let id = c.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": root, "capabilities": {} }),
+    );
+    c.response(id);
+    c.notify("initialized", json!({}));
+
+    c.open("untitled:Untitled-1", "rust", CODE);
+    assert!(codes(&c.diagnostics("untitled:Untitled-1")).contains(&"separate-expire".to_string()));
+
+    let lua = include_str!("../fixtures/lua-release-no-compare/bad_get_not_guarding.lua");
+    c.open("untitled:Untitled-2", "lua", lua);
+    assert_eq!(
+        codes(&c.diagnostics("untitled:Untitled-2")),
+        ["lua-release-no-compare"]
+    );
+
+    // a file that is not on disk yet, by its extension
+    let sql = include_str!("../fixtures/lock-table-no-owner-check/bad_release_by_name.sql");
+    let new = file_uri(dir.path(), "new.sql");
+    c.open(&new, "plaintext", sql);
+    assert!(codes(&c.diagnostics(&new)).contains(&"lock-table-no-owner-check".to_string()));
+
+    // requests about an unsaved buffer are answered from its analysis
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "untitled:Untitled-1" }, "position": { "line": 5, "character": 30 } }),
+    );
+    assert!(c.response(id)["contents"]["value"]
+        .as_str()
+        .unwrap()
+        .contains("# separate-expire"));
+
+    // a language locklint does not read gets no diagnostics and empty answers
+    c.open("untitled:notes", "markdown", "# notes");
+    let id = c.request(
+        "textDocument/codeAction",
+        json!({ "textDocument": { "uri": "untitled:notes" }, "range": range(0, 0, 0, 0), "context": { "diagnostics": [] } }),
+    );
+    assert_eq!(c.response(id), json!([]));
+}
+
+#[test]
+fn the_lifecycle_follows_the_protocol() {
+    let mut c = Client::start();
+    // before initialize
+    let id = c.request("textDocument/hover", json!({}));
+    assert_eq!(c.answer(id)["error"]["code"], -32002);
+    let id = c.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": null, "capabilities": {} }),
+    );
+    c.response(id);
+    c.notify("initialized", json!({}));
+    let id = c.request("initialize", json!({ "capabilities": {} }));
+    assert_eq!(c.answer(id)["error"]["code"], -32600);
+    // unknown methods: an error for a request, nothing for a notification
+    c.notify("custom/somethingHappened", json!({ "x": 1 }));
+    c.notify("$/setTrace", json!({ "value": "off" }));
+    let id = c.request("custom/doSomething", json!({}));
+    let answer = c.answer(id);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let id = c.request(
+        "workspace/executeCommand",
+        json!({ "command": "locklint.explain", "arguments": ["separate-expire"] }),
+    );
+    assert!(c
+        .response(id)
+        .as_str()
+        .unwrap()
+        .contains("# separate-expire"));
+    let id = c.request("shutdown", Value::Null);
+    assert_eq!(c.answer(id)["result"], Value::Null);
+    // after shutdown, requests are refused
+    let id = c.request("textDocument/hover", json!({ "textDocument": { "uri": "untitled:x" }, "position": { "line": 0, "character": 0 } }));
+    assert_eq!(c.answer(id)["error"]["code"], -32600);
+    let id = c.request("shutdown", Value::Null);
+    assert_eq!(c.answer(id)["error"]["code"], -32600);
+    c.notify("exit", Value::Null);
+    assert_eq!(c.exit_status(), Some(0));
+
+    // exit without shutdown
+    let mut c = Client::initialised();
+    c.notify("exit", Value::Null);
+    assert_eq!(c.exit_status(), Some(1));
+
+    // the client closes the connection
+    let mut c = Client::initialised();
+    let id = c.request("shutdown", Value::Null);
+    c.answer(id);
+    c.close();
+    assert_eq!(c.exit_status(), Some(0));
+    let mut c = Client::initialised();
+    c.close();
+    assert_eq!(c.exit_status(), Some(1));
+}
+
+#[test]
+fn malformed_messages_are_answered_or_logged_and_the_server_goes_on() {
+    let mut c = Client::initialised();
+    let body = |s: &str| format!("Content-Length: {}\r\n\r\n{s}", s.len());
+    // not JSON: a parse error (its id cannot be known)
+    c.send_raw(body("{\"jsonrpc\":\"2.0\",\"id\":").as_bytes());
+    let e = c.wait(|m| m.get("error").is_some());
+    assert_eq!(e["error"]["code"], -32700);
+    assert_eq!(e["id"], Value::Null);
+    // a method that is not a string, params of the wrong type
+    c.send_raw(body(r#"{"jsonrpc":"2.0","id":41,"method":7}"#).as_bytes());
+    assert_eq!(c.answer(41)["error"]["code"], -32600);
+    c.send_raw(
+        body(r#"{"jsonrpc":"2.0","id":"s","method":"textDocument/hover","params":"x"}"#).as_bytes(),
+    );
+    assert_eq!(c.answer("s")["error"]["code"], -32600);
+    // a request about a document that names none, a position of the wrong type
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "position": { "line": 0, "character": 0 } }),
+    );
+    assert_eq!(c.answer(id)["error"]["code"], -32602);
+    c.open("untitled:a", "rust", CODE);
+    c.diagnostics("untitled:a");
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "untitled:a" }, "position": { "line": "one" } }),
+    );
+    assert_eq!(c.answer(id)["error"]["code"], -32602);
+    // a bad header: logged, and the next message is read
+    c.send_raw(b"Content-Length: lots\r\n\r\n{}");
+    let logged = |m: &Value, what: &str| {
+        m["method"] == "window/logMessage"
+            && m["params"]["message"].as_str().unwrap().contains(what)
+    };
+    c.wait(|m| logged(m, "invalid Content-Length"));
+    // a message over the size limit is skipped unread
+    let big = 64 * 1024 * 1024 + 1;
+    c.send_raw(format!("Content-Length: {big}\r\n\r\n").as_bytes());
+    let chunk = vec![b' '; 1024 * 1024];
+    for _ in 0..64 {
+        c.send_raw(&chunk);
+    }
+    c.send_raw(b" ");
+    c.wait(|m| logged(m, "over the 64 MiB limit"));
+    let id = c.request(
+        "workspace/executeCommand",
+        json!({ "command": "locklint.explain", "arguments": ["separate-expire"] }),
+    );
+    assert!(c.response(id).is_string());
+    // a huge Content-Length is not allocated: the server waits for the body, and ends when
+    // the input ends inside it
+    c.send_raw(b"Content-Length: 1000000000000\r\n\r\n{}");
+    c.close();
+    assert_eq!(c.exit_status(), Some(1));
+}
+
+#[test]
+fn a_document_whose_analysis_fails_gets_a_diagnostic_and_the_server_goes_on() {
+    let mut c = Client::initialised();
+    // a stray backtick in a Lua script
+    c.open(
+        "untitled:broken",
+        "lua",
+        "local x = `\nreturn redis.call('DEL', KEYS[1])\n",
+    );
+    let published = c.diagnostics("untitled:broken");
+    assert_eq!(codes(&published), ["parse-error"], "{published}");
+    c.open("untitled:fine", "rust", CODE);
+    assert!(codes(&c.diagnostics("untitled:fine")).contains(&"separate-expire".to_string()));
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "untitled:fine" }, "position": { "line": 5, "character": 30 } }),
+    );
+    assert!(c.response(id)["contents"].is_object());
+}
+
+#[test]
+fn a_document_of_three_megabytes_is_answered_with_exact_positions() {
+    // lines with characters of two and three UTF-8 bytes: positions must be UTF-16 units
+    let n = 12_000;
+    let text = many_functions(n).replace("// -\n", "// é ✓ -\n");
+    assert!(text.len() > 3_000_000, "{}", text.len());
+    let mut c = Client::initialised();
+    c.open("untitled:big", "rust", &text);
+    let published = c.diagnostics("untitled:big");
+    let diags = published["params"]["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), n);
+    let last = 6 + 9 * (n - 1);
+    assert_eq!(
+        diags.last().unwrap()["range"]["start"],
+        json!({ "line": last, "character": 24 })
+    );
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "untitled:big" }, "position": { "line": last, "character": 30 } }),
+    );
+    assert_eq!(
+        c.response(id)["range"]["start"],
+        json!({ "line": last, "character": 24 })
+    );
 }

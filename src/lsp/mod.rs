@@ -1,0 +1,47 @@
+//! `locklint lsp`: a language server over stdio for `.rs`, `.sql` and `.lua` documents, saved
+//! or not. Diagnostics on open, change (debounced) and save; code actions (each fix,
+//! `source.fixAll.locklint`, "show documentation"); the rule's page on hover; `locklint.fixAll`
+//! through `workspace/applyEdit`. Positions are UTF-16 code units, as LSP counts them by default.
+//!
+//! | module | what it is |
+//! |---|---|
+//! | [`transport`] | `Content-Length` framing with bounded sizes, the shared output |
+//! | [`protocol`] | telling JSON-RPC requests, notifications and responses apart; error codes |
+//! | [`documents`] | open documents, incremental edits, the path a document is analysed under |
+//! | [`scheduler`] | debounce, one analysis at a time on a large-stack worker thread |
+//! | [`analysis`] | the engine over one document, panics turned into a finding |
+//! | [`convert`] | findings and fixes as LSP diagnostics and workspace edits |
+//! | [`handlers`] | code actions, hover, commands, from one finished analysis |
+//! | [`server`] | the message loop and the protocol's lifecycle |
+
+pub mod analysis;
+pub mod convert;
+pub mod documents;
+pub mod handlers;
+pub mod protocol;
+pub mod scheduler;
+pub mod server;
+pub mod transport;
+
+pub use handlers::FIX_ALL_KIND;
+pub use server::{run, Config};
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long a document must stay unchanged before it is analysed again.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// Serve LSP over stdin/stdout until the client exits or closes the connection.
+pub fn serve() -> ExitCode {
+    let config = Config {
+        debounce: DEBOUNCE,
+        analyser: analysis::analyse,
+    };
+    let code = run(
+        std::io::BufReader::new(std::io::stdin()),
+        Box::new(std::io::stdout()),
+        config,
+    );
+    ExitCode::from(code)
+}

@@ -1,0 +1,531 @@
+//! The message loop: the protocol's lifecycle (initialize, shutdown, exit), open documents,
+//! requests answered from the latest finished analysis (or held until the analysis under way
+//! or next in line is done, never behind a backlog), diagnostics published per version.
+
+use super::analysis::{Analyser, Analysis};
+use super::convert::{self, Uris};
+use super::documents::{self, Change, Document};
+use super::handlers::{self, FIX_ALL_KIND};
+use super::protocol::{self, Incoming, Notification, Request};
+use super::scheduler::{Done, Event, Job, Scheduler, Worker};
+use super::transport::{Frame, Output, Reader};
+use crate::source::SourceFile;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::time::Duration;
+
+/// How the server runs.
+pub struct Config {
+    /// How long a document must stay unchanged before it is analysed.
+    pub debounce: Duration,
+    pub analyser: Analyser,
+}
+
+#[derive(PartialEq, Eq)]
+enum State {
+    Uninitialised,
+    Running,
+    ShutDown,
+}
+
+/// An open document, its latest finished analysis and the requests waiting for a newer one.
+struct Open {
+    uri: String,
+    doc: Document,
+    analysis: Option<Analysis>,
+    /// Requests held until an analysis of at least this version is done.
+    waiting: Vec<(Request, i64)>,
+}
+
+struct Server {
+    out: Output,
+    state: State,
+    root: PathBuf,
+    docs: HashMap<String, Open>,
+    scheduler: Scheduler,
+    worker: Worker,
+    next_id: i64,
+    /// The input ended: answer the requests still waiting, then stop.
+    ended: bool,
+}
+
+/// Whether the loop goes on.
+enum Flow {
+    Go,
+    Exit(u8),
+}
+
+fn capabilities() -> Value {
+    json!({
+        "textDocumentSync": { "openClose": true, "change": 2, "save": { "includeText": false } },
+        "codeActionProvider": { "codeActionKinds": ["quickfix", FIX_ALL_KIND] },
+        "hoverProvider": true,
+        "executeCommandProvider": { "commands": ["locklint.fixAll", "locklint.explain"] },
+    })
+}
+
+/// The document a request is about.
+fn uri_of_request(req: &Request) -> Option<String> {
+    let uri = if req.method == "workspace/executeCommand" {
+        req.params["arguments"].get(0)
+    } else {
+        req.params["textDocument"].get("uri")
+    };
+    uri.and_then(Value::as_str).map(str::to_string)
+}
+
+/// The answer to a request when its document is not open or has no language locklint reads.
+fn empty_answer(req: &Request) -> Value {
+    match req.method.as_str() {
+        "textDocument/codeAction" => json!([]),
+        "workspace/executeCommand" => json!(0),
+        _ => Value::Null,
+    }
+}
+
+/// Serves one conversation: frames are read from `input` on a thread of their own, messages
+/// go to `output`. At the end of the input, the requests still waiting for an analysis are
+/// answered first. Returns the exit status: 0 when `exit` or the end of the input comes after
+/// `shutdown`, 1 otherwise.
+pub fn run(
+    input: impl BufRead + Send + 'static,
+    output: Box<dyn Write + Send>,
+    config: Config,
+) -> u8 {
+    let (events, incoming) = channel::<Event>();
+    let out = Output::new(output);
+    let worker = match Worker::start(config.analyser, events.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot start the analysis thread: {e}");
+            return 1;
+        }
+    };
+    let reader = std::thread::Builder::new()
+        .name("locklint-lsp-input".into())
+        .spawn(move || {
+            let mut reader = Reader::new(input);
+            loop {
+                let frame = reader.read_frame();
+                let last = matches!(frame, Frame::Eof | Frame::Broken(_));
+                if events.send(Event::Frame(frame)).is_err() || last {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = reader {
+        eprintln!("error: cannot start the input thread: {e}");
+        return 1;
+    }
+    let mut server = Server {
+        out,
+        state: State::Uninitialised,
+        root: std::env::current_dir().unwrap_or_default(),
+        docs: HashMap::new(),
+        scheduler: Scheduler::new(config.debounce),
+        worker,
+        next_id: 0,
+        ended: false,
+    };
+    loop {
+        let event = match server.scheduler.wait() {
+            Some(t) => incoming.recv_timeout(t),
+            None => incoming.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let flow = match event {
+            Ok(Event::Frame(frame)) => server.frame(frame),
+            Ok(Event::Analysed(done)) => {
+                server.analysed(done);
+                Flow::Go
+            }
+            Err(RecvTimeoutError::Timeout) => Flow::Go,
+            Err(RecvTimeoutError::Disconnected) => Flow::Exit(server.exit_status()),
+        };
+        if let Flow::Exit(code) = flow {
+            return code;
+        }
+        if server.ended && !server.docs.values().any(|o| !o.waiting.is_empty()) {
+            return server.exit_status();
+        }
+        server.dispatch();
+    }
+}
+
+impl Server {
+    fn exit_status(&self) -> u8 {
+        u8::from(self.state != State::ShutDown)
+    }
+
+    fn log(&self, kind: u8, message: &str) {
+        eprintln!("locklint lsp: {message}");
+        self.out.send(protocol::log(kind, message));
+    }
+
+    fn frame(&mut self, frame: Frame) -> Flow {
+        match frame {
+            Frame::Body(body) => self.message(protocol::parse(&body)),
+            Frame::Skipped(why) => {
+                self.log(1, &format!("skipped {why}"));
+                Flow::Go
+            }
+            Frame::Broken(why) => {
+                self.log(
+                    1,
+                    &format!("cannot read the client's messages any more: {why}"),
+                );
+                self.ended = true;
+                Flow::Go
+            }
+            Frame::Eof => {
+                self.ended = true;
+                Flow::Go
+            }
+        }
+    }
+
+    fn message(&mut self, msg: Incoming) -> Flow {
+        match msg {
+            Incoming::Request(req) => {
+                self.request(req);
+                Flow::Go
+            }
+            Incoming::Notification(n) => self.notification(n),
+            Incoming::Response => Flow::Go,
+            Incoming::Invalid { id, code, message } => {
+                self.log(1, &format!("invalid message: {message}"));
+                if let Some(id) = id {
+                    self.out.send(protocol::error(&id, code, &message));
+                }
+                Flow::Go
+            }
+        }
+    }
+
+    fn request(&mut self, req: Request) {
+        let reply = |s: &Server, r: Result<Value, (i32, String)>| {
+            s.out.send(match r {
+                Ok(v) => protocol::ok(&req.id, v),
+                Err((code, m)) => protocol::error(&req.id, code, &m),
+            })
+        };
+        match (&self.state, req.method.as_str()) {
+            (State::ShutDown, _) => reply(
+                self,
+                Err((protocol::INVALID_REQUEST, "the server is shut down".into())),
+            ),
+            (State::Uninitialised, "initialize") => {
+                self.initialize(&req.params);
+                reply(self, Ok(json!({ "capabilities": capabilities() })));
+            }
+            (State::Uninitialised, _) => reply(
+                self,
+                Err((
+                    protocol::SERVER_NOT_INITIALIZED,
+                    "the server is not initialised".into(),
+                )),
+            ),
+            (State::Running, "initialize") => reply(
+                self,
+                Err((
+                    protocol::INVALID_REQUEST,
+                    "the server is already initialised".into(),
+                )),
+            ),
+            (State::Running, "shutdown") => {
+                self.state = State::ShutDown;
+                reply(self, Ok(Value::Null));
+            }
+            (State::Running, "workspace/executeCommand")
+                if req.params["command"] == "locklint.explain" =>
+            {
+                let args = req.params["arguments"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                reply(self, Ok(handlers::explain(&args)));
+            }
+            (State::Running, "workspace/executeCommand")
+                if req.params["command"] != "locklint.fixAll" =>
+            {
+                reply(
+                    self,
+                    Err((
+                        protocol::INVALID_PARAMS,
+                        format!("unknown command {}", req.params["command"]),
+                    )),
+                )
+            }
+            (
+                State::Running,
+                "textDocument/hover" | "textDocument/codeAction" | "workspace/executeCommand",
+            ) => self.about_document(req),
+            (State::Running, m) => reply(
+                self,
+                Err((protocol::METHOD_NOT_FOUND, format!("unknown method {m}"))),
+            ),
+        }
+    }
+
+    fn initialize(&mut self, params: &Value) {
+        self.state = State::Running;
+        let root = params["workspaceFolders"][0]["uri"]
+            .as_str()
+            .or(params["rootUri"].as_str())
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.to_file_path().ok())
+            .or_else(|| params["rootPath"].as_str().map(PathBuf::from));
+        if let Some(root) = root {
+            self.root = root;
+        }
+    }
+
+    /// A request about one document: answered now if its analysis is current, else held
+    /// until the analysis of its current text is done.
+    fn about_document(&mut self, req: Request) {
+        let Some(uri) = uri_of_request(&req) else {
+            self.out.send(protocol::error(
+                &req.id,
+                protocol::INVALID_PARAMS,
+                "the request names no document",
+            ));
+            return;
+        };
+        let Some(open) = self.docs.get_mut(&uri) else {
+            self.out.send(protocol::ok(&req.id, empty_answer(&req)));
+            return;
+        };
+        if open.doc.path.is_none() {
+            self.out.send(protocol::ok(&req.id, empty_answer(&req)));
+            return;
+        }
+        let current = open.doc.version;
+        if open.analysis.as_ref().is_some_and(|a| a.version >= current) {
+            self.answer(&uri, &req);
+            return;
+        }
+        open.waiting.push((req, current));
+        self.scheduler.hurry(&uri);
+    }
+
+    /// Answers a request from the document's latest finished analysis.
+    fn answer(&mut self, uri: &str, req: &Request) {
+        let Some(open) = self.docs.get(uri) else {
+            self.out.send(protocol::ok(&req.id, empty_answer(req)));
+            return;
+        };
+        let Some(analysis) = &open.analysis else {
+            self.out.send(protocol::ok(&req.id, empty_answer(req)));
+            return;
+        };
+        let uris = Uris {
+            path: &analysis.file.path,
+            uri: &open.uri,
+        };
+        let result = match req.method.as_str() {
+            "textDocument/hover" => handlers::hover(&req.params, analysis),
+            "textDocument/codeAction" => handlers::code_actions(&req.params, analysis, &uris),
+            _ => {
+                let (count, edit) = handlers::fix_all(analysis, &uris);
+                if let Some(edit) = edit {
+                    self.next_id += 1;
+                    self.out.send(json!({
+                        "id": self.next_id,
+                        "method": "workspace/applyEdit",
+                        "params": edit,
+                    }));
+                }
+                Ok(count)
+            }
+        };
+        self.out.send(match result {
+            Ok(v) => protocol::ok(&req.id, v),
+            Err(m) => protocol::error(&req.id, protocol::INVALID_PARAMS, &m),
+        });
+    }
+
+    fn notification(&mut self, n: Notification) -> Flow {
+        if n.method == "exit" {
+            return Flow::Exit(self.exit_status());
+        }
+        if self.state != State::Running {
+            return Flow::Go;
+        }
+        let p = &n.params;
+        let uri = p["textDocument"]["uri"].as_str().map(str::to_string);
+        match (n.method.as_str(), uri) {
+            ("textDocument/didOpen", Some(uri)) => {
+                let language = p["textDocument"]["languageId"].as_str().unwrap_or("");
+                let path = documents::analysis_path(&uri, language, &self.root);
+                let doc = Document {
+                    version: p["textDocument"]["version"].as_i64().unwrap_or(0),
+                    text: p["textDocument"]["text"].as_str().unwrap_or("").to_string(),
+                    path,
+                };
+                if doc.path.is_some() {
+                    self.scheduler.now(&uri);
+                }
+                let old = self.docs.insert(
+                    uri.clone(),
+                    Open {
+                        uri,
+                        doc,
+                        analysis: None,
+                        waiting: Vec::new(),
+                    },
+                );
+                if let Some(old) = old {
+                    self.release(old);
+                }
+            }
+            ("textDocument/didChange", Some(uri)) => self.changed(&uri, p),
+            ("textDocument/didSave", Some(uri))
+                if self.docs.get(&uri).is_some_and(|o| o.doc.path.is_some()) =>
+            {
+                self.scheduler.now(&uri);
+            }
+            ("textDocument/didClose", Some(uri)) => {
+                if let Some(open) = self.docs.remove(&uri) {
+                    self.scheduler.closed(&uri);
+                    self.out.send(protocol::notification(
+                        "textDocument/publishDiagnostics",
+                        json!({ "uri": uri, "diagnostics": [] }),
+                    ));
+                    self.release(open);
+                }
+            }
+            ("$/cancelRequest", _) => self.cancel(&p["id"]),
+            _ => {}
+        }
+        Flow::Go
+    }
+
+    /// Answers the requests a closed or replaced document held.
+    fn release(&self, open: Open) {
+        for (req, _) in open.waiting {
+            self.out.send(protocol::ok(&req.id, empty_answer(&req)));
+        }
+    }
+
+    fn cancel(&mut self, id: &Value) {
+        for open in self.docs.values_mut() {
+            if let Some(i) = open.waiting.iter().position(|(r, _)| &r.id == id) {
+                let (req, _) = open.waiting.remove(i);
+                self.out.send(protocol::error(
+                    &req.id,
+                    protocol::REQUEST_CANCELLED,
+                    "cancelled",
+                ));
+                return;
+            }
+        }
+    }
+
+    fn changed(&mut self, uri: &str, p: &Value) {
+        let Some(open) = self.docs.get_mut(uri) else {
+            self.log(2, &format!("a change to {uri}, which is not open"));
+            return;
+        };
+        let mut notes = Vec::new();
+        for change in p["contentChanges"].as_array().into_iter().flatten() {
+            match open.doc.apply(change) {
+                Change::Applied => {}
+                Change::Clamped(m) | Change::Rejected(m) => notes.push(m),
+            }
+        }
+        open.doc.version = p["textDocument"]["version"]
+            .as_i64()
+            .unwrap_or(open.doc.version + 1);
+        let analysed = open.doc.path.is_some();
+        for m in notes {
+            self.log(2, &format!("{uri}: {m}"));
+        }
+        if analysed {
+            self.scheduler.changed(uri);
+        }
+    }
+
+    /// Hands the next due document to the worker.
+    fn dispatch(&mut self) {
+        while let Some(uri) = self.scheduler.take_due() {
+            let Some(open) = self.docs.get(&uri) else {
+                self.scheduler.finished();
+                continue;
+            };
+            let Some(path) = open.doc.path.clone() else {
+                self.scheduler.finished();
+                continue;
+            };
+            let job = Job {
+                uri,
+                version: open.doc.version,
+                file: SourceFile::new(path, open.doc.text.clone()),
+            };
+            if !self.worker.submit(job) {
+                self.scheduler.finished();
+                self.log(1, "the analysis thread is gone");
+            }
+            return;
+        }
+    }
+
+    fn analysed(&mut self, done: Done) {
+        self.scheduler.finished();
+        for line in &done.outcome.log {
+            self.log(2, line);
+        }
+        let Some(open) = self.docs.get_mut(&done.uri) else {
+            return;
+        };
+        if open
+            .analysis
+            .as_ref()
+            .is_some_and(|a| a.version > done.version)
+        {
+            return;
+        }
+        let current = done.version == open.doc.version;
+        open.analysis = Some(Analysis {
+            version: done.version,
+            file: done.file,
+            findings: done.outcome.findings,
+        });
+        let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut open.waiting)
+            .into_iter()
+            .partition(|(_, v)| *v <= done.version);
+        open.waiting = still;
+        if !open.waiting.is_empty() {
+            self.scheduler.hurry(&done.uri);
+        }
+        if current {
+            self.publish(&done.uri);
+        }
+        for (req, _) in ready {
+            self.answer(&done.uri, &req);
+        }
+    }
+
+    fn publish(&self, uri: &str) {
+        let Some(open) = self.docs.get(uri) else {
+            return;
+        };
+        let Some(analysis) = &open.analysis else {
+            return;
+        };
+        let uris = Uris {
+            path: &analysis.file.path,
+            uri,
+        };
+        let diagnostics: Vec<Value> = analysis
+            .findings
+            .iter()
+            .map(|d| convert::diagnostic(d, &uris))
+            .collect();
+        self.out.send(protocol::notification(
+            "textDocument/publishDiagnostics",
+            json!({ "uri": uri, "version": analysis.version, "diagnostics": diagnostics }),
+        ));
+    }
+}
