@@ -270,6 +270,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn utf16_positions_agree_with_counting_on_long_mixed_lines() {
+        let line: String = (0..3000).map(|i| ["a", "é", "𝄞", "✓"][i % 4]).collect();
+        let text = format!("x\n{line}\ny");
+        let index = LineIndex::new(&text);
+        let start = 2;
+        for (i, _) in text[start..start + line.len()].char_indices().step_by(37) {
+            let units = text[start..start + i].encode_utf16().count();
+            assert_eq!(index.utf16_position(&text, start + i), (1, units));
+            assert_eq!(index.utf16_offset(&text, 1, units), (start + i, false));
+        }
+        let all = line.encode_utf16().count();
+        assert_eq!(
+            index.utf16_offset(&text, 1, all + 5),
+            (start + line.len(), true)
+        );
+        assert_eq!(index.utf16_offset(&text, 9, 0), (text.len(), true));
+    }
+
+    #[test]
     fn line_col_counts_characters() {
         let text = "ab\nçé x\n";
         let idx = LineIndex::new(text);
