@@ -8,6 +8,7 @@
 mod config;
 mod embedded;
 mod files;
+mod lsp;
 mod lua;
 mod rust;
 mod selftest;
@@ -45,6 +46,7 @@ pub const TARGETS: &[Target] = &[
     lua::TARGET,
     embedded::TARGET,
     config::TARGET,
+    lsp::TARGET,
 ];
 
 /// Targets not run by `all`: `selftest` checks the harness itself.
