@@ -209,3 +209,46 @@ fn pathological_nesting_is_refused_before_parsing() {
     );
     assert_eq!(at(&found[0]), (2, 3 * 256 + 1));
 }
+
+#[test]
+fn a_stray_backtick_is_a_parse_error_of_its_script_only() {
+    // the Lua parser has no backtick strings for Lua 5.1 and used to panic on one
+    let rust = r#"pub async fn release_lock(con: &mut redis::aio::MultiplexedConnection, key: &str) -> redis::RedisResult<i32> {
+    redis::Script::new("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call(`del`, KEYS[1]) end return 0")
+        .key(key)
+        .invoke_async(con)
+        .await
+}
+
+pub async fn unlock(con: &mut redis::aio::MultiplexedConnection, key: &str) -> redis::RedisResult<i32> {
+    redis::Script::new("return redis.call('del', KEYS[1])").key(key).invoke_async(con).await
+}
+"#;
+    let lua = "if redis.call('get', KEYS[1]) == ARGV[1] then\n  return redis.call('del', KEYS[1])\nend\nreturn `0`\n";
+    let found = run(&[("src/locks.rs", rust), ("scripts/release_lock.lua", lua)]);
+    let parse: Vec<_> = found.iter().filter(|d| d.rule == "parse-error").collect();
+    assert_eq!(parse.len(), 2, "{found:#?}");
+    for p in &parse {
+        assert!(p.message.contains("'`'"), "{}", p.message);
+        let s = p.primary.span;
+        assert_eq!(&p.primary.file.text[s.start..s.end], "`");
+    }
+    let lines: Vec<(String, usize)> = parse
+        .iter()
+        .map(|p| (p.primary.file.display.clone(), at(p).0))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("scripts/release_lock.lua".to_string(), 4),
+            ("src/locks.rs".to_string(), 2)
+        ]
+    );
+    // the other script of the Rust file is still analysed
+    let lua: Vec<_> = found
+        .iter()
+        .filter(|d| d.rule == "lua-release-no-compare")
+        .collect();
+    assert_eq!(lua.len(), 1, "{found:#?}");
+    assert_eq!(at(lua[0]).0, 9);
+}

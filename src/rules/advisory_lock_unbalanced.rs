@@ -1,12 +1,13 @@
 //! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
 //! try-lock whose boolean result is never read.
 
-use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, unlocks};
+use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, UnlockSet};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::frontend::sql::{Advisory, Kind, Statement};
 use crate::ir::FileIr;
 use crate::locks::Project;
+use std::collections::HashMap;
 
 pub struct AdvisoryLockUnbalanced;
 
@@ -51,37 +52,27 @@ impl Rule for AdvisoryLockUnbalanced {
     }
 
     fn check_file(&self, file: &FileIr, _project: &Project, out: &mut Vec<Diagnostic>) {
-        // unlocks with the function (index) that runs them, if any
-        let all_unlocks: Vec<(Option<usize>, &Advisory)> = file
-            .sql
-            .statements
-            .iter()
-            .flat_map(|s| {
-                let func = file.embedded.get(s.embedded).and_then(|e| e.func);
-                s.advisory.iter().map(move |a| (func, a))
-            })
-            .filter(|(_, a)| a.unlock)
-            .collect();
-        // an unlock in the same function, in a release function of the same file (a guard's
-        // `unlock`, `release` or `drop`), or anywhere in the same SQL text
-        let released = |a: &Advisory, func: Option<usize>| {
-            all_unlocks.iter().any(|(uf, u)| {
-                let place = match (func, uf) {
-                    (Some(f), Some(g)) => {
-                        f == *g
-                            || file.functions.get(*g).is_some_and(|g| {
-                                g.name == "drop"
-                                    || crate::locks::words(&g.name)
-                                        .iter()
-                                        .any(|w| matches!(w.as_str(), "unlock" | "release"))
-                            })
-                    }
-                    (None, None) => true,
-                    _ => false,
-                };
-                place && unlocks(u, a)
-            })
+        // unlocks by where they count: in the same SQL text (no function), in the same
+        // function, or in a release function of the same file (a guard's `unlock`, `release`
+        // or `drop`), which counts for every function
+        let mut in_texts = UnlockSet::default();
+        let mut in_release_fns = UnlockSet::default();
+        let mut in_fn: HashMap<usize, UnlockSet> = HashMap::new();
+        for s in &file.sql.statements {
+            let func = file.embedded.get(s.embedded).and_then(|e| e.func);
+            for u in s.advisory.iter().filter(|a| a.unlock) {
+                match func {
+                    None => in_texts.add(u),
+                    Some(g) if is_release_fn(file, g) => in_release_fns.add(u),
+                    Some(g) => in_fn.entry(g).or_default().add(u),
+                }
+            }
+        }
+        let released = |a: &Advisory, func: Option<usize>| match func {
+            None => in_texts.releases(a),
+            Some(f) => in_release_fns.releases(a) || in_fn.get(&f).is_some_and(|u| u.releases(a)),
         };
+        let collections: Vec<bool> = file.embedded.iter().map(is_query_collection).collect();
         // SQL files (and PL/pgSQL bodies anywhere)
         for st in &file.sql.statements {
             let Some(e) = file.embedded.get(st.embedded) else {
@@ -92,7 +83,8 @@ impl Rule for AdvisoryLockUnbalanced {
                 continue;
             }
             for a in st.advisory.iter().filter(|a| a.is_session_lock()) {
-                if let Some(how) = unread(st, a, whole_file && !is_query_collection(e)) {
+                let collection = collections.get(st.embedded).copied().unwrap_or(false);
+                if let Some(how) = unread(st, a, whole_file && !collection) {
                     out.push(ignored(file, a, how));
                 } else if !released(a, e.func) {
                     out.push(never_unlocked(file, a));
@@ -134,6 +126,17 @@ impl Rule for AdvisoryLockUnbalanced {
             }
         }
     }
+}
+
+/// A function whose unlocks release the locks of the whole file: `drop`, or one named for
+/// unlocking or releasing.
+fn is_release_fn(file: &FileIr, func: usize) -> bool {
+    file.functions.get(func).is_some_and(|g| {
+        g.name == "drop"
+            || crate::locks::words(&g.name)
+                .iter()
+                .any(|w| matches!(w.as_str(), "unlock" | "release"))
+    })
 }
 
 /// Why a try-lock's result in SQL reaches no condition, if it does not.

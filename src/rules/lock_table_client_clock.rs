@@ -2,7 +2,7 @@
 //! supplies instead of the database clock.
 
 use super::sql_matching::{
-    condition_span, dollar_params, drop_parameter, lock_table, sql_diagnostic, sql_edit_fix,
+    condition_span, drop_parameter, lock_table, sql_diagnostic, sql_edit_fix,
 };
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
@@ -126,13 +126,13 @@ fn database_clock(
         None => clock.to_string(),
     };
     // the parameter this value reads: its `$n` lies inside the value
-    let param = dollar_params(&emb.text)
-        .into_iter()
-        .find(|&(s, e, _)| {
-            let at = emb.map.span(s, e);
-            at.start >= span.start && at.end <= span.end
-        })
-        .map(|p| p.2);
+    let params = file.sql.params(st.embedded);
+    let from = params.partition_point(|p| emb.map.to_source(p.start) < span.start);
+    let param = params[from..]
+        .iter()
+        .take_while(|p| emb.map.to_source(p.start) < span.end)
+        .find(|p| emb.map.span(p.start, p.end).end <= span.end)
+        .map(|p| p.n);
     let dropped = param
         .filter(|_| !mysql)
         .and_then(|n| drop_parameter(file, st, n).map(|edits| (n, edits)));

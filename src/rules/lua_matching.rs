@@ -35,6 +35,7 @@ enum Reason {
 pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
     for script in &file.lua.scripts {
         let mut invoked_on_lock: Option<bool> = None;
+        let mut argv1: Option<Argv1> = None;
         for (w, span) in &script.writes {
             if w.kind != rule.kind || w.guarded {
                 continue;
@@ -60,7 +61,14 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
                 message,
                 rule.help.to_string(),
             );
-            d.fix = guard_fix(file, script, w);
+            let argv1 = argv1.get_or_insert_with(|| {
+                Argv1::of(
+                    file.embedded
+                        .get(script.embedded)
+                        .map_or("", |e| e.text.as_str()),
+                )
+            });
+            d.fix = guard_fix(file, script, w, argv1);
             if reason == Reason::Checked {
                 if let Some(at) = script.check_of(&w.key) {
                     d.related.push(Related {
@@ -102,12 +110,33 @@ fn invoked_on_lock_key(script: &Script, file: &FileIr, project: &Project) -> boo
     })
 }
 
+/// How a script uses `ARGV[1]` (read once per script).
+struct Argv1 {
+    /// It compares `ARGV[1]` with something.
+    compared: bool,
+    /// It uses `ARGV[2]` but not `ARGV[1]`.
+    free: bool,
+}
+
+impl Argv1 {
+    fn of(text: &str) -> Self {
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        Argv1 {
+            compared: compact.contains("==ARGV[1]")
+                || compact.contains("~=ARGV[1]")
+                || compact.contains("ARGV[1]==")
+                || compact.contains("ARGV[1]~="),
+            free: !compact.contains("ARGV[1]") && compact.contains("ARGV[2]"),
+        }
+    }
+}
+
 /// Make the write conditional on the caller's token, in place:
 /// `if redis.call('get', KEYS[1]) == ARGV[1] then <write> end` for a statement, or
 /// `(redis.call('get', KEYS[1]) == ARGV[1] and <write> or 0)` inside an expression. Unsafe
 /// when the script already takes the token as `ARGV[1]` (compares it, writes it, or leaves
 /// `ARGV[1]` free next to `ARGV[2]`); shown only when the caller has to start passing it.
-fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite) -> Option<Fix> {
+fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite, argv1: &Argv1) -> Option<Fix> {
     let emb = file.embedded.get(script.embedded)?;
     let text = &emb.text;
     let (start, end) = w.range;
@@ -118,14 +147,8 @@ fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite) -> Option<Fix> {
         .iter()
         .any(|p| line_before.ends_with(p))
         && !line_before.ends_with("then");
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     let writes_argv1 = call.replace(' ', "").contains(",ARGV[1]");
-    let compares_argv1 = compact.contains("==ARGV[1]")
-        || compact.contains("~=ARGV[1]")
-        || compact.contains("ARGV[1]==")
-        || compact.contains("ARGV[1]~=");
-    let argv1_free = !compact.contains("ARGV[1]") && compact.contains("ARGV[2]");
-    let mut applicability = if compares_argv1 || writes_argv1 || argv1_free {
+    let mut applicability = if argv1.compared || writes_argv1 || argv1.free {
         Applicability::Unsafe
     } else {
         Applicability::DisplayOnly

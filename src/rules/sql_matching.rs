@@ -259,22 +259,53 @@ pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
     out
 }
 
-/// Whether an unlock releases this lock: the same mode and, when both keys are written out,
-/// the same key.
-pub fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
-    if !unlock.unlock || !unlock.session {
-        return false;
+/// Whether an advisory-lock key is written out as numbers (`42`, `1,2`).
+fn literal_key(args: &str) -> bool {
+    !args.is_empty()
+        && args
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+}
+
+/// A set of unlocks, to ask in constant time whether any of them releases a lock: one
+/// releases it when both are session-level in the same mode and, when both keys are written
+/// out, with the same key (`pg_advisory_unlock_all` releases every lock).
+#[derive(Debug, Default)]
+pub struct UnlockSet {
+    all: bool,
+    /// Per mode (exclusive, shared): an unlock whose key is not written out.
+    any_key: [bool; 2],
+    /// Per mode: an unlock whose key is written out.
+    some_literal: [bool; 2],
+    literal: std::collections::HashSet<(bool, String)>,
+}
+
+impl UnlockSet {
+    pub fn add(&mut self, u: &Advisory) {
+        if !u.unlock || !u.session {
+            return;
+        }
+        if u.all {
+            self.all = true;
+        } else if literal_key(&u.args) {
+            self.some_literal[usize::from(u.shared)] = true;
+            self.literal.insert((u.shared, u.args.clone()));
+        } else {
+            self.any_key[usize::from(u.shared)] = true;
+        }
     }
-    if unlock.all {
-        return true;
+
+    /// Whether one of the unlocks releases `lock`.
+    pub fn releases(&self, lock: &Advisory) -> bool {
+        let mode = usize::from(lock.shared);
+        self.all
+            || self.any_key[mode]
+            || if literal_key(&lock.args) {
+                self.literal.contains(&(lock.shared, lock.args.clone()))
+            } else {
+                self.some_literal[mode]
+            }
     }
-    let literal = |a: &str| {
-        !a.is_empty()
-            && a.chars()
-                .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
-    };
-    unlock.shared == lock.shared
-        && (!(literal(&unlock.args) && literal(&lock.args)) || unlock.args == lock.args)
 }
 
 /// The name of the call a statement ran through (`execute`, `fetch_one`), read from the
@@ -404,23 +435,86 @@ pub fn drop_parameter(
     let emb = file.embedded.get(st.embedded)?;
     let binds = emb.exec.as_ref()?.binds.as_ref()?;
     let remove = *binds.get(n.checked_sub(1)?)?;
-    if emb.text.contains("$$") {
+    if file.sql.dollar_quoted(st.embedded) {
         return None;
     }
-    let params = dollar_params(&emb.text);
-    let highest = params.iter().map(|p| p.2).max()?;
-    if highest != binds.len() || params.iter().filter(|p| p.2 == n).count() != 1 {
+    let params = file.sql.params(st.embedded);
+    let highest = params.iter().map(|p| p.n).max()?;
+    if highest != binds.len() || params.iter().filter(|p| p.n == n).count() != 1 {
         return None;
     }
     let mut edits = vec![Edit {
         location: Location::new(file.file.clone(), remove),
         replacement: String::new(),
     }];
-    for &(start, end, k) in params.iter().filter(|p| p.2 > n) {
+    for p in params.iter().filter(|p| p.n > n) {
         edits.push(Edit {
-            location: Location::new(file.file.clone(), emb.map.span(start, end)),
-            replacement: format!("${}", k - 1),
+            location: Location::new(file.file.clone(), emb.map.span(p.start, p.end)),
+            replacement: format!("${}", p.n - 1),
         });
     }
     Some(edits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn advisory(name: &str, args: &str) -> Advisory {
+        Advisory {
+            name: name.to_string(),
+            unlock: name.contains("unlock"),
+            try_lock: name.contains("try"),
+            session: !name.contains("xact"),
+            shared: name.ends_with("shared"),
+            all: name.ends_with("all"),
+            args: args.to_string(),
+            span: Span::new(0, 0),
+            bare: false,
+        }
+    }
+
+    /// Whether one unlock releases this lock, pair by pair.
+    fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
+        if !unlock.unlock || !unlock.session {
+            return false;
+        }
+        if unlock.all {
+            return true;
+        }
+        unlock.shared == lock.shared
+            && (!(literal_key(&unlock.args) && literal_key(&lock.args)) || unlock.args == lock.args)
+    }
+
+    #[test]
+    fn an_unlock_set_answers_as_each_unlock_would() {
+        let names = [
+            "pg_advisory_lock",
+            "pg_advisory_lock_shared",
+            "pg_advisory_unlock",
+            "pg_advisory_unlock_shared",
+            "pg_advisory_unlock_all",
+            "pg_advisory_xact_lock",
+        ];
+        let args = ["1", "2", "1,2", "$1", "hashtext('a')", ""];
+        let all: Vec<Advisory> = names
+            .iter()
+            .flat_map(|n| args.iter().map(move |a| advisory(n, a)))
+            .collect();
+        // every pair of unlocks against every lock
+        for u1 in &all {
+            for u2 in &all {
+                let mut set = UnlockSet::default();
+                set.add(u1);
+                set.add(u2);
+                for lock in &all {
+                    assert_eq!(
+                        set.releases(lock),
+                        unlocks(u1, lock) || unlocks(u2, lock),
+                        "{u1:?} {u2:?} {lock:?}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -13,6 +13,7 @@ use crate::frontend::sql::{Schema, Statement};
 use crate::ir::Executor;
 use crate::ir::{FileIr, OpKind};
 use crate::locks::Project;
+use std::collections::HashMap;
 
 pub struct UnfencedWrite;
 
@@ -67,36 +68,54 @@ impl Rule for UnfencedWrite {
             out.push(d);
         }
         for f in &file.functions {
+            let runs = runs(file, f);
+            if runs.is_empty() {
+                continue;
+            }
             let trace = project.traces.iter().find(|t| std::ptr::eq(t.root, f));
-            let mut holds: Vec<Hold> = Vec::new();
+            // Redis locks taken, each with where it is released next (a delete or script on
+            // the same key after it), if it is
+            let mut holds: Vec<(Hold, Option<usize>)> = Vec::new();
             if let Some(t) = trace {
+                let key_of = |o: &crate::locks::TraceOp| {
+                    format!("redis:{}", o.identity.clone().unwrap_or_default())
+                };
+                let mut releases: HashMap<String, Vec<usize>> = HashMap::new();
+                for o in &t.ops {
+                    if matches!(
+                        o.op.kind,
+                        OpKind::Delete | OpKind::CompareDelete | OpKind::Script
+                    ) {
+                        releases.entry(key_of(o)).or_default().push(o.at.index);
+                    }
+                }
+                for v in releases.values_mut() {
+                    v.sort_unstable();
+                }
                 for o in &t.ops {
                     if o.is_lock && o.op.kind.is_acquire() && !project.is_efficiency_lock(&o.key) {
                         let (rf, rs) = o.reply_site();
-                        holds.push(Hold {
-                            key: format!("redis:{}", o.identity.clone().unwrap_or_default()),
-                            at: o.at.index,
-                            site: Related {
-                                location: Location::new(rf, rs),
-                                label: "lock acquired here".to_string(),
+                        let key = key_of(o);
+                        let at = o.at.index;
+                        let released = releases
+                            .get(&key)
+                            .and_then(|v| v.get(v.partition_point(|&i| i <= at)).copied());
+                        holds.push((
+                            Hold {
+                                key,
+                                at,
+                                site: Related {
+                                    location: Location::new(rf, rs),
+                                    label: "lock acquired here".to_string(),
+                                },
                             },
-                        });
+                            released,
+                        ));
                     }
                 }
             }
-            let released_redis = |h: &Hold, before: usize| -> bool {
-                let Some(t) = trace else { return false };
-                t.ops.iter().any(|o| {
-                    matches!(
-                        o.op.kind,
-                        OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                    ) && format!("redis:{}", o.identity.clone().unwrap_or_default()) == h.key
-                        && o.at.index > h.at
-                        && o.at.index < before
-                })
-            };
             let mut sql_holds: Vec<Hold> = Vec::new();
-            for run in runs(file, f) {
+            for run in runs {
                 let st = run.statement;
                 if st.in_body {
                     // defining a function does not run its body
@@ -152,7 +171,8 @@ impl Rule for UnfencedWrite {
                 }
                 let held = holds
                     .iter()
-                    .filter(|h| h.at < at && !released_redis(h, at))
+                    .filter(|(h, released)| h.at < at && released.is_none_or(|r| r >= at))
+                    .map(|(h, _)| h)
                     .chain(sql_holds.iter().filter(|h| h.at < at))
                     .next();
                 let Some(h) = held else { continue };

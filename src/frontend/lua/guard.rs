@@ -10,11 +10,11 @@
 
 use full_moon::ast::{
     BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index,
-    LastStmt, Parameter, Prefix, Stmt, Suffix, UnOp, Var,
+    LastStmt, Parameter, Prefix, Stmt, Suffix, UnOp, Var, VarExpression,
 };
 use full_moon::node::Node;
 use full_moon::tokenizer::{TokenReference, TokenType};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// What a key-changing call does to a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +63,67 @@ pub struct SyntaxError {
     pub range: (usize, usize),
 }
 
-/// Parse a Redis script (Lua 5.1) and analyse its key-changing calls.
+/// Scripts longer than this are parsed in pieces of whole top-level statements of about
+/// this size: the parser's syntax tree takes some hundred times the text.
+const PIECE_BYTES: usize = 64 * 1024;
+
+/// Parse a Redis script (Lua 5.1) and analyse its key-changing calls. A long script is parsed
+/// and walked one piece of top-level statements at a time, with the walk's state (locals, keys
+/// known to be owned) carried from piece to piece.
 pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
-    let parsed = full_moon::parse_fallible(text, full_moon::LuaVersion::lua51());
+    let pieces = if text.len() > 2 * PIECE_BYTES {
+        super::lex::pieces(text, PIECE_BYTES)
+    } else {
+        vec![(0, text.len())]
+    };
+    let mut w = Walker::default();
+    let mut facts = Some(Facts::new());
+    let last = pieces.len().saturating_sub(1);
+    for (i, &(start, end)) in pieces.iter().enumerate() {
+        let ast = parse(&text[start..end]).map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|e| SyntaxError {
+                    message: e.message,
+                    range: (start + e.range.0, start + e.range.1),
+                })
+                .collect::<Vec<_>>()
+        })?;
+        let block = ast.nodes();
+        if i < last && block.last_stmt().is_some() {
+            return Err(vec![SyntaxError {
+                message: "unexpected statement after `return`: it must be the last statement of its block".to_string(),
+                range: (end, end),
+            }]);
+        }
+        w.base = start;
+        if let Some(f) = facts.take() {
+            facts = w.statements(block, f);
+        }
+    }
+    Ok(Scan {
+        writes: w.writes,
+        checked: w.checked,
+    })
+}
+
+/// Parse one piece of a script. A panic inside the parser (it has been seen on input it does
+/// not expect) becomes a syntax error of the piece.
+fn parse(text: &str) -> Result<full_moon::ast::Ast, Vec<SyntaxError>> {
+    if let Some(at) = super::lex::stray_backtick(text) {
+        return Err(vec![SyntaxError {
+            message: "unexpected character '`' (Lua 5.1 has no backtick strings)".to_string(),
+            range: (at, at + 1),
+        }]);
+    }
+    let parsed =
+        crate::isolate::catch(|| full_moon::parse_fallible(text, full_moon::LuaVersion::lua51()))
+            .map_err(|why| {
+            vec![SyntaxError {
+                message: format!("the Lua parser failed on this script ({why})"),
+                range: (0, 0),
+            }]
+        })?;
     if !parsed.errors().is_empty() {
         return Err(parsed
             .errors()
@@ -79,12 +137,7 @@ pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
             })
             .collect());
     }
-    let mut w = Walker::default();
-    w.block(parsed.ast().nodes(), Facts::new());
-    Ok(Scan {
-        writes: w.writes,
-        checked: w.checked,
-    })
+    Ok(parsed.into_ast())
 }
 
 /// Keys known to hold the caller's token.
@@ -114,8 +167,12 @@ enum Val {
 struct Walker {
     /// Locals in scope, innermost last.
     locals: Vec<(String, Val)>,
+    /// Where each name is bound in `locals`, innermost last.
+    bound: HashMap<String, Vec<usize>>,
     writes: Vec<KeyWrite>,
     checked: Vec<(String, (usize, usize))>,
+    /// Offset of the parsed piece in the script text.
+    base: usize,
 }
 
 /// A node's byte range, from its first token to the end of its last. `Node::range` can stop
@@ -167,8 +224,13 @@ fn one(k: &str) -> Facts {
 }
 
 /// Whether a function call statement ends the script (`error(..)`).
-fn is_error_call(e: &Expression) -> bool {
-    matches!(e, Expression::FunctionCall(c) if matches!(c.prefix(), Prefix::Name(n) if token_text(n) == "error"))
+fn is_error_call(c: &FunctionCall) -> bool {
+    matches!(c.prefix(), Prefix::Name(n) if token_text(n) == "error")
+}
+
+/// A range in the script text from a range in the parsed piece at `base`.
+fn shifted(base: usize, (s, e): (usize, usize)) -> (usize, usize) {
+    (base + s, base + e)
 }
 
 /// The condition of an `assert(cond, ..)` statement.
@@ -189,21 +251,44 @@ fn assertion(c: &FunctionCall) -> Option<&Expression> {
 
 impl Walker {
     fn lookup(&self, name: &str) -> Option<&Val> {
-        self.locals
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
+        let at = *self.bound.get(name)?.last()?;
+        self.locals.get(at).map(|(_, v)| v)
     }
 
     fn bind(&mut self, name: String, v: Val) {
+        self.bound
+            .entry(name.clone())
+            .or_default()
+            .push(self.locals.len());
         self.locals.push((name, v));
     }
 
     fn assign(&mut self, name: &str, v: Val) {
-        if let Some(slot) = self.locals.iter_mut().rev().find(|(n, _)| n == name) {
-            slot.1 = v;
+        if let Some(&at) = self.bound.get(name).and_then(|b| b.last()) {
+            if let Some(slot) = self.locals.get_mut(at) {
+                slot.1 = v;
+            }
         }
+    }
+
+    /// Leave the scopes opened since `locals` had `depth` entries.
+    fn truncate(&mut self, depth: usize) {
+        while self.locals.len() > depth {
+            if let Some((name, _)) = self.locals.pop() {
+                if let Some(b) = self.bound.get_mut(&name) {
+                    b.pop();
+                    if b.is_empty() {
+                        self.bound.remove(&name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A node's byte range in the script text.
+    fn range(&self, n: &impl Node) -> (usize, usize) {
+        let (s, e) = range_of(n);
+        (self.base + s, self.base + e)
     }
 
     fn note_check(&mut self, key: &str, range: (usize, usize)) {
@@ -216,31 +301,27 @@ impl Walker {
     /// its end.
     fn block(&mut self, b: &Block, facts: Facts) -> Option<Facts> {
         let depth = self.locals.len();
+        let out = self.statements(b, facts);
+        self.truncate(depth);
+        out
+    }
+
+    /// Walk a block's statements, leaving its locals in scope.
+    fn statements(&mut self, b: &Block, facts: Facts) -> Option<Facts> {
         let mut facts = facts;
-        let mut ended = false;
         for stmt in b.stmts() {
-            match self.stmt(stmt, facts.clone()) {
-                Some(f) => facts = f,
-                None => {
-                    ended = true;
-                    break;
-                }
-            }
+            facts = self.stmt(stmt, facts.clone())?;
         }
-        if !ended {
-            match b.last_stmt() {
-                Some(LastStmt::Return(r)) => {
-                    for e in r.returns().iter() {
-                        self.expr(e, &facts);
-                    }
-                    ended = true;
+        match b.last_stmt() {
+            Some(LastStmt::Return(r)) => {
+                for e in r.returns().iter() {
+                    self.expr(e, &facts);
                 }
-                Some(LastStmt::Break(_)) => ended = true,
-                _ => {}
+                None
             }
+            Some(LastStmt::Break(_)) => None,
+            _ => Some(facts),
         }
-        self.locals.truncate(depth);
-        (!ended).then_some(facts)
     }
 
     fn stmt(&mut self, s: &Stmt, mut facts: Facts) -> Option<Facts> {
@@ -290,12 +371,17 @@ impl Walker {
                     let (t, _) = self.cond(cond, &facts);
                     return Some(union(&facts, &t));
                 }
-                let e = Expression::FunctionCall(c.clone());
-                let v = self.expr(&e, &facts);
+                let base = self.base;
+                let v = self.call(
+                    c.prefix(),
+                    c.suffixes(),
+                    &|| shifted(base, range_of(c)),
+                    &facts,
+                );
                 if let Val::Wrote(k) = v {
                     facts.insert(k);
                 }
-                if is_error_call(&e) {
+                if is_error_call(c) {
                     return None;
                 }
             }
@@ -325,9 +411,10 @@ impl Walker {
             }
             Stmt::Repeat(r) => {
                 let depth = self.locals.len();
-                self.block_keep_locals(r.block(), facts.clone());
+                // the body's locals stay visible to the `until` condition
+                self.statements(r.block(), facts.clone());
                 self.expr(r.until(), &facts);
-                self.locals.truncate(depth);
+                self.truncate(depth);
             }
             Stmt::NumericFor(n) => {
                 self.expr(n.start(), &facts);
@@ -338,7 +425,7 @@ impl Walker {
                 let depth = self.locals.len();
                 self.bind(token_text(n.index_variable()), Val::Other);
                 self.block(n.block(), facts.clone());
-                self.locals.truncate(depth);
+                self.truncate(depth);
             }
             Stmt::GenericFor(g) => {
                 for e in g.expressions().iter() {
@@ -349,7 +436,7 @@ impl Walker {
                     self.bind(token_text(n), Val::Other);
                 }
                 self.block(g.block(), facts.clone());
-                self.locals.truncate(depth);
+                self.truncate(depth);
             }
             Stmt::FunctionDeclaration(f) => self.function(f.body()),
             Stmt::LocalFunction(f) => {
@@ -361,22 +448,6 @@ impl Walker {
         Some(facts)
     }
 
-    /// A `repeat` body: its locals stay visible to the `until` condition.
-    fn block_keep_locals(&mut self, b: &Block, facts: Facts) {
-        let mut facts = facts;
-        for stmt in b.stmts() {
-            match self.stmt(stmt, facts.clone()) {
-                Some(f) => facts = f,
-                None => return,
-            }
-        }
-        if let Some(LastStmt::Return(r)) = b.last_stmt() {
-            for e in r.returns().iter() {
-                self.expr(e, &facts);
-            }
-        }
-    }
-
     /// A function body can be called from anywhere: nothing is known on entry.
     fn function(&mut self, body: &FunctionBody) {
         let depth = self.locals.len();
@@ -386,7 +457,7 @@ impl Walker {
             }
         }
         self.block(body.block(), Facts::new());
-        self.locals.truncate(depth);
+        self.truncate(depth);
     }
 
     /// A condition: the keys known to be owned when it is true, and when it is false.
@@ -471,7 +542,8 @@ impl Walker {
             }
             _ => return (Facts::new(), Facts::new()),
         };
-        self.note_check(&key, range_of(whole));
+        let at = self.range(whole);
+        self.note_check(&key, at);
         if when_equal {
             (one(&key), Facts::new())
         } else {
@@ -521,7 +593,15 @@ impl Walker {
                 self.function(f.body());
                 Val::Other
             }
-            Expression::FunctionCall(c) => self.call(c.prefix(), c.suffixes(), e, facts),
+            Expression::FunctionCall(c) => {
+                let base = self.base;
+                self.call(
+                    c.prefix(),
+                    c.suffixes(),
+                    &|| shifted(base, range_of(c)),
+                    facts,
+                )
+            }
             Expression::TableConstructor(t) => {
                 for f in t.fields().iter() {
                     match f {
@@ -556,8 +636,14 @@ impl Walker {
                 }
             }
             Var::Expression(x) => {
-                let whole = Expression::Var(v.clone());
-                self.call(x.prefix(), x.suffixes(), &whole, facts)
+                let base = self.base;
+                let x: &VarExpression = x;
+                self.call(
+                    x.prefix(),
+                    x.suffixes(),
+                    &|| shifted(base, range_of(x)),
+                    facts,
+                )
             }
             _ => Val::Other,
         }
@@ -568,7 +654,7 @@ impl Walker {
         &mut self,
         prefix: &Prefix,
         suffixes: impl Iterator<Item = &'s Suffix>,
-        whole: &Expression,
+        whole: &dyn Fn() -> (usize, usize),
         facts: &Facts,
     ) -> Val {
         let suffixes: Vec<&Suffix> = suffixes.collect();
@@ -662,7 +748,7 @@ impl Walker {
     fn redis_call(
         &mut self,
         args: &[(&Expression, Val)],
-        whole: &Expression,
+        whole: &dyn Fn() -> (usize, usize),
         facts: &Facts,
     ) -> Val {
         let Some(cmd) = args.first().and_then(|(e, _)| string_literal(e)) else {
@@ -689,7 +775,7 @@ impl Walker {
             kind,
             command,
             key: key.clone(),
-            range: range_of(whole),
+            range: whole(),
             guarded: facts.contains(&key),
         };
         match cmd.as_str() {

@@ -7,6 +7,7 @@
 //! Rust string literal or `.lua` file.
 
 pub mod guard;
+pub mod lex;
 
 pub use guard::{KeyWrite, WriteKind};
 
@@ -121,7 +122,7 @@ pub fn analyze(ir: &mut FileIr) {
         if whole_file && !e.text.contains("redis.") {
             continue;
         }
-        if let Some(at) = too_deep(&e.text) {
+        if let Some(at) = lex::too_deep(&e.text, MAX_NESTING) {
             ir.problems.push(ParseProblem {
                 message: format!(
                     "this Lua script nests brackets or blocks more than {MAX_NESTING} levels deep; it was not analysed"
@@ -213,92 +214,6 @@ pub fn analyze(ir: &mut FileIr) {
 /// Deeper bracket nesting than this is refused before parsing (the parser and the walk recurse).
 const MAX_NESTING: usize = 256;
 
-/// The offset of the first bracket or block (`if`, `do`, `function`, `repeat`) nested deeper
-/// than [`MAX_NESTING`], skipping strings and comments.
-fn too_deep(text: &str) -> Option<usize> {
-    let b = text.as_bytes();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                i = match long_bracket(b, i + 2) {
-                    Some(level) => skip_long(b, i + 2, level),
-                    None => b[i..]
-                        .iter()
-                        .position(|&x| x == b'\n')
-                        .map_or(b.len(), |p| i + p),
-                };
-                continue;
-            }
-            b'"' | b'\'' => {
-                i += 1;
-                while i < b.len() && b[i] != c && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-                continue;
-            }
-            b'[' if long_bracket(b, i).is_some() => {
-                let level = long_bracket(b, i).unwrap_or(0);
-                i = skip_long(b, i, level);
-                continue;
-            }
-            b'(' | b'{' | b'[' => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Some(i);
-                }
-            }
-            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-                match &text[start..i] {
-                    "if" | "do" | "function" | "repeat" => {
-                        depth += 1;
-                        if depth > MAX_NESTING {
-                            return Some(start);
-                        }
-                    }
-                    "end" | "until" => depth = depth.saturating_sub(1),
-                    _ => {}
-                }
-                continue;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
-/// `[[` or `[==[` at `at`: the number of `=`.
-fn long_bracket(b: &[u8], at: usize) -> Option<usize> {
-    if b.get(at) != Some(&b'[') {
-        return None;
-    }
-    let eq = b[at + 1..].iter().take_while(|&&x| x == b'=').count();
-    (b.get(at + 1 + eq) == Some(&b'[')).then_some(eq)
-}
-
-/// The offset just past the long string or comment opened at `at` with `level` `=`.
-fn skip_long(b: &[u8], at: usize, level: usize) -> usize {
-    let mut close = vec![b']'];
-    close.extend(std::iter::repeat_n(b'=', level));
-    close.push(b']');
-    let from = at + level + 2;
-    b.get(from..)
-        .and_then(|rest| {
-            rest.windows(close.len())
-                .position(|w| w == close.as_slice())
-        })
-        .map_or(b.len(), |p| from + p + close.len())
-}
-
 fn next_char_end(text: &str, at: usize) -> usize {
     text.get(at..)
         .and_then(|r| r.chars().next())
@@ -375,28 +290,6 @@ mod tests {
         );
         let src = "{ con.eval(\"x\")";
         assert_eq!(binding_name(src, src.find('"').unwrap()), None);
-    }
-
-    #[test]
-    fn deep_nesting_is_refused() {
-        let deep = format!("return {}1{}", "(".repeat(300), ")".repeat(300));
-        assert_eq!(too_deep(&deep), Some(7 + MAX_NESTING));
-        assert_eq!(too_deep("return redis.call('del', KEYS[1])"), None);
-        let blocks = format!("{}return 1{}", "do ".repeat(300), " end".repeat(300));
-        assert_eq!(too_deep(&blocks), Some(3 * MAX_NESTING));
-        // words and brackets in strings and comments do not count
-        let quiet = format!(
-            "-- {}\n--[==[ {} ]==]\nlocal s = '{}' .. [[{}]]\nreturn s",
-            "if ".repeat(300),
-            "(".repeat(300),
-            "do \\' ".repeat(300),
-            "function ".repeat(300)
-        );
-        assert_eq!(too_deep(&quiet), None);
-        let sane = "if a then\n  for i = 1, 3 do\n    local f = function() return {x = (1)} end\n  end\nelseif b then\n  repeat x() until y\nend";
-        assert_eq!(too_deep(sane), None);
-        let lopsided = format!("{}\n{}", "if a then x() end\n".repeat(1000), "(".repeat(10));
-        assert_eq!(too_deep(&lopsided), None);
     }
 
     #[test]

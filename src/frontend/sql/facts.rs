@@ -73,6 +73,8 @@ pub struct Context<'a> {
     pub embedded: usize,
     pub statements: &'a mut Vec<Statement>,
     pub problems: &'a mut Vec<(Span, String)>,
+    /// The top-level `$n` parameters of the text, collected as it is split.
+    pub params: &'a mut Vec<super::Param>,
     /// Whether parse failures are reported.
     pub report: bool,
 }
@@ -108,6 +110,16 @@ impl Context<'_> {
         let pieces = lex::split(&self.text[from..to]);
         for p in pieces {
             let toks: Vec<Token> = p.tokens.iter().map(|t| shifted(t, from)).collect();
+            if !in_body {
+                self.params.extend(toks.iter().filter_map(|t| {
+                    let n = t.text(self.text).strip_prefix('$')?.parse().ok()?;
+                    (t.kind == Tk::Param).then_some(super::Param {
+                        start: t.start,
+                        end: t.end,
+                        n,
+                    })
+                }));
+            }
             self.statement(&toks, in_body);
         }
     }
@@ -648,7 +660,15 @@ fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     let dialects: [&dyn Dialect; 3] = [&PostgreSqlDialect {}, &MySqlDialect {}, &SQLiteDialect {}];
     let mut first_err = None;
     for d in dialects {
-        match Parser::parse_sql(d, sql) {
+        // a panic inside the parser is a parse failure of this statement
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Parser::parse_sql(d, sql)))
+                .unwrap_or_else(|_| {
+                    Err(sqlparser::parser::ParserError::ParserError(
+                        "the SQL parser failed on this statement".to_string(),
+                    ))
+                });
+        match parsed {
             Ok(mut v) if v.len() == 1 => return Ok(v.remove(0)),
             Ok(_) => {
                 first_err.get_or_insert(sqlparser::parser::ParserError::ParserError(

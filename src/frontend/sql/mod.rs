@@ -22,14 +22,48 @@ use crate::source::Span;
 pub struct SqlIr {
     /// Every statement of every SQL text of the file, in text order.
     pub statements: Vec<Statement>,
+    /// Per embedded text (by index in [`FileIr::embedded`]): the range of its statements in
+    /// [`SqlIr::statements`], and its top-level PostgreSQL parameters.
+    texts: Vec<SqlText>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct SqlText {
+    statements: std::ops::Range<usize>,
+    params: Vec<Param>,
+    /// The text holds `$$` (a dollar-quoted body, or one in a string).
+    dollar_quoted: bool,
+}
+
+/// A PostgreSQL parameter `$n` outside quotes, comments and dollar-quoted bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// Byte range in the embedded text.
+    pub start: usize,
+    pub end: usize,
+    pub n: usize,
 }
 
 impl SqlIr {
     /// The statements of one embedded text.
-    pub fn of(&self, embedded: usize) -> impl Iterator<Item = &Statement> {
-        self.statements
-            .iter()
-            .filter(move |s| s.embedded == embedded)
+    pub fn of(&self, embedded: usize) -> &[Statement] {
+        self.texts
+            .get(embedded)
+            .and_then(|t| self.statements.get(t.statements.clone()))
+            .unwrap_or(&[])
+    }
+
+    /// The `$n` parameters of one embedded text, in text order.
+    pub fn params(&self, embedded: usize) -> &[Param] {
+        self.texts
+            .get(embedded)
+            .map(|t| t.params.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Whether an embedded text holds `$$`.
+    pub fn dollar_quoted(&self, embedded: usize) -> bool {
+        self.texts.get(embedded).is_some_and(|t| t.dollar_quoted)
     }
 }
 
@@ -263,10 +297,12 @@ pub fn analyze(ir: &mut FileIr) {
     let mut statements = Vec::new();
     let mut problems = Vec::new();
     let mut crash = Vec::new();
+    let mut texts = vec![SqlText::default(); ir.embedded.len()];
     for (idx, e) in ir.embedded.iter().enumerate() {
         if e.language != Language::Sql {
             continue;
         }
+        let first = statements.len();
         let whole_file = e.origin == "file";
         // psql scripts: meta-commands and `COPY ... FROM stdin` data are not SQL
         let text = if whole_file {
@@ -285,12 +321,14 @@ pub fn analyze(ir: &mut FileIr) {
                     || t.eq_ignore_ascii_case("go")
             });
         let report = certainly_sql(&e.origin) && !templated;
+        let mut params = Vec::new();
         let mut cx = facts::Context {
             text: &text,
             map: &e.map,
             embedded: idx,
             statements: &mut statements,
             problems: &mut problems,
+            params: &mut params,
             report,
         };
         if let Err(message) = crate::isolate::catch(|| cx.text_statements(0, text.len(), false)) {
@@ -306,8 +344,14 @@ pub fn analyze(ir: &mut FileIr) {
                 .map_or(at, |c| at + c.len_utf8());
             crash.push(crate::isolate::problem(what, &message, Span::new(at, end)));
         }
+        texts[idx] = SqlText {
+            statements: first..statements.len(),
+            params,
+            dollar_quoted: e.text.contains("$$"),
+        };
     }
     ir.sql.statements = statements;
+    ir.sql.texts = texts;
     ir.problems.extend(crash);
     ir.problems
         .extend(problems.into_iter().map(|(span, message)| ParseProblem {

@@ -1,0 +1,276 @@
+//! A small Lua scanner (strings, long brackets and comments skipped) for what has to be known
+//! before parsing: how deep the script nests, whether it holds a character the parser cannot
+//! take, and where its top-level statements start, so a long script is parsed piece by piece.
+
+use std::ops::ControlFlow;
+
+/// What the scanner reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tok {
+    /// A name or keyword: byte range.
+    Word(usize, usize),
+    /// `(`, `{`, `[` (not a long bracket).
+    Open(usize),
+    /// `)`, `}`, `]`.
+    Close(usize),
+    /// A string, long string or number ends here (the end of a value).
+    Value(usize),
+    /// A `` ` ``, which Lua 5.1 does not have.
+    Backtick(usize),
+    /// Any other punctuation.
+    Punct(usize),
+}
+
+/// Call `f` with every significant token of `text`, until it breaks.
+pub fn scan<B>(text: &str, mut f: impl FnMut(Tok) -> ControlFlow<B>) -> Option<B> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    macro_rules! emit {
+        ($t:expr) => {
+            if let ControlFlow::Break(x) = f($t) {
+                return Some(x);
+            }
+        };
+    }
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                i = match long_bracket(b, i + 2) {
+                    Some(level) => skip_long(b, i + 2, level),
+                    None => b[i..]
+                        .iter()
+                        .position(|&x| x == b'\n')
+                        .map_or(b.len(), |p| i + p),
+                };
+                continue;
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                while i < b.len() && b[i] != c && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(b.len());
+                emit!(Tok::Value(i));
+                continue;
+            }
+            b'[' => {
+                if let Some(level) = long_bracket(b, i) {
+                    i = skip_long(b, i, level);
+                    emit!(Tok::Value(i));
+                    continue;
+                }
+                emit!(Tok::Open(i));
+            }
+            b'(' | b'{' => emit!(Tok::Open(i)),
+            b')' | b'}' | b']' => emit!(Tok::Close(i)),
+            b'`' => emit!(Tok::Backtick(i)),
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                emit!(Tok::Word(start, i));
+                continue;
+            }
+            c if c.is_ascii_digit() => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.') {
+                    i += 1;
+                }
+                emit!(Tok::Value(i));
+                continue;
+            }
+            c if c.is_ascii_whitespace() => {}
+            _ => emit!(Tok::Punct(i)),
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `[[` or `[==[` at `at`: the number of `=`.
+fn long_bracket(b: &[u8], at: usize) -> Option<usize> {
+    if b.get(at) != Some(&b'[') {
+        return None;
+    }
+    let eq = b[at + 1..].iter().take_while(|&&x| x == b'=').count();
+    (b.get(at + 1 + eq) == Some(&b'[')).then_some(eq)
+}
+
+/// The offset just past the long string or comment opened at `at` with `level` `=`.
+fn skip_long(b: &[u8], at: usize, level: usize) -> usize {
+    let from = at + level + 2;
+    let mut i = from;
+    while let Some(p) = b.get(i..).and_then(|r| r.iter().position(|&x| x == b']')) {
+        let close = i + p;
+        let eq = b[close + 1..].iter().take_while(|&&x| x == b'=').count();
+        if eq == level && b.get(close + 1 + eq) == Some(&b']') {
+            return close + eq + 2;
+        }
+        i = close + 1;
+    }
+    b.len()
+}
+
+/// How a token changes the nesting of brackets and blocks.
+fn nesting(text: &str, t: Tok) -> i8 {
+    match t {
+        Tok::Open(_) => 1,
+        Tok::Close(_) => -1,
+        Tok::Word(s, e) => match &text[s..e] {
+            "if" | "do" | "function" | "repeat" => 1,
+            "end" | "until" => -1,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// The offset of the first bracket or block (`if`, `do`, `function`, `repeat`) nested deeper
+/// than `max`.
+pub fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    scan(text, |t| {
+        match nesting(text, t) {
+            1 => {
+                depth += 1;
+                if depth > max {
+                    let at = match t {
+                        Tok::Word(s, _) | Tok::Open(s) => s,
+                        _ => 0,
+                    };
+                    return ControlFlow::Break(at);
+                }
+            }
+            -1 => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    })
+}
+
+/// The offset of a backtick outside strings and comments (Lua 5.1 has no such token).
+pub fn stray_backtick(text: &str) -> Option<usize> {
+    scan(text, |t| match t {
+        Tok::Backtick(at) => ControlFlow::Break(at),
+        _ => ControlFlow::Continue(()),
+    })
+}
+
+/// Split a script into pieces of whole top-level statements, each at least `size` bytes
+/// (but the last): a new piece starts at a top-level `local`, `if`, `for`, `while`, `repeat`,
+/// `return`, or a `function` statement. Texts without such places stay whole.
+pub fn pieces(text: &str, size: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    let mut depth = 0usize;
+    // whether the previous token ends a value or statement (so `function` starts a statement)
+    let mut after_value = false;
+    scan::<()>(text, |t| {
+        if let Tok::Word(s, e) = t {
+            let w = &text[s..e];
+            let starts_statement = match w {
+                "local" | "if" | "for" | "while" | "repeat" | "return" => true,
+                "function" => after_value,
+                _ => false,
+            };
+            if depth == 0 && starts_statement && s - start >= size {
+                out.push((start, s));
+                start = s;
+            }
+        }
+        match nesting(text, t) {
+            1 => depth += 1,
+            -1 => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        after_value = match t {
+            Tok::Word(s, e) => !matches!(
+                &text[s..e],
+                "and"
+                    | "or"
+                    | "not"
+                    | "return"
+                    | "local"
+                    | "function"
+                    | "in"
+                    | "do"
+                    | "then"
+                    | "else"
+                    | "elseif"
+                    | "if"
+                    | "while"
+                    | "until"
+                    | "repeat"
+                    | "for"
+            ),
+            Tok::Close(_) | Tok::Value(_) => true,
+            _ => false,
+        };
+        ControlFlow::Continue(())
+    });
+    out.push((start, text.len()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_nesting_is_found() {
+        let deep = format!("return {}1{}", "(".repeat(300), ")".repeat(300));
+        assert_eq!(too_deep(&deep, 256), Some(7 + 256));
+        assert_eq!(too_deep("return redis.call('del', KEYS[1])", 256), None);
+        let blocks = format!("{}return 1{}", "do ".repeat(300), " end".repeat(300));
+        assert_eq!(too_deep(&blocks, 256), Some(3 * 256));
+        // words and brackets in strings and comments do not count
+        let quiet = format!(
+            "-- {}\n--[==[ {} ]==]\nlocal s = '{}' .. [[{}]]\nreturn s",
+            "if ".repeat(300),
+            "(".repeat(300),
+            "do \\' ".repeat(300),
+            "function ".repeat(300)
+        );
+        assert_eq!(too_deep(&quiet, 256), None);
+        let sane = "if a then\n  for i = 1, 3 do\n    local f = function() return {x = (1)} end\n  end\nelseif b then\n  repeat x() until y\nend";
+        assert_eq!(too_deep(sane, 256), None);
+        let lopsided = format!("{}\n{}", "if a then x() end\n".repeat(1000), "(".repeat(10));
+        assert_eq!(too_deep(&lopsided, 256), None);
+    }
+
+    #[test]
+    fn backticks_outside_strings_and_comments() {
+        assert_eq!(stray_backtick("return `x`"), Some(7));
+        assert_eq!(
+            stray_backtick("local s = '`' .. \"`\" .. [[`]] -- `\n--[[ ` ]]"),
+            None
+        );
+        assert_eq!(stray_backtick("local s = [==[ ]] ` ]==] .. `"), Some(28));
+    }
+
+    #[test]
+    fn pieces_start_at_top_level_statements() {
+        let script = "local a = 1\nif a then local b = 2 end\nfunction f() local c = 3 end\nx = function() return 1 end\nlocal d = f()\nreturn d";
+        let p = pieces(script, 1);
+        let starts: Vec<&str> = p.iter().map(|&(s, e)| script[s..e].trim()).collect();
+        assert_eq!(
+            starts,
+            [
+                "local a = 1",
+                "if a then local b = 2 end",
+                "function f() local c = 3 end\nx = function() return 1 end",
+                "local d = f()",
+                "return d"
+            ]
+        );
+        // the pieces cover the text exactly
+        assert_eq!(p.first().unwrap().0, 0);
+        assert_eq!(p.last().unwrap().1, script.len());
+        assert!(p.windows(2).all(|w| w[0].1 == w[1].0));
+        // a long string or comment holding keywords is not split
+        let s = "local s = [[\nlocal x\n]] -- local y\nlocal z = 1";
+        assert_eq!(pieces(s, 1).len(), 2);
+        assert_eq!(pieces(script, 1000), vec![(0, script.len())]);
+    }
+}
