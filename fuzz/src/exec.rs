@@ -102,6 +102,9 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 fn install_hook() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
+        // locklint's own hook (which silences the panics it isolates) goes first, so that this
+        // one, outermost, still sees every panic
+        let _ = locklint::isolate::catch(|| ());
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if ACTIVE.load(Ordering::SeqCst) {

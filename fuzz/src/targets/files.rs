@@ -57,6 +57,11 @@ pub fn check_text(ext: &str, text: &str) {
 /// Every finding points inside the analysed text, on character boundaries.
 pub fn check_report(report: &engine::Report, path: &Path, text: &str) {
     for d in &report.findings {
+        assert!(
+            !d.message.starts_with("locklint could not analyse"),
+            "an isolated panic: {}",
+            d.message
+        );
         let mut spans = vec![(&d.primary, "primary")];
         spans.extend(d.related.iter().map(|r| (&r.location, "related")));
         for (loc, what) in spans {

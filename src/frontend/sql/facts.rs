@@ -661,13 +661,11 @@ fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     let mut first_err = None;
     for d in dialects {
         // a panic inside the parser is a parse failure of this statement
-        let parsed =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Parser::parse_sql(d, sql)))
-                .unwrap_or_else(|_| {
-                    Err(sqlparser::parser::ParserError::ParserError(
-                        "the SQL parser failed on this statement".to_string(),
-                    ))
-                });
+        let parsed = crate::isolate::catch(|| Parser::parse_sql(d, sql)).unwrap_or_else(|_| {
+            Err(sqlparser::parser::ParserError::ParserError(
+                "the SQL parser failed on this statement".to_string(),
+            ))
+        });
         match parsed {
             Ok(mut v) if v.len() == 1 => return Ok(v.remove(0)),
             Ok(_) => {
