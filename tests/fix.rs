@@ -174,9 +174,11 @@ fn fixable_fixtures_match_their_fixed_files() {
         let mut bad: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("bad_") && !n.ends_with(".fixed"))
+                // single-file examples; a directory example (`bad_x/`) has no `.fixed` form
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("bad_") && !n.ends_with(".fixed"))
             })
             .collect();
         bad.sort();

@@ -1,5 +1,6 @@
 //! Generates one module per Rust fixture: `fixtures/<rule>/bad_*.rs`, `good_*.rs` and the
 //! fixed `bad_*.rs.fixed` / `bad_*.rs.<flavour>.fixed`, so that a new fixture is compiled without anyone listing it.
+//! A directory example (`bad_*/`, `good_*/`) is one module whose `.rs` files are its submodules.
 //! `fixtures/parse-error/` is left out: its files are broken on purpose.
 
 use std::fmt::Write as _;
@@ -34,6 +35,11 @@ fn main() {
                 if !(name.starts_with("bad_") || name.starts_with("good_")) {
                     return None;
                 }
+                // a directory example: its Rust files are sibling modules of one module
+                if p.is_dir() {
+                    sources += rust_files(&p).len();
+                    return Some((ident(&name), p));
+                }
                 // `bad_x.rs.fixed`, or `bad_x.rs.<flavour>.fixed` for a fix flavour such
                 // as `redis-8.4`
                 let module = if let Some((stem, rest)) = name.split_once(".rs.") {
@@ -61,10 +67,16 @@ fn main() {
             .unwrap_or_default();
         writeln!(out, "pub mod {} {{", ident(rule_name)).unwrap();
         for (module, file) in files {
-            let path = file.canonicalize().unwrap_or(file);
-            writeln!(out, "    #[allow(warnings, clippy::all)]").unwrap();
-            writeln!(out, "    #[path = {:?}]", path.display().to_string()).unwrap();
-            writeln!(out, "    pub mod {module};").unwrap();
+            if file.is_dir() {
+                writeln!(out, "    pub mod {module} {{").unwrap();
+                for inner in rust_files(&file) {
+                    let stem = inner.file_stem().and_then(|s| s.to_str()).unwrap_or("m");
+                    write_module(&mut out, "        ", &ident(stem), inner.clone());
+                }
+                writeln!(out, "    }}").unwrap();
+            } else {
+                write_module(&mut out, "    ", &module, file);
+            }
         }
         writeln!(out, "}}").unwrap();
     }
@@ -83,6 +95,23 @@ fn main() {
     let dest =
         PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it")).join("fixtures.rs");
     std::fs::write(dest, out).expect("write the generated module list");
+}
+
+fn write_module(out: &mut String, indent: &str, module: &str, file: PathBuf) {
+    let path = file.canonicalize().unwrap_or(file);
+    writeln!(out, "{indent}#[allow(warnings, clippy::all)]").unwrap();
+    writeln!(out, "{indent}#[path = {:?}]", path.display().to_string()).unwrap();
+    writeln!(out, "{indent}pub mod {module};").unwrap();
+}
+
+/// The `.rs` files of a directory example, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = read_dir(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    files
 }
 
 fn read_dir(dir: &Path) -> Vec<PathBuf> {

@@ -25,13 +25,31 @@ fn fixture_texts() -> Vec<(PathBuf, String)> {
         };
         for entry in entries {
             let path = entry.expect("fixture entry").path();
-            let name = path
+            // a directory example's Rust files are fixtures too
+            let example = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or_default();
-            if name.ends_with(".rs") || (name.contains(".rs.") && name.ends_with(".fixed")) {
-                let text = std::fs::read_to_string(&path).expect("fixture text");
-                out.push((path, text));
+            let files = if path.is_dir() {
+                if !(example.starts_with("bad_") || example.starts_with("good_")) {
+                    continue;
+                }
+                std::fs::read_dir(&path)
+                    .expect("example directory")
+                    .map(|e| e.expect("example entry").path())
+                    .collect()
+            } else {
+                vec![path]
+            };
+            for path in files {
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
+                if name.ends_with(".rs") || (name.contains(".rs.") && name.ends_with(".fixed")) {
+                    let text = std::fs::read_to_string(&path).expect("fixture text");
+                    out.push((path, text));
+                }
             }
         }
     }
@@ -102,16 +120,20 @@ async fn offline_query_data_matches_the_schema() {
 fn every_rust_fixture_is_compiled() {
     let mut sources = 0;
     let mut fixed = 0;
+    let root = crate_dir().join("../../fixtures");
     for (path, _) in fixture_texts() {
-        let dir = path
-            .parent()
-            .and_then(Path::file_name)
+        // `<rule>/<example>` or `<rule>/<example>/<file>`
+        let parts: Vec<String> = path
+            .strip_prefix(&root)
             .unwrap()
-            .to_string_lossy();
-        let name = path.file_name().unwrap().to_string_lossy();
-        if dir == "parse-error" || !(name.starts_with("bad_") || name.starts_with("good_")) {
+            .iter()
+            .map(|c| c.to_string_lossy().to_string())
+            .collect();
+        let (rule, example) = (&parts[0], &parts[1]);
+        if rule == "parse-error" || !(example.starts_with("bad_") || example.starts_with("good_")) {
             continue;
         }
+        let name = path.file_name().unwrap().to_string_lossy();
         if name.ends_with(".fixed") {
             fixed += 1;
         } else {
