@@ -23,3 +23,4 @@ pub mod output;
 pub mod rules;
 pub mod source;
 pub mod suppress;
+pub mod vocabulary;

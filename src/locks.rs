@@ -3,6 +3,7 @@
 
 use crate::ir::{Call, Event, FileIr, Function, KeyRef, NodeId, Op, OpKind, Part, ResultUse};
 use crate::source::{FileRef, Span};
+use crate::vocabulary::{self, words};
 use std::collections::{HashMap, HashSet};
 
 /// How deep lock helpers are expanded into their callers.
@@ -11,91 +12,15 @@ const MAX_INLINE_DEPTH: usize = 4;
 /// many times each would otherwise multiply (later calls are not expanded).
 const MAX_INLINED_OPS: usize = 50_000;
 
-/// Function names that mark a lock operation (their key parameter is a lock).
-const LOCK_FN_WORDS: &[&str] = &[
-    "lock",
-    "unlock",
-    "acquire",
-    "release",
-    "renew",
-    "extend",
-    "heartbeat",
-    "relock",
-];
-
-/// Key words that mark a lock key.
-const LOCK_KEY_WORDS: &[&str] = &[
-    "lock",
-    "locks",
-    "locking",
-    "mutex",
-    "mutexes",
-    "lease",
-    "leases",
-    "leader",
-    "leaders",
-    "leadership",
-    "semaphore",
-    "semaphores",
-    "latch",
-    "latches",
-];
-
-/// Split identifiers and key text into lowercase words (`jobLock:{}` → `job`, `lock`).
-pub fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in text.chars() {
-        if !c.is_ascii_alphanumeric() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            prev_lower = false;
-            continue;
-        }
-        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        cur.push(c.to_ascii_lowercase());
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-fn is_lock_word(w: &str) -> bool {
-    LOCK_KEY_WORDS.contains(&w)
-        || (w.len() > 4
-            && w.ends_with("lock")
-            && !matches!(
-                w,
-                "block" | "clock" | "unblock" | "unlock" | "deadlock" | "gridlock" | "padlock"
-            ))
-}
-
-/// (a) the key's text or the names it passed through say "lock".
-pub fn key_matches_pattern(key: &KeyRef) -> bool {
-    key_matches(key, &[])
-}
-
 /// (a) with extra lock words from the configuration (`lock-key-patterns`).
 pub fn key_matches(key: &KeyRef, extra: &[String]) -> bool {
-    let is = |w: &String| is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
+    let is =
+        |w: &String| vocabulary::is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
     let lit = key.parts.iter().any(|p| match p {
         Part::Lit(s) => words(s).iter().any(is),
         _ => false,
     });
     lit || key.names.iter().any(|n| words(n).iter().any(is))
-}
-
-/// (c) a function whose name says it is a lock operation.
-pub fn is_lock_fn_name(name: &str) -> bool {
-    words(name)
-        .iter()
-        .any(|w| LOCK_FN_WORDS.contains(&w.as_str()))
 }
 
 /// One operation as seen from a root function, after helper expansion.
@@ -780,7 +705,7 @@ fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>, lock_words: &[Stri
                     .is_some_and(|id| local_acquired.contains(id) && local_ended.contains(id));
             // the key is exactly the function's parameter or a field of `self`
             let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
-            let lock_fn = is_lock_fn_name(&o.func.name)
+            let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)
                 && whole
                 && (o.op.key.param.is_some() || o.op.key.field.is_some());
             o.is_lock = pattern || used_as_lock || lock_fn;
@@ -834,15 +759,15 @@ mod tests {
 
     #[test]
     fn lock_words() {
-        assert!(key_matches_pattern(&KeyRef::lit("lock:invoice:{}")));
-        assert!(key_matches_pattern(&KeyRef::lit("app:jobLock")));
-        assert!(key_matches_pattern(&KeyRef::lit("redlock:x")));
-        assert!(key_matches_pattern(&KeyRef::lit("leader-election")));
-        assert!(!key_matches_pattern(&KeyRef::lit("block:42")));
-        assert!(!key_matches_pattern(&KeyRef::lit("clock_skew")));
-        assert!(!key_matches_pattern(&KeyRef::lit("leaderboard:weekly")));
-        assert!(!key_matches_pattern(&KeyRef::lit("release-notes")));
-        assert!(!key_matches_pattern(&KeyRef::lit("user:{}:profile")));
+        assert!(key_matches(&KeyRef::lit("lock:invoice:{}"), &[]));
+        assert!(key_matches(&KeyRef::lit("app:jobLock"), &[]));
+        assert!(key_matches(&KeyRef::lit("redlock:x"), &[]));
+        assert!(key_matches(&KeyRef::lit("leader-election"), &[]));
+        assert!(!key_matches(&KeyRef::lit("block:42"), &[]));
+        assert!(!key_matches(&KeyRef::lit("clock_skew"), &[]));
+        assert!(!key_matches(&KeyRef::lit("leaderboard:weekly"), &[]));
+        assert!(!key_matches(&KeyRef::lit("release-notes"), &[]));
+        assert!(!key_matches(&KeyRef::lit("user:{}:profile"), &[]));
     }
 
     #[test]
@@ -853,14 +778,5 @@ mod tests {
         assert!(!template_matches("lock:report:{id}", "lock:invoice:7"));
         assert!(template_matches("lock:exact", "lock:exact"));
         assert!(!template_matches("lock:exact", "lock:exact2"));
-    }
-
-    #[test]
-    fn lock_function_names() {
-        assert!(is_lock_fn_name("try_lock"));
-        assert!(is_lock_fn_name("releaseLock"));
-        assert!(is_lock_fn_name("heartbeat"));
-        assert!(!is_lock_fn_name("get_profile"));
-        assert!(!is_lock_fn_name("blocking_get"));
     }
 }

@@ -18,6 +18,7 @@ use crate::rules::sql_matching::{
     lock_table, lock_write, runs, LockWrite,
 };
 use crate::source::Span;
+use crate::vocabulary;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -150,20 +151,15 @@ fn redis_group(o: &TraceOp) -> String {
 }
 
 fn words_of(o: &TraceOp) -> Vec<String> {
-    let mut w = locks::words(&o.key.template());
+    let mut w = vocabulary::words(&o.key.template());
     for n in &o.key.names {
-        w.extend(locks::words(n));
+        w.extend(vocabulary::words(n));
     }
     w
 }
 
 fn is_fence_key(o: &TraceOp) -> bool {
-    words_of(o).iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "fence" | "fencing" | "fences" | "counter" | "epoch" | "generation"
-        )
-    })
+    vocabulary::has_fence_word(&words_of(o))
 }
 
 /// The literal number following `marker` in `text` (`"PX").arg(30_000)`, `PX(30)`).
@@ -248,12 +244,7 @@ fn client_compared(t: &Trace, o: &TraceOp) -> bool {
 }
 
 fn script_is_renewal(o: &TraceOp) -> bool {
-    locks::words(&o.func.name).iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "renew" | "extend" | "heartbeat" | "refresh" | "touch"
-        )
-    })
+    vocabulary::names_renewal(&o.func.name)
 }
 
 fn redis_locks(project: &Project) -> Vec<Lock> {

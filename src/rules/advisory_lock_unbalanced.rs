@@ -131,12 +131,9 @@ impl Rule for AdvisoryLockUnbalanced {
 /// A function whose unlocks release the locks of the whole file: `drop`, or one named for
 /// unlocking or releasing.
 fn is_release_fn(file: &FileIr, func: usize) -> bool {
-    file.functions.get(func).is_some_and(|g| {
-        g.name == "drop"
-            || crate::locks::words(&g.name)
-                .iter()
-                .any(|w| matches!(w.as_str(), "unlock" | "release"))
-    })
+    file.functions
+        .get(func)
+        .is_some_and(|g| g.name == "drop" || crate::vocabulary::names_release(&g.name))
 }
 
 /// Why a try-lock's result in SQL reaches no condition, if it does not.

@@ -7,7 +7,8 @@ use super::matching::{
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::ir::OpKind;
-use crate::locks::{scoped_identity, words, Facts, Trace, TraceOp};
+use crate::locks::{scoped_identity, Facts, Trace, TraceOp};
+use crate::vocabulary;
 
 pub struct UnconditionalRenew;
 
@@ -75,11 +76,6 @@ impl Rule for UnconditionalRenew {
 fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &Facts) -> bool {
     let acquired_here = trace.earlier_on_key(i).any(|e| e.op.kind.is_acquire());
     let acquired_elsewhere = scoped_identity(o).is_some_and(|id| facts.acquired_nx.contains(&id));
-    let renewer = words(&o.func.name).iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "renew" | "extend" | "heartbeat" | "refresh" | "keepalive" | "prolong" | "touch"
-        )
-    });
+    let renewer = vocabulary::names_renewal(&o.func.name);
     acquired_here || acquired_elsewhere || (renewer && o.is_lock)
 }

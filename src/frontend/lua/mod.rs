@@ -12,8 +12,8 @@ pub mod lex;
 pub use guard::{KeyWrite, WriteKind};
 
 use crate::ir::{FileIr, Language, ParseProblem};
-use crate::locks::words;
 use crate::source::Span;
+use crate::vocabulary;
 
 /// What the Lua front-end extracted from one file.
 #[derive(Debug, Default)]
@@ -44,70 +44,6 @@ impl Script {
     pub fn check_of(&self, key: &str) -> Option<Span> {
         self.checked.iter().find(|(k, _)| k == key).map(|(_, s)| *s)
     }
-}
-
-/// Words in a name that make a script a lock script on their own.
-const LOCK_SCRIPT_WORDS: &[&str] = &[
-    "lock", "locks", "unlock", "lease", "leases", "mutex", "redlock",
-];
-
-/// Words that name a lock operation, but also other things (`renew_session`,
-/// `extend_cache_ttl`): they count only when the rest of the name says nothing else.
-const LOCK_OP_WORDS: &[&str] = &["release", "renew", "extend"];
-
-/// Words that say nothing about what a name is for.
-const GENERIC_WORDS: &[&str] = &[
-    "script",
-    "lua",
-    "cmd",
-    "command",
-    "sha",
-    "src",
-    "source",
-    "text",
-    "body",
-    "atomic",
-    "atomically",
-    "safe",
-    "safely",
-    "try",
-    "do",
-    "run",
-    "key",
-    "token",
-    "owner",
-    "owned",
-    "if",
-    "by",
-    "with",
-    "checked",
-    "compare",
-    "and",
-    "the",
-    "async",
-    "sync",
-    "impl",
-    "inner",
-    "fn",
-];
-
-/// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
-/// script. `renew_session` or `extend_cache_ttl` do not.
-pub fn is_lock_script_name(name: &str) -> bool {
-    let w = words(name);
-    let strong = w.iter().any(|w| {
-        LOCK_SCRIPT_WORDS.contains(&w.as_str())
-            || (w.len() > 4
-                && w.ends_with("lock")
-                && !matches!(w.as_str(), "block" | "clock" | "unblock" | "deadlock"))
-    });
-    strong
-        || (w.iter().any(|w| LOCK_OP_WORDS.contains(&w.as_str()))
-            && w.iter().all(|w| {
-                LOCK_OP_WORDS.contains(&w.as_str())
-                    || GENERIC_WORDS.contains(&w.as_str())
-                    || w.chars().all(|c| c.is_ascii_digit())
-            }))
 }
 
 /// Parse the Lua texts of a file (`ir.embedded` with [`crate::ir::Language::Lua`]).
@@ -164,7 +100,7 @@ pub fn analyze(ir: &mut FileIr) {
                         names.push(f.name.clone());
                     }
                 }
-                let lock_named = names.iter().any(|n| is_lock_script_name(n));
+                let lock_named = names.iter().any(|n| vocabulary::is_lock_script_name(n));
                 let writes = scan
                     .writes
                     .into_iter()
@@ -290,34 +226,5 @@ mod tests {
         );
         let src = "{ con.eval(\"x\")";
         assert_eq!(binding_name(src, src.find('"').unwrap()), None);
-    }
-
-    #[test]
-    fn lock_script_names() {
-        for n in [
-            "RELEASE",
-            "unlock",
-            "renew_lease",
-            "EXTEND_SCRIPT",
-            "redlock_release",
-            "mutex",
-            "renew",
-            "release_if_owner",
-            "jobLock",
-        ] {
-            assert!(is_lock_script_name(n), "{n}");
-        }
-        for n in [
-            "INVALIDATE",
-            "clock",
-            "block_users",
-            "script",
-            "purge_cache",
-            "renew_session",
-            "extend_cache_ttl",
-            "release_reservation",
-        ] {
-            assert!(!is_lock_script_name(n), "{n}");
-        }
     }
 }

@@ -2,7 +2,7 @@
 //! sea-orm, redis scripts and fred. Also tells pools from held connections and transactions.
 
 use crate::ir::{Executor, Language};
-use crate::locks::words;
+use crate::vocabulary::words;
 
 /// A call site that takes SQL or Lua text: which argument, in which language.
 pub struct Site {

@@ -3,7 +3,7 @@
 //! lock tables.
 
 use super::{Statement, TableDef};
-use crate::ir::{FileIr, KeyRef};
+use crate::ir::FileIr;
 use std::collections::BTreeMap;
 
 /// Default names of fencing-token columns.
@@ -101,7 +101,7 @@ fn pick<'a>(columns: &'a [String], names: &[String]) -> Option<&'a str> {
 
 /// Whether a table's name says it holds locks (`job_locks`, `leases`, `mutexes`).
 pub fn lock_table_name(table: &str) -> bool {
-    crate::locks::key_matches_pattern(&KeyRef::lit(table))
+    crate::vocabulary::names_lock(table)
 }
 
 /// Project-wide schema facts from every file's SQL.

@@ -1,0 +1,291 @@
+//! The lock vocabulary: the words that say a key, a function, a table or a script is about
+//! locks, and what it does to one. Front-ends, project facts, rules and the audit all read these
+//! lists; none keeps its own.
+
+/// Words in a key, a table name or the names a key passed through that mark a lock.
+const LOCK_KEY_WORDS: &[&str] = &[
+    "lock",
+    "locks",
+    "locking",
+    "mutex",
+    "mutexes",
+    "lease",
+    "leases",
+    "leader",
+    "leaders",
+    "leadership",
+    "semaphore",
+    "semaphores",
+    "latch",
+    "latches",
+];
+
+/// Words ending in `lock` that are not about locks.
+const NOT_LOCKS: &[&str] = &[
+    "block", "clock", "unblock", "unlock", "deadlock", "gridlock", "padlock",
+];
+
+/// Function names that mark a lock operation: the function's key parameter is a lock.
+const LOCK_FN_WORDS: &[&str] = &[
+    "lock",
+    "unlock",
+    "acquire",
+    "release",
+    "renew",
+    "extend",
+    "heartbeat",
+    "relock",
+];
+
+/// Words in a script's name that make it a lock script on their own.
+const LOCK_SCRIPT_WORDS: &[&str] = &[
+    "lock", "locks", "unlock", "lease", "leases", "mutex", "redlock",
+];
+
+/// Words that name a lock operation, but also other things (`renew_session`,
+/// `extend_cache_ttl`): in a script's name they count only when the rest of the name says
+/// nothing else.
+const LOCK_OP_WORDS: &[&str] = &["release", "renew", "extend"];
+
+/// Words that say nothing about what a name is for.
+const GENERIC_WORDS: &[&str] = &[
+    "script",
+    "lua",
+    "cmd",
+    "command",
+    "sha",
+    "src",
+    "source",
+    "text",
+    "body",
+    "atomic",
+    "atomically",
+    "safe",
+    "safely",
+    "try",
+    "do",
+    "run",
+    "key",
+    "token",
+    "owner",
+    "owned",
+    "if",
+    "by",
+    "with",
+    "checked",
+    "compare",
+    "and",
+    "the",
+    "async",
+    "sync",
+    "impl",
+    "inner",
+    "fn",
+];
+
+/// Words in a function's name that say it renews (extends the expiry of) what it holds.
+const RENEW_WORDS: &[&str] = &[
+    "renew",
+    "extend",
+    "heartbeat",
+    "refresh",
+    "keepalive",
+    "prolong",
+    "touch",
+];
+
+/// Words in a function's name that say it releases what it holds.
+const RELEASE_WORDS: &[&str] = &["release", "unlock"];
+
+/// Words in a key that mark a fencing counter.
+const FENCE_WORDS: &[&str] = &[
+    "fence",
+    "fencing",
+    "fences",
+    "counter",
+    "epoch",
+    "generation",
+];
+
+/// Split identifiers and key text into lowercase words (`jobLock:{}` → `job`, `lock`).
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in text.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        cur.push(c.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn any_word(name: &str, list: &[&str]) -> bool {
+    words(name).iter().any(|w| list.contains(&w.as_str()))
+}
+
+/// A compound ending in `lock` (`joblock`, `redlock`) that is not one of the look-alikes.
+fn ends_in_lock(w: &str) -> bool {
+    w.len() > 4 && w.ends_with("lock") && !NOT_LOCKS.contains(&w)
+}
+
+/// Whether one word (as [`words`] splits them) marks a lock key.
+pub fn is_lock_word(w: &str) -> bool {
+    LOCK_KEY_WORDS.contains(&w) || ends_in_lock(w)
+}
+
+/// Whether a key text or name (`lock:invoice:{}`, `app:jobLock`, `job_leases`) says it is a lock.
+pub fn names_lock(text: &str) -> bool {
+    words(text).iter().any(|w| is_lock_word(w))
+}
+
+/// Whether a function's name says it is a lock operation (`try_lock`, `releaseLock`).
+pub fn is_lock_fn_name(name: &str) -> bool {
+    any_word(name, LOCK_FN_WORDS)
+}
+
+/// Whether a function's name says it renews what it holds (`renew`, `extend_lease`,
+/// `heartbeat`, `keepalive`).
+pub fn names_renewal(name: &str) -> bool {
+    any_word(name, RENEW_WORDS)
+}
+
+/// Whether a function's name says it releases what it holds (`release`, `unlock_all`).
+pub fn names_release(name: &str) -> bool {
+    any_word(name, RELEASE_WORDS)
+}
+
+/// Whether any of these words marks a fencing counter (`fence`, `epoch`, `generation`).
+pub fn has_fence_word<S: AsRef<str>>(ws: &[S]) -> bool {
+    ws.iter().any(|w| FENCE_WORDS.contains(&w.as_ref()))
+}
+
+/// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
+/// script. `renew_session` or `extend_cache_ttl` do not.
+pub fn is_lock_script_name(name: &str) -> bool {
+    let w = words(name);
+    let strong = w
+        .iter()
+        .any(|w| LOCK_SCRIPT_WORDS.contains(&w.as_str()) || ends_in_lock(w));
+    strong
+        || (w.iter().any(|w| LOCK_OP_WORDS.contains(&w.as_str()))
+            && w.iter().all(|w| {
+                LOCK_OP_WORDS.contains(&w.as_str())
+                    || GENERIC_WORDS.contains(&w.as_str())
+                    || w.chars().all(|c| c.is_ascii_digit())
+            }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_identifiers_and_keys() {
+        assert_eq!(words("jobLock:{}"), ["job", "lock"]);
+        assert_eq!(words("RELEASE_LOCK"), ["release", "lock"]);
+        assert_eq!(words("lock:v2:x"), ["lock", "v2", "x"]);
+    }
+
+    #[test]
+    fn lock_keys_and_tables() {
+        for k in [
+            "lock:invoice:{}",
+            "app:jobLock",
+            "redlock:x",
+            "leader-election",
+            "job_leases",
+            "mutexes",
+        ] {
+            assert!(names_lock(k), "{k}");
+        }
+        for k in [
+            "block:42",
+            "clock_skew",
+            "leaderboard:weekly",
+            "release-notes",
+            "user:{}:profile",
+            "gridlock_stats",
+            "padlock",
+        ] {
+            assert!(!names_lock(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn lock_function_names() {
+        assert!(is_lock_fn_name("try_lock"));
+        assert!(is_lock_fn_name("releaseLock"));
+        assert!(is_lock_fn_name("heartbeat"));
+        assert!(!is_lock_fn_name("get_profile"));
+        assert!(!is_lock_fn_name("blocking_get"));
+    }
+
+    #[test]
+    fn renewal_and_release_names() {
+        for n in [
+            "renew",
+            "extend_lease",
+            "heartbeat",
+            "keepalive",
+            "prolong_lock",
+            "touch",
+        ] {
+            assert!(names_renewal(n), "{n}");
+        }
+        for n in ["release", "get", "renewal_date_of"] {
+            assert!(!names_renewal(n), "{n}");
+        }
+        assert!(names_release("unlock_all"));
+        assert!(names_release("releaseLock"));
+        assert!(!names_release("drop_table"));
+    }
+
+    #[test]
+    fn fence_words() {
+        assert!(has_fence_word(&words("fence:job:{}")));
+        assert!(has_fence_word(&words("lockEpoch")));
+        assert!(!has_fence_word(&words("lock:job:{}")));
+    }
+
+    #[test]
+    fn lock_script_names() {
+        for n in [
+            "RELEASE",
+            "unlock",
+            "renew_lease",
+            "EXTEND_SCRIPT",
+            "redlock_release",
+            "mutex",
+            "renew",
+            "release_if_owner",
+            "jobLock",
+        ] {
+            assert!(is_lock_script_name(n), "{n}");
+        }
+        for n in [
+            "INVALIDATE",
+            "clock",
+            "block_users",
+            "script",
+            "purge_cache",
+            "renew_session",
+            "extend_cache_ttl",
+            "release_reservation",
+        ] {
+            assert!(!is_lock_script_name(n), "{n}");
+        }
+    }
+}
