@@ -4,6 +4,7 @@
 //! the file, line and column, with a suggestion.
 
 use crate::diagnostic::Severity;
+use crate::suggest;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -226,21 +227,13 @@ impl miette::Diagnostic for Named<'_> {
     }
 }
 
-fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::levenshtein(c, word), c))
-        .min()
-        .filter(|(d, _)| *d <= 3)
-        .map(|(_, c)| format!("did you mean `{c}`?"))
-}
-
 fn parse_error(path: &Path, text: &str, e: toml::de::Error) -> ConfigError {
     let message = e.message().trim().to_string();
     let help = message
         .strip_prefix("unknown field `")
         .and_then(|r| r.split('`').next())
-        .and_then(|field| closest(field, KEYS.iter().copied()));
+        .and_then(|field| suggest::closest(field, KEYS.iter().copied()))
+        .map(|c| format!("did you mean `{c}`?"));
     ConfigError {
         path: path.to_path_buf(),
         text: text.to_string(),
@@ -424,7 +417,8 @@ fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
             return Err(err(
                 name.span(),
                 format!("unknown rule `{}`", name.get_ref()),
-                closest(name.get_ref(), known.iter().copied())
+                suggest::closest(name.get_ref(), known.iter().copied())
+                    .map(|c| format!("did you mean `{c}`?"))
                     .or(Some("`locklint rules` lists the rules".to_string())),
             ));
         }

@@ -22,5 +22,6 @@ pub mod lsp;
 pub mod output;
 pub mod rules;
 pub mod source;
+pub mod suggest;
 pub mod suppress;
 pub mod vocabulary;

@@ -434,12 +434,10 @@ pub fn apply(
             for (i, (name, span)) in s.rules.iter().enumerate() {
                 if !known.contains(name.as_str()) {
                     if ran(UNKNOWN_RULE.name) {
-                        let hint = crate::cli::validate_rules(
-                            std::slice::from_ref(name),
-                            "this suppression",
-                        )
-                        .err()
-                        .unwrap_or_default();
+                        let hint =
+                            crate::rules::validate(std::slice::from_ref(name), "this suppression")
+                                .err()
+                                .unwrap_or_default();
                         kept.push(meta(
                             &UNKNOWN_RULE,
                             file,

@@ -1,6 +1,6 @@
 //! `locklint check`: run the engine and print the report.
 
-use super::{fail, validate_rules, ReportArgs, EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS};
+use super::{fail, ReportArgs, EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS};
 use crate::baseline::Baseline;
 use crate::engine::{self, Options};
 use crate::output::{self, human, Format};
@@ -178,8 +178,8 @@ pub fn options(
     exclude_dirs: &[PathBuf],
     args: &ReportArgs,
 ) -> Result<Options, ExitCode> {
-    validate_rules(&args.select, "--select").map_err(fail)?;
-    validate_rules(&args.ignore, "--ignore").map_err(fail)?;
+    crate::rules::validate(&args.select, "--select").map_err(fail)?;
+    crate::rules::validate(&args.ignore, "--ignore").map_err(fail)?;
     let baseline = match &args.baseline {
         Some(p) => Some(std::sync::Arc::new(
             Baseline::read(p).map_err(|e| fail(format!("{}: {e}", p.display())))?,

@@ -156,27 +156,6 @@ pub fn nothing_to_analyse(path: &std::path::Path) -> String {
     )
 }
 
-/// Check rule names given on the command line.
-pub fn validate_rules(names: &[String], flag: &str) -> Result<(), String> {
-    let known: Vec<&str> = rules::infos().iter().map(|i| i.name).collect();
-    for n in names {
-        if known.contains(&n.as_str()) {
-            continue;
-        }
-        let best = known
-            .iter()
-            .map(|k| (strsim::levenshtein(k, n), *k))
-            .min()
-            .filter(|(d, _)| *d <= 3)
-            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
-            .unwrap_or_default();
-        return Err(format!(
-            "unknown rule `{n}` in {flag}{best}; `locklint rules` lists them"
-        ));
-    }
-    Ok(())
-}
-
 /// `locklint rules`.
 pub fn list_rules() -> String {
     let infos = rules::infos();
@@ -201,7 +180,7 @@ pub fn list_rules() -> String {
 pub fn explain(rule: &str) -> Result<String, String> {
     match rules::find(rule) {
         Some(i) => Ok(i.doc.to_string()),
-        None => Err(validate_rules(&[rule.to_string()], "explain").unwrap_err()),
+        None => Err(rules::validate(&[rule.to_string()], "explain").unwrap_err()),
     }
 }
 

@@ -88,6 +88,24 @@ pub fn infos() -> Vec<&'static RuleInfo> {
     v
 }
 
+/// Checks rule names given in `place` (`--select`, a suppression ...): the first unknown one
+/// is an error naming the closest known rule.
+pub fn validate(names: &[String], place: &str) -> Result<(), String> {
+    let infos = infos();
+    for n in names {
+        if infos.iter().any(|i| i.name == n) {
+            continue;
+        }
+        let best = crate::suggest::closest(n, infos.iter().map(|i| i.name))
+            .map(|k| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown rule `{n}` in {place}{best}; `locklint rules` lists them"
+        ));
+    }
+    Ok(())
+}
+
 /// Look a rule up by its public name.
 pub fn find(name: &str) -> Option<&'static RuleInfo> {
     infos().into_iter().find(|i| i.name == name)
