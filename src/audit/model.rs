@@ -10,6 +10,7 @@ use super::{
 use crate::config::{Mode, Resolver, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
+use crate::frontend::sql::lex as sql_lex;
 use crate::frontend::sql::{Conflict, Kind, Schema, Statement};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
 use crate::locks::{self, Project, Trace, TraceOp};
@@ -577,17 +578,9 @@ fn sql_writes_after(
 
 /// Whether advisory-lock arguments hold a bind parameter (`$1`, `?`, `:name`), outside quotes.
 fn parametric(args: &str) -> bool {
-    let mut unquoted = String::new();
-    let mut quoted = false;
-    for c in args.chars() {
-        if c == '\'' {
-            quoted = !quoted;
-        } else if !quoted {
-            unquoted.push(c);
-        }
-    }
-    let u = unquoted.replace("::", "");
-    u.contains('$') || u.contains('?') || u.contains(':')
+    sql_lex::tokens(args)
+        .iter()
+        .any(|t| t.kind == sql_lex::Kind::Param)
 }
 
 fn advisory_locks(project: &Project) -> Vec<Lock> {
@@ -1028,5 +1021,32 @@ pub fn options(paths: &[PathBuf], exclude_dirs: &[PathBuf], config: ConfigSource
         exclude_dirs: exclude_dirs.to_vec(),
         config,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parametric;
+
+    #[test]
+    fn advisory_arguments_with_bind_parameters() {
+        for args in [
+            "$1",
+            "hashtext($2)",
+            "?",
+            ":job_id",
+            "hashtext(:name)::bigint",
+        ] {
+            assert!(parametric(args), "{args}");
+        }
+        for args in [
+            "42",
+            "hashtext('jobs:nightly')",
+            "'a:b'::text",
+            "1, 2",
+            "'$1'",
+        ] {
+            assert!(!parametric(args), "{args}");
+        }
     }
 }
