@@ -529,3 +529,106 @@ impl Server {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsp::analysis::Outcome;
+    use crate::lsp::transport::Reader;
+    use std::io::Cursor;
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn frame(msg: Value) -> Vec<u8> {
+        let body = msg.to_string();
+        let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        out.extend_from_slice(body.as_bytes());
+        out
+    }
+
+    /// Runs a conversation in memory; returns the exit status and the messages written.
+    fn converse(analyser: Analyser, messages: &[Value]) -> (u8, Vec<Value>) {
+        let input: Vec<u8> = messages.iter().cloned().flat_map(frame).collect();
+        let out = Written::default();
+        let code = run(
+            Cursor::new(input),
+            Box::new(out.clone()),
+            Config {
+                debounce: Duration::ZERO,
+                analyser,
+            },
+        );
+        let written = out.0.lock().unwrap().clone();
+        let mut reader = Reader::new(Cursor::new(written));
+        let mut msgs = Vec::new();
+        while let Frame::Body(b) = reader.read_frame() {
+            msgs.push(serde_json::from_slice(&b).unwrap());
+        }
+        (code, msgs)
+    }
+
+    fn explode(_: &Path, _: &str) -> Outcome {
+        panic!("a front-end bug")
+    }
+
+    #[test]
+    fn a_panicking_analysis_is_published_logged_and_the_server_goes_on() {
+        let open = |uri: &str| json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": { "textDocument": { "uri": uri, "languageId": "rust", "version": 1, "text": "fn f() {}" } } });
+        let hover = |id: i64, uri: &str| json!({ "jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": { "textDocument": { "uri": uri }, "position": { "line": 0, "character": 0 } } });
+        let (code, msgs) = converse(
+            explode,
+            &[
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {} }),
+                open("untitled:a"),
+                hover(2, "untitled:a"),
+                open("untitled:b"),
+                hover(3, "untitled:b"),
+                json!({ "jsonrpc": "2.0", "id": 4, "method": "shutdown" }),
+            ],
+        );
+        assert_eq!(code, 0, "the input ended after shutdown");
+        for uri in ["untitled:a", "untitled:b"] {
+            let published = msgs
+                .iter()
+                .find(|m| {
+                    m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri
+                })
+                .expect("diagnostics published");
+            let d = &published["params"]["diagnostics"][0];
+            assert_eq!(d["code"], "parse-error");
+            assert!(d["message"].as_str().unwrap().contains("a front-end bug"));
+        }
+        let logged = msgs
+            .iter()
+            .filter(|m| {
+                m["method"] == "window/logMessage"
+                    && m["params"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("a front-end bug")
+            })
+            .count();
+        assert_eq!(logged, 2);
+        for id in [2, 3] {
+            let answer = msgs.iter().find(|m| m["id"] == id).expect("answered");
+            assert!(answer["result"]["contents"]["value"]
+                .as_str()
+                .unwrap()
+                .contains("parse-error"));
+        }
+        assert!(msgs.iter().any(|m| m["id"] == 4 && m["result"].is_null()));
+    }
+}
