@@ -368,13 +368,8 @@ pub fn analyze_file(index: usize, file: crate::source::FileRef) -> FileIr {
     match isolate::catch(|| frontend::analyze(index, file.clone())) {
         Ok(ir) => ir,
         Err(message) => {
-            let first = file.text.chars().next().map_or(0, char::len_utf8);
-            let mut ir = FileIr::new(file);
-            ir.problems.push(isolate::problem(
-                "this file",
-                &message,
-                crate::source::Span::new(0, first),
-            ));
+            let mut ir = FileIr::new(file.clone());
+            ir.problems.push(isolate::file_problem(&file, &message));
             ir
         }
     }
@@ -389,15 +384,15 @@ fn rule_step(
     let mut found = Vec::new();
     match isolate::catch(|| step(&mut found)) {
         Ok(()) => out.extend(found),
-        Err(message) => {
-            let first = file.text.chars().next().map_or(0, char::len_utf8);
-            let p = isolate::problem("this file", &message, crate::source::Span::new(0, first));
-            out.push(problem_finding(file, &p));
-        }
+        Err(message) => out.push(isolate::file_finding(file, &message)),
     }
 }
 
-fn problem_finding(file: &crate::source::FileRef, p: &crate::ir::ParseProblem) -> Diagnostic {
+/// The `parse-error` finding for a problem reading `file`.
+pub(crate) fn problem_finding(
+    file: &crate::source::FileRef,
+    p: &crate::ir::ParseProblem,
+) -> Diagnostic {
     Diagnostic {
         rule: PARSE_ERROR.name,
         severity: PARSE_ERROR.severity,

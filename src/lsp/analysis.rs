@@ -1,12 +1,12 @@
 //! Analysing one document: the engine over the editor's text, with a panic turned into a
-//! finding on the document so that the server goes on.
+//! finding on the document and a log line (through [`crate::isolate`], like every other caught
+//! panic: nothing is printed by the panic hook) so that the server goes on.
 
-use crate::diagnostic::{Diagnostic, Location};
+use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
-use crate::rules::PARSE_ERROR;
-use crate::source::{FileRef, Span};
+use crate::isolate;
+use crate::source::FileRef;
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -44,39 +44,32 @@ pub fn analyse(path: &Path, text: &str) -> Outcome {
             .iter()
             .map(|e| format!("{}: {}", e.path.display(), e.message)),
     );
-    let findings = report
+    let findings: Vec<Diagnostic> = report
         .findings
         .into_iter()
         .filter(|d| d.primary.file.path == path)
         .collect();
+    // a panic the engine caught in one step (a front-end, one embedded text, a rule) is a
+    // finding already; the log says so too
+    log.extend(
+        findings
+            .iter()
+            .filter(|d| isolate::is_caught(d))
+            .map(|d| format!("{}: {}", path.display(), d.message)),
+    );
     Outcome { findings, log }
 }
 
-/// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document.
+/// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document and a
+/// log line.
 pub fn guarded(analyser: Analyser, file: &FileRef) -> Outcome {
-    match catch_unwind(AssertUnwindSafe(|| analyser(&file.path, &file.text))) {
+    match isolate::catch(|| analyser(&file.path, &file.text)) {
         Ok(outcome) => outcome,
-        Err(payload) => {
-            let why = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown cause".to_string());
-            let message = format!("locklint failed while analysing this file: {why}");
+        Err(why) => {
+            let finding = isolate::file_finding(file, &why);
             Outcome {
-                findings: vec![Diagnostic {
-                    rule: PARSE_ERROR.name,
-                    severity: PARSE_ERROR.severity,
-                    primary: Location::new(file.clone(), Span::new(0, 0)),
-                    label: "not analysed".to_string(),
-                    message: message.clone(),
-                    help: "the rest of the workspace is still analysed; please report this file's \
-                           contents to locklint's maintainers"
-                        .to_string(),
-                    related: Vec::new(),
-                    fix: None,
-                }],
-                log: vec![format!("{}: {message}", file.path.display())],
+                log: vec![format!("{}: {}", file.path.display(), finding.message)],
+                findings: vec![finding],
             }
         }
     }
@@ -95,17 +88,30 @@ mod tests {
     use super::*;
     use crate::source::SourceFile;
 
+    use crate::rules::PARSE_ERROR;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Whether the panic hook was silenced when [`explode`] panicked.
+    static SILENCED: AtomicBool = AtomicBool::new(false);
+
     fn explode(_: &Path, _: &str) -> Outcome {
+        SILENCED.store(isolate::catching(), Ordering::SeqCst);
         panic!("a front-end bug")
     }
 
     #[test]
-    fn a_panic_becomes_a_finding_and_a_log_line() {
+    fn a_panic_becomes_a_finding_and_a_log_line_and_is_not_printed() {
         let file = SourceFile::new(PathBuf::from("/ws/a.lua"), "x".into());
         let out = guarded(explode, &file);
         assert_eq!(out.findings.len(), 1);
         assert_eq!(out.findings[0].rule, PARSE_ERROR.name);
+        assert!(isolate::is_caught(&out.findings[0]));
         assert!(out.findings[0].message.contains("a front-end bug"));
+        assert_eq!(out.findings[0].primary.span.end, 1);
         assert!(out.log[0].contains("a front-end bug"));
+        assert!(
+            SILENCED.load(Ordering::SeqCst),
+            "the panic hook prints nothing for it"
+        );
     }
 }

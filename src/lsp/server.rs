@@ -559,17 +559,23 @@ mod tests {
         out
     }
 
-    /// Runs a conversation in memory; returns the exit status and the messages written.
+    /// Runs a conversation in memory without debounce; returns the exit status and the
+    /// messages written.
     fn converse(analyser: Analyser, messages: &[Value]) -> (u8, Vec<Value>) {
+        converse_with(Duration::ZERO, analyser, messages)
+    }
+
+    fn converse_with(
+        debounce: Duration,
+        analyser: Analyser,
+        messages: &[Value],
+    ) -> (u8, Vec<Value>) {
         let input: Vec<u8> = messages.iter().cloned().flat_map(frame).collect();
         let out = Written::default();
         let code = run(
             Cursor::new(input),
             Box::new(out.clone()),
-            Config {
-                debounce: Duration::ZERO,
-                analyser,
-            },
+            Config { debounce, analyser },
         );
         let written = out.0.lock().unwrap().clone();
         let mut reader = Reader::new(Cursor::new(written));
@@ -630,5 +636,49 @@ mod tests {
                 .contains("parse-error"));
         }
         assert!(msgs.iter().any(|m| m["id"] == 4 && m["result"].is_null()));
+    }
+
+    /// How many analyses [`counted`] ran, and the text of the last one.
+    static ANALYSES: Mutex<(usize, String)> = Mutex::new((0, String::new()));
+
+    fn counted(_: &Path, text: &str) -> Outcome {
+        let mut a = ANALYSES.lock().unwrap();
+        a.0 += 1;
+        a.1 = text.to_string();
+        Outcome::default()
+    }
+
+    #[test]
+    fn a_flood_of_edits_is_analysed_a_few_times_and_a_hover_gets_the_last_version() {
+        let uri = "untitled:flood";
+        let mut messages = vec![
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {} }),
+            json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": { "textDocument": { "uri": uri, "languageId": "rust", "version": 1, "text": "" } } }),
+        ];
+        // 1,000 keystrokes, each an incremental edit at the end of the text
+        for v in 2..=1001 {
+            let at = v - 2;
+            messages.push(json!({ "jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                "textDocument": { "uri": uri, "version": v },
+                "contentChanges": [{ "range": { "start": { "line": 0, "character": at }, "end": { "line": 0, "character": at } }, "text": "x" }],
+            } }));
+        }
+        messages.push(json!({ "jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": { "textDocument": { "uri": uri }, "position": { "line": 0, "character": 0 } } }));
+        messages.push(json!({ "jsonrpc": "2.0", "id": 3, "method": "shutdown" }));
+        // changes wait for a pause longer than the conversation: only the open and the hover
+        // cause an analysis
+        let (code, msgs) = converse_with(Duration::from_secs(3600), counted, &messages);
+        assert_eq!(code, 0);
+        let (runs, last) = ANALYSES.lock().unwrap().clone();
+        assert!(runs <= 2, "{runs} analyses for 1,000 edits");
+        assert_eq!(last, "x".repeat(1000), "the hover waited for the last version");
+        let hover = msgs.iter().find(|m| m["id"] == 2).expect("answered");
+        assert!(hover.get("error").is_none(), "{hover}");
+        let versions: Vec<i64> = msgs
+            .iter()
+            .filter(|m| m["method"] == "textDocument/publishDiagnostics")
+            .filter_map(|m| m["params"]["version"].as_i64())
+            .collect();
+        assert_eq!(versions.last(), Some(&1001), "{versions:?}");
     }
 }
