@@ -562,20 +562,15 @@ mod tests {
     /// Runs a conversation in memory without debounce; returns the exit status and the
     /// messages written.
     fn converse(analyser: Analyser, messages: &[Value]) -> (u8, Vec<Value>) {
-        converse_with(Duration::ZERO, analyser, messages)
-    }
-
-    fn converse_with(
-        debounce: Duration,
-        analyser: Analyser,
-        messages: &[Value],
-    ) -> (u8, Vec<Value>) {
         let input: Vec<u8> = messages.iter().cloned().flat_map(frame).collect();
         let out = Written::default();
         let code = run(
             Cursor::new(input),
             Box::new(out.clone()),
-            Config { debounce, analyser },
+            Config {
+                debounce: Duration::ZERO,
+                analyser,
+            },
         );
         let written = out.0.lock().unwrap().clone();
         let mut reader = Reader::new(Cursor::new(written));
@@ -648,6 +643,60 @@ mod tests {
         Outcome::default()
     }
 
+    /// Input handed over one frame at a time: each frame once the server has written as many
+    /// messages containing `after` as the frame asks for.
+    struct Paced {
+        frames: std::collections::VecDeque<(Vec<u8>, usize)>,
+        current: Cursor<Vec<u8>>,
+        out: Written,
+        after: &'static str,
+        /// How far the output has been searched, and what was found there.
+        scanned: usize,
+        seen: usize,
+    }
+
+    impl Paced {
+        fn wait_for(&mut self, count: usize) {
+            let needle = self.after.as_bytes();
+            while self.seen < count {
+                let out = self.out.0.lock().unwrap();
+                let from = self.scanned;
+                if out.len() >= from + needle.len() {
+                    self.seen += out[from..]
+                        .windows(needle.len())
+                        .filter(|w| *w == needle)
+                        .count();
+                    self.scanned = out.len() - needle.len() + 1;
+                }
+                drop(out);
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    impl std::io::Read for Paced {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = std::io::Read::read(&mut self.fill_buf()?, buf)?;
+            self.consume(n);
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Paced {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            if self.current.position() as usize == self.current.get_ref().len() {
+                if let Some((next, count)) = self.frames.pop_front() {
+                    self.wait_for(count);
+                    self.current = Cursor::new(next);
+                }
+            }
+            self.current.fill_buf()
+        }
+        fn consume(&mut self, n: usize) {
+            self.current.consume(n)
+        }
+    }
+
     #[test]
     fn a_flood_of_edits_is_analysed_a_few_times_and_a_hover_gets_the_last_version() {
         let uri = "untitled:flood";
@@ -655,23 +704,57 @@ mod tests {
             json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {} }),
             json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": { "textDocument": { "uri": uri, "languageId": "rust", "version": 1, "text": "" } } }),
         ];
-        // 1,000 keystrokes, each an incremental edit at the end of the text
+        // 1,000 keystrokes at the end of the text, each a position past the end of the line
+        // (clamped, and logged: the next one is sent once the server has handled this one)
         for v in 2..=1001 {
-            let at = v - 2;
             messages.push(json!({ "jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
                 "textDocument": { "uri": uri, "version": v },
-                "contentChanges": [{ "range": { "start": { "line": 0, "character": at }, "end": { "line": 0, "character": at } }, "text": "x" }],
+                "contentChanges": [{ "range": { "start": { "line": 0, "character": 5000 }, "end": { "line": 0, "character": 5000 } }, "text": "x" }],
             } }));
         }
         messages.push(json!({ "jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": { "textDocument": { "uri": uri }, "position": { "line": 0, "character": 0 } } }));
         messages.push(json!({ "jsonrpc": "2.0", "id": 3, "method": "shutdown" }));
-        // changes wait for a pause longer than the conversation: only the open and the hover
-        // cause an analysis
-        let (code, msgs) = converse_with(Duration::from_secs(3600), counted, &messages);
+        let out = Written::default();
+        // the initialisation and the opening go first; edit `j` once `j - 1` were handled,
+        // the hover and the shutdown once all were
+        let head: Vec<u8> = messages[..2].iter().cloned().flat_map(frame).collect();
+        let frames = messages[2..]
+            .iter()
+            .enumerate()
+            .map(|(j, m)| (frame(m.clone()), j.min(1000)))
+            .collect();
+        let input = Paced {
+            frames,
+            current: Cursor::new(head),
+            out: out.clone(),
+            after: "outside the document",
+            scanned: 0,
+            seen: 0,
+        };
+        // changes wait for a pause longer than the conversation: only the opening and the
+        // hover cause an analysis, however long the server has between two edits
+        let code = run(
+            input,
+            Box::new(out.clone()),
+            Config {
+                debounce: Duration::from_secs(3600),
+                analyser: counted,
+            },
+        );
         assert_eq!(code, 0);
         let (runs, last) = ANALYSES.lock().unwrap().clone();
         assert!(runs <= 2, "{runs} analyses for 1,000 edits");
-        assert_eq!(last, "x".repeat(1000), "the hover waited for the last version");
+        assert_eq!(
+            last,
+            "x".repeat(1000),
+            "the hover waited for the last version"
+        );
+        let written = out.0.lock().unwrap().clone();
+        let mut reader = Reader::new(Cursor::new(written));
+        let mut msgs: Vec<Value> = Vec::new();
+        while let Frame::Body(b) = reader.read_frame() {
+            msgs.push(serde_json::from_slice(&b).unwrap());
+        }
         let hover = msgs.iter().find(|m| m["id"] == 2).expect("answered");
         assert!(hover.get("error").is_none(), "{hover}");
         let versions: Vec<i64> = msgs
