@@ -63,15 +63,20 @@ fn parse(args: &[String]) -> Result<Args, String> {
             v.parse::<f64>()
                 .map_err(|_| format!("{flag}: not a number: {v}"))
         };
+        // counts and the seed are read exactly (a seed of 19 digits does not survive a float)
+        let int = |v: &String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: not a whole number: {v}"))
+        };
         match flag.as_str() {
             "--seconds" => a.seconds = num(value()?)?,
-            "--iterations" => a.iterations = Some(num(value()?)? as u64),
-            "--seed" => a.seed = num(value()?)? as u64,
+            "--iterations" => a.iterations = Some(int(value()?)?),
+            "--seed" => a.seed = int(value()?)?,
             "--corpus" => a.corpus.push(PathBuf::from(value()?)),
-            "--max-len" => a.max_len = num(value()?)? as usize,
+            "--max-len" => a.max_len = int(value()?)? as usize,
             "--artifacts" => a.artifacts = PathBuf::from(value()?),
             "--input" => a.input = Some(PathBuf::from(value()?)),
-            "--from" => a.from = num(value()?)? as u64,
+            "--from" => a.from = int(value()?)?,
             "--worker" => a.worker = true,
             other => return Err(format!("unknown option {other}")),
         }

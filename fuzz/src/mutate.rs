@@ -1,7 +1,7 @@
 //! Mutations of corpus inputs: byte flips, splices of regions from other inputs, duplication of
 //! a region (deep nesting, long chains, long inputs) and runs of delimiters or keywords.
 
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 /// Apply one to four mutations to `input`, keeping it within `max_len` bytes.
 pub fn mutate(
@@ -48,7 +48,7 @@ fn set_byte(rng: &mut Rng, out: &mut Vec<u8>) {
 /// A random region `start..end` of `len` bytes, at most `max` long.
 fn region(rng: &mut Rng, len: usize, max: usize) -> (usize, usize) {
     let start = rng.below(len + 1);
-    let end = (start + rng.len(max)).min(len);
+    let end = (start + rng.size(max)).min(len);
     (start, end)
 }
 
@@ -83,7 +83,7 @@ fn duplicate_region(rng: &mut Rng, out: &mut Vec<u8>, max_len: usize) {
     }
     let piece = out[s..e].to_vec();
     let room = max_len.saturating_sub(out.len()) / piece.len();
-    let times = rng.len(room.min(200_000));
+    let times = rng.size(room.min(200_000));
     let copies: Vec<u8> = piece
         .iter()
         .copied()
@@ -100,7 +100,7 @@ fn insert_run(rng: &mut Rng, out: &mut Vec<u8>, dictionary: &[&str], max_len: us
     }
     let word = rng.pick(dictionary).as_bytes();
     let room = max_len.saturating_sub(out.len()) / word.len().max(1);
-    let times = rng.len(room.min(100_000));
+    let times = rng.size(room.min(100_000));
     let at = rng.below(out.len() + 1);
     let run: Vec<u8> = word
         .iter()
@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn mutations_stay_within_the_limit_and_change_the_input() {
         let others = vec![b"fn main() { let x = (1 + 2); }".to_vec()];
-        let mut rng = Rng::new(42);
+        let mut rng = Rng::with_seed(42);
         let mut changed = 0;
         for _ in 0..2000 {
             let input = b"SELECT pg_advisory_lock(1);";
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn duplication_builds_long_inputs() {
-        let mut rng = Rng::new(3);
+        let mut rng = Rng::with_seed(3);
         let longest = (0..500)
             .map(|_| {
                 let mut v = b"((a))".to_vec();

@@ -4,7 +4,7 @@
 
 use crate::exec::{execute, Failure, Limits};
 use crate::mutate::mutate;
-use crate::rng::Rng;
+use crate::rng::{self, Draw, Rng};
 use crate::targets::Target;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,7 +23,7 @@ impl Inputs<'_> {
         if let Some(s) = usize::try_from(index).ok().and_then(|i| self.seeds.get(i)) {
             return s.clone();
         }
-        let mut rng = Rng::for_input(self.seed, index);
+        let mut rng = rng::for_input(self.seed, index);
         let t = self.target;
         let gen_len = *rng.pick(&[256, 4096, 65536, self.max_len]);
         let generated = |rng: &mut Rng| t.generate.map(|g| g(rng, gen_len.min(self.max_len)));

@@ -141,3 +141,13 @@ fn the_binary_saves_crashing_inputs_and_goes_on() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_seed_is_read_exactly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_locklint-fuzz"))
+        .args(["sql", "--iterations", "1", "--seed", "12345678901234567891"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("seed 12345678901234567891,"), "{stdout}");
+}

@@ -2,7 +2,7 @@
 //! with valid and misspelt keys, wrong types, globs and nested tables.
 
 use super::Gen;
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 const RULES: &[&str] = &[
     "\"get-then-set\"",

@@ -2,7 +2,7 @@
 //! string and comment form, deep blocks and long operator chains.
 
 use super::Gen;
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 pub fn generate(rng: &mut Rng, max_len: usize) -> String {
     let mut g = Gen::new(rng, max_len);

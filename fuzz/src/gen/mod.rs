@@ -8,7 +8,7 @@ pub mod lua;
 pub mod rust;
 pub mod sql;
 
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 /// Shared state of one generation: the output, the random source, and how deep and how long
 /// the text may grow.
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn literals_round_trip_through_syn() {
-        let mut rng = Rng::new(9);
+        let mut rng = Rng::with_seed(9);
         for s in ["a\"b\\c\n", "r#\"x\"#", "é\t", "\"#"] {
             for _ in 0..8 {
                 let lit = rust_literal(&mut rng, s);

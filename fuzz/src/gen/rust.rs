@@ -3,7 +3,7 @@
 //! Fn()`, reference and pointer types, long operator chains).
 
 use super::{lua, rust_literal, sql, Gen};
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 pub fn generate(rng: &mut Rng, max_len: usize) -> String {
     let mut g = Gen::new(rng, max_len);
@@ -146,7 +146,7 @@ fn stmt(g: &mut Gen, depth: usize) {
 /// `|x| |x| move |x| ..`: nesting without brackets.
 fn closure_chain(g: &mut Gen, depth: usize) {
     let n = if g.rng.one_in(4) {
-        g.rng.len(g.max_depth)
+        g.rng.size(g.max_depth)
     } else {
         g.rng.range(1, 3)
     };

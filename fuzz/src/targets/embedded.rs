@@ -3,7 +3,7 @@
 
 use super::{check_text, has_ext, Target};
 use crate::gen::{self, rust_literal};
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 
 /// Ways Rust hands text to a database or to Redis; `{}` is the literal.
 const FORMS: &[&str] = &[
@@ -22,7 +22,7 @@ fn wrap(input: &[u8]) -> String {
     let h = input
         .iter()
         .fold(0u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64));
-    let mut rng = Rng::new(h);
+    let mut rng = Rng::with_seed(h);
     let form = rng.pick(FORMS);
     let lit = rust_literal(&mut rng, &text);
     form.replacen("{}", &lit, 1)

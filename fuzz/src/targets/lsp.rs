@@ -5,7 +5,7 @@
 
 use super::{files, has_ext, Target};
 use crate::gen;
-use crate::rng::Rng;
+use crate::rng::{Draw, Rng};
 use locklint::lsp::protocol::{self, Incoming};
 use locklint::lsp::transport::{Frame, Reader};
 use locklint::lsp::{analysis, run as serve, Config};
