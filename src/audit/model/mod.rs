@@ -1,0 +1,194 @@
+//! Building the lock inventory: loads and analyses the files like `check` does, then groups
+//! Redis operations by resolved key template, advisory locks by key and lock tables by table,
+//! and collects per lock its acquires, releases, renewals, fencing and the writes made while
+//! it is held. [`super::verdict`] then decides purpose and verdict.
+
+mod advisory;
+mod redis;
+mod runtime;
+mod table;
+mod writes;
+
+use advisory::advisory_locks;
+use redis::redis_locks;
+use runtime::runtime_locks;
+use table::table_locks;
+use writes::{sql_writes_after, target};
+
+use super::{
+    verdict, Acquire, Audit, Fencing, Finding, Lock, Mechanism, Purpose, PurposeKind,
+    PurposeSource, Release, Renewal, Site, TokenKind, Verdict, Write,
+};
+use crate::config::{Mode, Resolver, Settings};
+use crate::diagnostic::Diagnostic;
+use crate::engine::{self, ConfigSource, Options};
+use crate::frontend::sql::lex as sql_lex;
+use crate::frontend::sql::{Conflict, Kind, Schema, Statement};
+use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
+use crate::locks::{self, Project, Trace, TraceOp};
+use crate::rules::sql_matching::{
+    exec_method, fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences,
+    lock_table, lock_write, runs, LockWrite,
+};
+use crate::source::Span;
+use crate::vocabulary;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Analyse `opts.paths` and build the inventory (the files are read and parsed once, by the
+/// engine, which also runs the rules whose findings the inventory attaches).
+pub fn run(opts: &Options) -> Audit {
+    let mut report = engine::run(&Options {
+        keep_irs: true,
+        ..opts.clone()
+    });
+    let mut audit = Audit {
+        empty_paths: std::mem::take(&mut report.empty_paths),
+        notes: report
+            .notes
+            .iter()
+            .map(|n| format!("{}: {}", n.path, n.message))
+            .collect(),
+        ..Default::default()
+    };
+    if let Some(e) = report.config_error {
+        audit.errors.push(e.trim_end().to_string());
+        return audit;
+    }
+    for e in &report.errors {
+        audit.errors.push(format!(
+            "{}: {}",
+            crate::source::display_path(&e.path),
+            e.message
+        ));
+    }
+    let settings = project_settings(opts);
+    audit.files = report.files;
+    let irs = std::mem::take(&mut report.irs);
+    audit.locks = inventory(&irs, &settings, &report.findings);
+    audit
+}
+
+fn project_settings(opts: &Options) -> Settings {
+    let resolver = match &opts.config {
+        ConfigSource::Isolated => return Settings::default(),
+        ConfigSource::Discover => Resolver::new(Mode::Discover),
+        ConfigSource::File(p) => match crate::config::load(p) {
+            Ok(Some(s)) => Resolver::new(Mode::Fixed(Arc::new(s))),
+            _ => return Settings::default(),
+        },
+    };
+    opts.paths
+        .first()
+        .and_then(|p| resolver.for_file(p).ok())
+        .map(|s| (*s).clone())
+        .unwrap_or_default()
+}
+
+/// The inventory of analysed files, with the findings of the normal rules attached.
+pub fn inventory(irs: &[FileIr], settings: &Settings, findings: &[Diagnostic]) -> Vec<Lock> {
+    let project = locks::analyze_with(irs, settings);
+    let mut out = Vec::new();
+    out.extend(redis_locks(&project));
+    out.extend(advisory_locks(&project));
+    out.extend(table_locks(&project));
+    out.extend(runtime_locks(&project));
+    for l in &mut out {
+        attach_findings(l, findings);
+        l.purpose = verdict::purpose(l, settings);
+        verdict::decide(l);
+    }
+    out.sort_by(|a, b| {
+        let key = |l: &Lock| {
+            l.first_site()
+                .map(|s| (s.path.clone(), s.line))
+                .unwrap_or_default()
+        };
+        key(a).cmp(&key(b)).then(a.name.cmp(&b.name))
+    });
+    out
+}
+
+fn empty_lock(name: String, mechanism: Mechanism) -> Lock {
+    Lock {
+        name,
+        mechanism,
+        acquires: Vec::new(),
+        releases: Vec::new(),
+        renewals: Vec::new(),
+        renewed: false,
+        fencing: Fencing::default(),
+        protects: Vec::new(),
+        purpose: Purpose {
+            value: PurposeKind::Efficiency,
+            source: PurposeSource::Inferred,
+        },
+        verdict: Verdict::FineForEfficiency,
+        reasons: Vec::new(),
+        next_steps: Vec::new(),
+        findings: Vec::new(),
+    }
+}
+
+fn push_site(v: &mut Vec<Site>, s: Site) {
+    if !v.iter().any(|x| x.same(&s)) {
+        v.push(s);
+    }
+}
+
+fn push_write(v: &mut Vec<Write>, w: Write) {
+    if !v.iter().any(|x| x.site.same(&w.site)) {
+        v.push(w);
+    }
+}
+
+// ---------------------------------------------------------------- findings
+
+/// Attach the findings of the normal rules whose spans belong to this lock's sites.
+fn attach_findings(lock: &mut Lock, findings: &[Diagnostic]) {
+    let mut path_sites: Vec<&Site> = Vec::new();
+    for a in &lock.acquires {
+        path_sites.push(&a.site);
+        path_sites.extend(a.called_from.iter());
+    }
+    path_sites.extend(lock.releases.iter().map(|r| &r.site));
+    path_sites.extend(lock.renewals.iter().map(|r| &r.site));
+    let write_sites: Vec<&Site> = lock.protects.iter().map(|w| &w.site).collect();
+    let mut out: Vec<Finding> = Vec::new();
+    for d in findings {
+        let p = d.primary.path();
+        let on_path = path_sites.iter().any(|s| s.overlaps(p, d.primary.span))
+            || (d.rule != "unfenced-write"
+                && d.related.iter().any(|r| {
+                    path_sites
+                        .iter()
+                        .any(|s| s.overlaps(r.location.path(), r.location.span))
+                }));
+        let on_write = write_sites.iter().any(|s| s.overlaps(p, d.primary.span));
+        if !(on_path || on_write) {
+            continue;
+        }
+        out.push(Finding {
+            rule: d.rule,
+            severity: d.severity,
+            site: Site::new(&d.primary.file, d.primary.span),
+            message: d.message.clone(),
+            on_path,
+        });
+    }
+    out.sort_by(|a, b| {
+        (a.rule, &a.site.path, a.site.line).cmp(&(b.rule, &b.site.path, b.site.line))
+    });
+    lock.findings = out;
+}
+
+/// Paths as given, for [`Options`].
+pub fn options(paths: &[PathBuf], exclude_dirs: &[PathBuf], config: ConfigSource) -> Options {
+    Options {
+        paths: paths.to_vec(),
+        exclude_dirs: exclude_dirs.to_vec(),
+        config,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,338 @@
+//! Redis locks in the inventory: operations grouped by resolved key template, with their
+//! acquires, releases, renewals, fences and the writes made while the lock is held.
+
+use super::*;
+
+/// The group a Redis operation belongs to: its resolved key template, a struct field, or
+/// (unresolved) the key as written in its function.
+fn redis_group(o: &TraceOp) -> String {
+    if o.key.has_literal() {
+        return o.key.template();
+    }
+    if let Some(id) = &o.identity {
+        if let Some(f) = id.strip_prefix("f:") {
+            return format!("self.{}", f.rsplit('.').next().unwrap_or(f));
+        }
+    }
+    format!(
+        "{{{}}} in {}()",
+        o.key.display().trim_matches(['{', '}']),
+        o.func.name
+    )
+}
+
+fn words_of(o: &TraceOp) -> Vec<String> {
+    let mut w = vocabulary::words(&o.key.template());
+    for n in &o.key.names {
+        w.extend(vocabulary::words(n));
+    }
+    w
+}
+
+fn is_fence_key(o: &TraceOp) -> bool {
+    vocabulary::has_fence_word(&words_of(o))
+}
+
+/// The literal number following `marker` in `text` (`"PX").arg(30_000)`, `PX(30)`).
+fn number_after(text: &str, marker: &str) -> Option<Option<u64>> {
+    let upper = text.to_ascii_uppercase();
+    let mut from = 0;
+    while let Some(i) = upper[from..].find(marker) {
+        let at = from + i;
+        from = at + marker.len();
+        // a whole word: `PX` but not `PXAT`, not `SPX`
+        let before = upper[..at].chars().last();
+        let after = upper[at + marker.len()..].chars().next();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            || after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let mut rest = &text[at + marker.len()..];
+        loop {
+            let t = rest
+                .trim_start_matches([' ', '\t', '\n', '\r', '"', '\'', ')', '(', ',', '.', '&']);
+            let t = t.strip_prefix("arg").unwrap_or(t);
+            if t.len() == rest.len() {
+                break;
+            }
+            rest = t;
+        }
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '_')
+            .filter(|c| *c != '_')
+            .collect();
+        return Some(digits.parse().ok());
+    }
+    None
+}
+
+/// The last argument of a call snippet, when it is a number literal.
+fn last_number_arg(text: &str) -> Option<u64> {
+    let inner = text.trim_end().strip_suffix(')')?;
+    let last = inner.rsplit(',').next()?.trim();
+    let digits: String = last.chars().filter(|c| *c != '_').collect();
+    digits.parse().ok()
+}
+
+fn ttl_of(o: &TraceOp, text: &str) -> String {
+    let unit = |n: Option<u64>, ms: bool| match n {
+        Some(n) if ms => format!("{n} ms"),
+        Some(n) => format!("{n} s"),
+        None => "dynamic".to_string(),
+    };
+    for (m, ms) in [("PX", true), ("EX", false)] {
+        if let Some(n) = number_after(text, m) {
+            return unit(n, ms);
+        }
+    }
+    let cmd = o.op.command.to_ascii_lowercase();
+    if cmd.contains("pset_ex") || cmd.contains("pexpire") {
+        return unit(last_number_arg(text), true);
+    }
+    if cmd.contains("set_ex") || cmd.contains("expire") {
+        return unit(last_number_arg(text), false);
+    }
+    match o.op.kind {
+        OpKind::Write {
+            expiry: Some(_), ..
+        }
+        | OpKind::Expire => "dynamic".to_string(),
+        _ => "none".to_string(),
+    }
+}
+
+fn op_site(o: &TraceOp) -> Site {
+    Site::new(&o.file, o.op.span)
+}
+
+/// Whether the path to `o` depends on a read of the same key (compare in the client).
+fn client_compared(t: &Trace, o: &TraceOp) -> bool {
+    t.ops
+        .iter()
+        .any(|r| r.op.kind == OpKind::Read && t.same_key(r, o) && o.deps.contains(&r.op.id))
+}
+
+fn script_is_renewal(o: &TraceOp) -> bool {
+    vocabulary::names_renewal(&o.func.name)
+}
+
+pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
+    // which op nodes are seen with a resolved template somewhere
+    let mut resolved: HashSet<crate::ir::NodeId> = HashSet::new();
+    for t in &project.traces {
+        for o in &t.ops {
+            if o.is_lock && o.key.has_literal() {
+                resolved.insert(o.op.id);
+            }
+        }
+    }
+    let mut groups: BTreeMap<String, Vec<(&Trace, &TraceOp)>> = BTreeMap::new();
+    for t in &project.traces {
+        for o in &t.ops {
+            if !o.is_lock || (!o.key.has_literal() && resolved.contains(&o.op.id)) {
+                continue;
+            }
+            groups.entry(redis_group(o)).or_default().push((t, o));
+        }
+    }
+    let mut out = Vec::new();
+    for (name, ops) in groups {
+        if !ops
+            .iter()
+            .any(|(_, o)| matches!(o.op.kind, OpKind::Write { .. }))
+        {
+            // a key only read or deleted here (its acquire is elsewhere, unresolved)
+            continue;
+        }
+        let mut lock = empty_lock(name, Mechanism::RedisSetNxPx);
+        let mut acquires: Vec<(Acquire, crate::ir::NodeId, bool)> = Vec::new();
+        let mut mechanisms = Vec::new();
+        for (t, o) in &ops {
+            let site = op_site(o);
+            match &o.op.kind {
+                OpKind::Write { nx, expiry, .. } if !o.op.kind.is_renewing_write() => {
+                    let mech = if !nx {
+                        Mechanism::RedisGetThenSet
+                    } else if expiry.is_some() {
+                        Mechanism::RedisSetNxPx
+                    } else if project.facts.acquires_expired_later.contains(&o.op.id) {
+                        Mechanism::RedisSetnxExpire
+                    } else {
+                        Mechanism::RedisSetnxNoExpiry
+                    };
+                    mechanisms.push(mech);
+                    let ignored = matches!(o.result, ResultUse::Ignored(_));
+                    let via = o.via.first().map(|(f, s)| Site::new(f, *s));
+                    if let Some((a, _, ign)) = acquires.iter_mut().find(|(_, id, _)| *id == o.op.id)
+                    {
+                        *ign |= ignored;
+                        if let Some(v) = via {
+                            push_site(&mut a.called_from, v);
+                        }
+                        continue;
+                    }
+                    let mut ttl = ttl_of(o, o.file.snippet(o.op.span));
+                    if mech == Mechanism::RedisSetnxExpire {
+                        // the TTL is in the separate expiry
+                        if let Some(i) = t.ops.iter().position(|x| std::ptr::eq(x, *o)) {
+                            if let Some(e) = t.later_on_key(i).find(|x| x.op.kind == OpKind::Expire)
+                            {
+                                ttl = ttl_of(e, e.file.snippet(e.op.span));
+                            }
+                        }
+                    }
+                    let token = match &o.op.value {
+                        Some((Value::Constant(_), _)) => TokenKind::Constant,
+                        Some((Value::Dynamic, _)) => TokenKind::Unique,
+                        None => TokenKind::None,
+                    };
+                    acquires.push((
+                        Acquire {
+                            site,
+                            function: o.func.name.clone(),
+                            command: o.op.command.clone(),
+                            ttl,
+                            token,
+                            checked: None,
+                            called_from: via.into_iter().collect(),
+                        },
+                        o.op.id,
+                        ignored,
+                    ));
+                }
+                OpKind::Delete | OpKind::CompareDelete => {
+                    if lock.releases.iter().any(|r| r.site.same(&site)) {
+                        continue;
+                    }
+                    let compare = o.op.kind == OpKind::CompareDelete;
+                    let client = client_compared(t, o);
+                    lock.releases.push(Release {
+                        site,
+                        function: o.func.name.clone(),
+                        command: o.op.command.clone(),
+                        atomic: compare || o.op.watched,
+                        owner_checked: compare || o.op.watched || client,
+                    });
+                }
+                OpKind::Script => {
+                    let guarded = script_guarded(project, o);
+                    if script_is_renewal(o) {
+                        if !lock.renewals.iter().any(|r| r.site.same(&site)) {
+                            lock.renewals.push(Renewal {
+                                site,
+                                function: o.func.name.clone(),
+                                command: "Lua script".to_string(),
+                                owner_checked: guarded,
+                            });
+                        }
+                    } else if !lock.releases.iter().any(|r| r.site.same(&site)) {
+                        lock.releases.push(Release {
+                            site,
+                            function: o.func.name.clone(),
+                            command: "Lua script".to_string(),
+                            atomic: true,
+                            owner_checked: guarded,
+                        });
+                    }
+                }
+                OpKind::Expire if project.facts.expiries_after_acquire.contains(&o.op.id) => {}
+                OpKind::Expire | OpKind::Write { .. } => {
+                    if lock.renewals.iter().any(|r| r.site.same(&site)) {
+                        continue;
+                    }
+                    lock.renewals.push(Renewal {
+                        site,
+                        function: o.func.name.clone(),
+                        command: o.op.command.clone(),
+                        owner_checked: o.op.watched || client_compared(t, o),
+                    });
+                }
+                _ => {}
+            }
+        }
+        // the worst mechanism seen wins (one lock, several styles of taking it)
+        mechanisms.sort();
+        if let Some(m) = mechanisms.last() {
+            lock.mechanism = *m;
+        }
+        lock.acquires = acquires
+            .into_iter()
+            .map(|(mut a, _, ignored)| {
+                a.checked = Some(!ignored);
+                a
+            })
+            .collect();
+        // what the lock protects, per trace that takes it
+        for (t, o) in &ops {
+            if !o.op.kind.is_acquire() && !matches!(o.op.kind, OpKind::Write { .. }) {
+                continue;
+            }
+            let start = o.at.index;
+            let end = ops
+                .iter()
+                .filter(|(t2, r)| {
+                    std::ptr::eq(*t2, *t)
+                        && matches!(
+                            r.op.kind,
+                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
+                        )
+                        && r.at.index > start
+                })
+                .map(|(_, r)| r.at.index)
+                .min()
+                .unwrap_or(usize::MAX);
+            for x in &t.ops {
+                if x.at.index <= start || x.at.index >= end || x.is_lock {
+                    continue;
+                }
+                if x.op.kind == OpKind::Incr && is_fence_key(x) {
+                    push_site(&mut lock.fencing.minted, op_site(x));
+                    continue;
+                }
+                if matches!(
+                    x.op.kind,
+                    OpKind::Write { .. } | OpKind::Delete | OpKind::Incr | OpKind::CompareDelete
+                ) {
+                    push_write(
+                        &mut lock.protects,
+                        Write {
+                            site: op_site(x),
+                            function: x.func.name.clone(),
+                            target: format!("Redis {} {}", x.op.command, x.key.template()),
+                            idempotent: false,
+                            fenced: false,
+                            same_session: false,
+                            conditional_update: false,
+                        },
+                    );
+                }
+            }
+            let file_idx = o.at.file;
+            if let Some(file) = project.files.get(file_idx) {
+                sql_writes_after(project, file, t.root, start, end, None, &mut lock);
+            }
+        }
+        out.push(lock);
+    }
+    out
+}
+
+/// Whether the Lua scripts of the file that holds a script op compare the lock's value before
+/// every `DEL`/expiry (taken per file: scripts are bound to keys at run time).
+fn script_guarded(project: &Project, o: &TraceOp) -> bool {
+    let Some(file) = project.files.get(o.op.id.file) else {
+        return false;
+    };
+    let scripts: Vec<_> = file
+        .lua
+        .scripts
+        .iter()
+        .filter(|s| !s.writes.is_empty())
+        .collect();
+    !scripts.is_empty()
+        && scripts
+            .iter()
+            .all(|s| s.writes.iter().all(|(w, _)| w.guarded))
+}

@@ -1,0 +1,111 @@
+//! What a lock protects: the SQL writes a function makes while it holds the lock, and
+//! whether each one is fenced, idempotent or conditional.
+
+use super::*;
+
+/// A statement that writes data (not a lock, not a fence counter).
+fn data_write(st: &Statement, schema: &Schema) -> bool {
+    st.is_write() && !st.in_body && st.advisory.is_empty() && lock_table(st, schema).is_none()
+}
+
+fn fenced(st: &Statement, schema: &Schema) -> bool {
+    fence_column(st, schema).is_some_and(|c| has_fence_guard(st, &c))
+        || schema.names.fence.iter().any(|c| has_fence_guard(st, c))
+}
+
+/// An insert that a unique constraint turns into an error on repeat, or `ON CONFLICT DO NOTHING`.
+fn idempotent(st: &Statement, schema: &Schema) -> bool {
+    if is_idempotent(st) {
+        return true;
+    }
+    if st.kind != Kind::Insert || st.conflict != Conflict::None {
+        return false;
+    }
+    let Some(t) = st.table.as_deref().and_then(|t| schema.table(t)) else {
+        return false;
+    };
+    let inserted: Vec<&str> = st.values.iter().map(|a| a.column.as_str()).collect();
+    t.unique
+        .iter()
+        .any(|u| !u.is_empty() && u.iter().all(|c| inserted.contains(&c.as_str())))
+}
+
+fn conditional_update(st: &Statement) -> bool {
+    st.kind == Kind::Update
+        && st.filter.as_ref().is_some_and(|f| {
+            f.comparisons
+                .iter()
+                .any(|c| c.op == crate::frontend::sql::CmpOp::Eq)
+        })
+}
+
+pub(super) fn target(st: &Statement) -> String {
+    let verb = match st.kind {
+        Kind::Insert => match st.conflict {
+            Conflict::None => "INSERT",
+            Conflict::Ignore => "INSERT (ignore conflicts)",
+            _ => "UPSERT",
+        },
+        Kind::Update => "UPDATE",
+        Kind::Delete => "DELETE",
+        _ => "SQL",
+    };
+    format!("{verb} {}", st.table.as_deref().unwrap_or("?"))
+}
+
+/// Collect the SQL writes `func` runs between event indexes `start` and `end`; mint sites of
+/// fencing tokens go to the fencing section. `session`: the executor holding a non-expiring
+/// lock, for writes that run on it.
+pub(super) fn sql_writes_after(
+    project: &Project,
+    file: &FileIr,
+    func: &Function,
+    start: usize,
+    end: usize,
+    session: Option<Executor>,
+    lock: &mut Lock,
+) {
+    let schema = &project.schema;
+    for run in runs(file, func) {
+        let at = run.at.index;
+        if at <= start || at >= end {
+            continue;
+        }
+        let st = run.statement;
+        let site = Site::new(&file.file, st.span);
+        if let Some(fc) = fence_column(st, schema) {
+            if issues_fences(st, &fc) {
+                push_site(&mut lock.fencing.minted, site);
+                continue;
+            }
+        }
+        if !data_write(st, schema) {
+            continue;
+        }
+        let is_fenced = fenced(st, schema);
+        let executor = run.embedded.exec.as_ref().map(|e| e.executor);
+        let same_session = match (session, executor) {
+            (Some(l), Some(w)) => {
+                l != Executor::Pool && w != Executor::Pool && (l == w || w == Executor::Transaction)
+            }
+            _ => false,
+        };
+        if is_fenced {
+            push_site(&mut lock.fencing.checked_writes, site.clone());
+        } else {
+            push_site(&mut lock.fencing.unchecked_writes, site.clone());
+        }
+        push_write(
+            &mut lock.protects,
+            Write {
+                site,
+                function: func.name.clone(),
+                target: target(st),
+                idempotent: idempotent(st, schema),
+                fenced: is_fenced,
+                same_session,
+                conditional_update: conditional_update(st),
+            },
+        );
+    }
+}
