@@ -4,6 +4,7 @@
 
 use super::RuleInfo;
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
+use crate::frontend::sql::lex as sql_lex;
 use crate::frontend::sql::schema::lock_table_name;
 use crate::frontend::sql::{Advisory, CmpOp, Col, Conflict, Kind, Schema, Statement, Value};
 use crate::ir::{Embedded, Event, FileIr, Function, NodeId};
@@ -378,45 +379,20 @@ pub fn end_before_semicolon(file: &FileIr, span: Span) -> usize {
     span.start + trimmed.len()
 }
 
-/// The PostgreSQL parameters (`$n`) of a SQL text outside quoted strings and identifiers:
-/// (start, end, n) in text offsets.
-pub fn dollar_params(sql: &str) -> Vec<(usize, usize, usize)> {
-    let bytes = sql.as_bytes();
-    let mut out = Vec::new();
-    let mut quote: Option<u8> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        match quote {
-            Some(q) if b == q => quote = None,
-            Some(_) => {}
-            None if b == b'\'' || b == b'"' => quote = Some(b),
-            None if b == b'$' => {
-                let after_word =
-                    i > 0 && (bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
-                let digits = bytes[i + 1..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit())
-                    .count();
-                if !after_word && digits > 0 {
-                    if let Ok(n) = sql[i + 1..i + 1 + digits].parse() {
-                        out.push((i, i + 1 + digits, n));
-                    }
-                    i += digits;
-                }
-            }
-            None => {}
-        }
-        i += 1;
-    }
-    out
-}
-
 /// The next positional parameter of a statement: `$n` after the highest one, or `?` when it
 /// uses question marks.
 pub fn next_placeholder(sql: &str) -> String {
-    let max = dollar_params(sql).iter().map(|p| p.2).max().unwrap_or(0);
-    if max == 0 && sql.contains('?') {
+    let params: Vec<&str> = sql_lex::tokens(sql)
+        .into_iter()
+        .filter(|t| t.kind == sql_lex::Kind::Param)
+        .map(|t| t.text(sql))
+        .collect();
+    let max = params
+        .iter()
+        .filter_map(|p| p.strip_prefix('$')?.parse::<usize>().ok())
+        .max()
+        .unwrap_or(0);
+    if max == 0 && params.iter().any(|p| p.starts_with('?')) {
         "?".to_string()
     } else {
         format!("${}", max + 1)
@@ -459,6 +435,25 @@ pub fn drop_parameter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_next_placeholder_ignores_quotes_and_comments() {
+        assert_eq!(next_placeholder("UPDATE t SET a = $1 WHERE id = $2"), "$3");
+        assert_eq!(next_placeholder("UPDATE t SET a = 1"), "$1");
+        assert_eq!(next_placeholder("UPDATE t SET a = ? WHERE id = ?"), "?");
+        assert_eq!(
+            next_placeholder("UPDATE t SET a = 'why?' WHERE id = 7"),
+            "$1"
+        );
+        assert_eq!(
+            next_placeholder("UPDATE t SET a = '$9' WHERE id = $1 -- $5"),
+            "$2"
+        );
+        assert_eq!(
+            next_placeholder("UPDATE t SET a = $$ $4 $$ WHERE id = $1"),
+            "$2"
+        );
+    }
 
     fn advisory(name: &str, args: &str) -> Advisory {
         Advisory {
