@@ -41,11 +41,19 @@
 //! efficiency, and protect correctness-critical writes with a fence
 //! ([`crate::fence`]) or a unique key ([`crate::idempotency`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Executor, PgPool, Postgres, Transaction};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::fence::FenceCounter;
+use crate::lock::LeaseError;
+use crate::FencingToken;
 
 /// A 64-bit advisory lock key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -269,7 +277,7 @@ impl AdvisoryLock {
             .fetch_one(conn.conn())
             .await?;
         if locked {
-            Ok(Some(AdvisoryGuard { conn, key }))
+            Ok(Some(AdvisoryGuard::new(conn, key)))
         } else {
             conn.release_clean();
             Ok(None)
@@ -337,7 +345,7 @@ impl AdvisoryLock {
         };
         conn.conn().execute(sqlx::raw_sql(reset)).await?;
         if locked {
-            Ok(Some(AdvisoryGuard { conn, key }))
+            Ok(Some(AdvisoryGuard::new(conn, key)))
         } else {
             conn.release_clean();
             Ok(None)
@@ -376,31 +384,245 @@ impl AdvisoryLock {
 ///
 /// Release it with [`AdvisoryGuard::unlock`]. Dropping the guard instead closes the
 /// connection (the server then releases the lock); it is never returned to the pool.
+///
+/// [`AdvisoryGuard::spawn_keep_alive`] watches the session: a query on the guard's own
+/// connection every interval checks that the session is alive and still holds the lock, and
+/// the first failure (the backend terminated, the connection dropped, the lock released
+/// behind the guard's back) ends the guard: [`AdvisoryGuard::lost`] resolves,
+/// [`AdvisoryGuard::is_held`] turns false and the
+/// [`cancellation_token`](AdvisoryGuard::cancellation_token) is cancelled.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+/// use std::time::Duration;
+/// use locklint_runtime::advisory::AdvisoryLock;
+///
+/// if let Some(mut guard) = AdvisoryLock::try_lock(pool, "nightly-report").await? {
+///     guard.spawn_keep_alive(Duration::from_secs(1));
+///     tokio::select! {
+///         _ = async { /* work */ } => {}
+///         _ = guard.lost() => eprintln!("the session holding the lock died"),
+///     }
+///     guard.unlock().await?; // fails (and closes the connection) if the session died
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard closes its connection and releases the lock"]
 pub struct AdvisoryGuard {
-    conn: Dedicated,
+    conn: Arc<Mutex<Dedicated>>,
     key: AdvisoryKey,
+    fence: Option<FencingToken>,
+    ended: CancellationToken,
+    /// Asks the keep-alive to stop between two queries.
+    stop: CancellationToken,
+    keep_alive: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for AdvisoryGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdvisoryGuard")
             .field("key", &self.key)
+            .field("fence", &self.fence)
+            .field("held", &self.is_held())
             .finish_non_exhaustive()
     }
 }
 
+/// Whether the session of `conn` still holds the advisory lock `key` (a 64-bit key is
+/// shown in `pg_locks` as `classid` = high half, `objid` = low half, `objsubid` = 1).
+async fn holds(conn: &mut PgConnection, key: AdvisoryKey) -> Result<bool, sqlx::Error> {
+    let high = i64::from((key.0 >> 32) as u32);
+    let low = i64::from(key.0 as u32);
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+         AND pid = pg_backend_pid() AND granted AND objsubid = 1 \
+         AND classid::bigint = $1 AND objid::bigint = $2)",
+    )
+    .bind(high)
+    .bind(low)
+    .fetch_one(conn)
+    .await
+}
+
+async fn keep_alive(
+    conn: Arc<Mutex<Dedicated>>,
+    key: AdvisoryKey,
+    interval: Duration,
+    ended: CancellationToken,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            _ = ended.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let held = {
+            let mut conn = conn.lock().await;
+            if stop.is_cancelled() {
+                return;
+            }
+            holds(conn.conn(), key).await
+        };
+        if !matches!(held, Ok(true)) {
+            // The session is gone (its locks with it) or no longer holds this lock.
+            ended.cancel();
+            return;
+        }
+    }
+}
+
 impl AdvisoryGuard {
+    fn new(conn: Dedicated, key: AdvisoryKey) -> Self {
+        AdvisoryGuard {
+            conn: Arc::new(Mutex::new(conn)),
+            key,
+            fence: None,
+            ended: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            keep_alive: None,
+        }
+    }
+
     /// The key of the held lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// use locklint_runtime::advisory::{AdvisoryKey, AdvisoryLock};
+    /// let guard = AdvisoryLock::try_lock(pool, AdvisoryKey(42)).await?.expect("free");
+    /// assert_eq!(guard.key(), AdvisoryKey(42));
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> AdvisoryKey {
         self.key
     }
 
+    /// The fencing token drawn for this lock, when it was taken through an
+    /// [`AdvisoryLocker`] (which draws one from its [`FenceCounter`]); `None` for the
+    /// [`AdvisoryLock`] entry points, which draw none.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::advisory::AdvisoryLocker;
+    /// let locks = AdvisoryLocker::new(pool);
+    /// let guard = locks.try_lock("job").await?.expect("free");
+    /// assert!(guard.fence().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> Option<FencingToken> {
+        self.fence
+    }
+
     /// The session holding the lock, e.g. to run work on it. Do not release the lock through
     /// it (`pg_advisory_unlock*`, `DISCARD ALL`); [`Self::unlock`] would then report
-    /// [`AdvisoryError::NotHeld`].
-    pub fn connection(&mut self) -> &mut PgConnection {
-        self.conn.conn()
+    /// [`AdvisoryError::NotHeld`]. While the returned guard is alive the keep-alive waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// let mut guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+    ///     .fetch_one(&mut *guard.connection().await)
+    ///     .await?;
+    /// # let _ = pid; Ok(()) }
+    /// ```
+    pub async fn connection(&mut self) -> MappedMutexGuard<'_, PgConnection> {
+        MutexGuard::map(self.conn.lock().await, |d| d.conn())
+    }
+
+    /// Starts watching the session: every `interval`, a query on the guard's connection
+    /// checks that the session is alive and still holds the lock; the first failure marks
+    /// the guard lost (see [`Self::lost`]). A terminated backend is noticed within one
+    /// interval. Calling it again replaces the previous watch. Must be called within a
+    /// tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// let mut guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// guard.spawn_keep_alive(Duration::from_secs(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_keep_alive(&mut self, interval: Duration) {
+        self.stop_keep_alive_now();
+        self.stop = CancellationToken::new();
+        self.keep_alive = Some(tokio::spawn(keep_alive(
+            Arc::clone(&self.conn),
+            self.key,
+            interval.max(Duration::from_millis(1)),
+            self.ended.clone(),
+            self.stop.clone(),
+        )));
+    }
+
+    fn stop_keep_alive_now(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.keep_alive.take() {
+            task.abort();
+        }
+    }
+
+    /// Whether the guard still holds the lock as far as it knows: false once the keep-alive
+    /// found the session dead or the lock gone. Without a keep-alive it stays true until
+    /// [`Self::unlock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// # use locklint_runtime::advisory::AdvisoryLock;
+    /// let guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// assert!(guard.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held(&self) -> bool {
+        !self.ended.is_cancelled()
+    }
+
+    /// A future that resolves once the keep-alive finds the session dead or the lock gone.
+    /// It owns what it needs, so it can be awaited in a `select!` next to the work.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// # use std::time::Duration;
+    /// # use locklint_runtime::advisory::AdvisoryLock;
+    /// let mut guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// guard.spawn_keep_alive(Duration::from_secs(1));
+    /// let lost = guard.lost();
+    /// tokio::select! { _ = lost => {}, _ = tokio::time::sleep(Duration::from_secs(5)) => {} }
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let ended = self.ended.clone();
+        async move { ended.cancelled().await }
+    }
+
+    /// A token cancelled as soon as the guard is known to have lost the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// # use locklint_runtime::advisory::AdvisoryLock;
+    /// let guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// let token = guard.cancellation_token();
+    /// assert!(!token.is_cancelled());
+    /// # Ok(()) }
+    /// ```
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// Takes the connection back from the keep-alive, waiting for a query in flight.
+    async fn take_connection(&mut self) -> Option<Dedicated> {
+        self.stop.cancel();
+        if let Some(task) = self.keep_alive.take() {
+            let _ = task.await;
+        }
+        let conn = std::mem::replace(
+            &mut self.conn,
+            Arc::new(Mutex::new(Dedicated { slot: None })),
+        );
+        Arc::try_unwrap(conn).ok().map(Mutex::into_inner)
     }
 
     /// Releases the lock with `pg_advisory_unlock` on the same connection that took it. On
@@ -410,25 +632,324 @@ impl AdvisoryGuard {
     /// A connection whose session still holds any advisory lock afterwards (one taken through
     /// [`Self::connection`], or this key taken a second time, which PostgreSQL counts) is
     /// closed instead of pooled, so no lock ever reaches another user of the pool.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// # use locklint_runtime::advisory::AdvisoryLock;
+    /// let guard = AdvisoryLock::try_lock(pool, "job").await?.expect("free");
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<(), AdvisoryError> {
+        let Some(mut conn) = self.take_connection().await else {
+            return Err(AdvisoryError::NotHeld { key: self.key });
+        };
+        self.ended.cancel();
         let unlocked: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
             .bind(self.key.0)
-            .fetch_one(self.conn.conn())
+            .fetch_one(conn.conn())
             .await?;
         if unlocked {
             let still_holding: bool = sqlx::query_scalar(
                 "SELECT EXISTS (SELECT 1 FROM pg_locks \
                  WHERE locktype = 'advisory' AND pid = pg_backend_pid())",
             )
-            .fetch_one(self.conn.conn())
+            .fetch_one(conn.conn())
             .await?;
             if !still_holding {
-                self.conn.release_clean();
+                conn.release_clean();
             }
-            // Otherwise dropping the guard closes the session, which releases the rest.
+            // Otherwise dropping the connection closes the session, which releases the rest.
             Ok(())
         } else {
             Err(AdvisoryError::NotHeld { key: self.key })
+        }
+    }
+}
+
+impl Drop for AdvisoryGuard {
+    fn drop(&mut self) {
+        // The keep-alive's clone of the connection goes with the task; the last clone closes
+        // the connection.
+        self.stop_keep_alive_now();
+        self.ended.cancel();
+    }
+}
+
+/// Advisory locks by name with fencing tokens and a session watch: the
+/// [`Lock`](crate::lock::Lock) implementation for PostgreSQL advisory locks.
+///
+/// Each acquisition takes a session lock on a dedicated connection from the pool (the key
+/// is [`AdvisoryKey::from_name`]), draws a fencing token from a [`FenceCounter`] on that
+/// connection, and starts the keep-alive ([`AdvisoryGuard::spawn_keep_alive`]) with the
+/// locker's interval (1 s by default). The TTL of the [`Lock`](crate::lock::Lock) methods is
+/// ignored: an advisory lock lasts as long as its session.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use locklint_runtime::advisory::AdvisoryLocker;
+///
+/// let locks = AdvisoryLocker::new(pool).with_keep_alive(Duration::from_millis(500));
+/// locks.migrate().await?; // the fence counter table
+/// if let Some(guard) = locks.try_lock("nightly-report").await? {
+///     let fence = guard.fence().expect("drawn by the locker");
+///     // ... fenced writes with `fence` ...
+///     guard.unlock().await?;
+/// #   let _ = fence;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AdvisoryLocker {
+    pool: PgPool,
+    fences: FenceCounter,
+    keep_alive: Duration,
+}
+
+impl AdvisoryLocker {
+    /// A locker on `pool` with the default [`FenceCounter`] table and a 1 s keep-alive.
+    ///
+    /// ```no_run
+    /// # fn demo(pool: sqlx::PgPool) {
+    /// let locks = locklint_runtime::advisory::AdvisoryLocker::new(pool);
+    /// # let _ = locks; }
+    /// ```
+    pub fn new(pool: PgPool) -> Self {
+        AdvisoryLocker {
+            pool,
+            fences: FenceCounter::default(),
+            keep_alive: Duration::from_secs(1),
+        }
+    }
+
+    /// Draws fences from `fences` instead of the default counter table.
+    ///
+    /// ```no_run
+    /// # fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::ident::InvalidIdentifier> {
+    /// use locklint_runtime::advisory::AdvisoryLocker;
+    /// use locklint_runtime::fence::FenceCounter;
+    /// let locks = AdvisoryLocker::new(pool).with_fences(FenceCounter::with_table("app.fences")?);
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn with_fences(mut self, fences: FenceCounter) -> Self {
+        self.fences = fences;
+        self
+    }
+
+    /// Checks each held session every `interval` (see [`AdvisoryGuard::spawn_keep_alive`]).
+    ///
+    /// ```no_run
+    /// # fn demo(pool: sqlx::PgPool) {
+    /// # use std::time::Duration;
+    /// let locks = locklint_runtime::advisory::AdvisoryLocker::new(pool)
+    ///     .with_keep_alive(Duration::from_millis(250));
+    /// # let _ = locks; }
+    /// ```
+    pub fn with_keep_alive(mut self, interval: Duration) -> Self {
+        self.keep_alive = interval;
+        self
+    }
+
+    /// Creates the fence counter table if it does not exist.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// locklint_runtime::advisory::AdvisoryLocker::new(pool).migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        self.fences.migrate(&self.pool).await
+    }
+
+    async fn finish(
+        &self,
+        name: &str,
+        guard: Option<AdvisoryGuard>,
+    ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
+        let Some(mut guard) = guard else {
+            return Ok(None);
+        };
+        let fence = self
+            .fences
+            .next(&mut *guard.connection().await, name)
+            .await?;
+        guard.fence = Some(fence);
+        guard.spawn_keep_alive(self.keep_alive);
+        Ok(Some(guard))
+    }
+
+    /// Takes the lock `name` without waiting, with a fence and a keep-alive; `None` if
+    /// another session holds it.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// let locks = locklint_runtime::advisory::AdvisoryLocker::new(pool);
+    /// if let Some(guard) = locks.try_lock("job").await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self, name: &str) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
+        let guard = AdvisoryLock::try_lock(&self.pool, name).await?;
+        self.finish(name, guard).await
+    }
+
+    /// Waits up to `timeout` for the lock `name` (see [`AdvisoryLock::lock_timeout`]), with
+    /// a fence and a keep-alive; `None` when the time is up.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// # use std::time::Duration;
+    /// let locks = locklint_runtime::advisory::AdvisoryLocker::new(pool);
+    /// let guard = locks.lock_timeout("job", Duration::from_secs(5)).await?;
+    /// # let _ = guard; Ok(()) }
+    /// ```
+    pub async fn lock_timeout(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
+        let guard = AdvisoryLock::lock_timeout(&self.pool, name, timeout).await?;
+        self.finish(name, guard).await
+    }
+}
+
+impl From<AdvisoryError> for LeaseError {
+    fn from(e: AdvisoryError) -> Self {
+        LeaseError::Backend(Box::new(e))
+    }
+}
+
+/// An [`AdvisoryGuard`] held through the [`Lock`](crate::lock::Lock) trait: it has a fence
+/// and a keep-alive.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::lock::LeaseError> {
+/// use std::time::Duration;
+/// use locklint_runtime::advisory::AdvisoryLocker;
+/// use locklint_runtime::lock::{Lease, Lock};
+/// let locks = AdvisoryLocker::new(pool);
+/// let lease = locks.try_acquire("job", Duration::from_secs(30)).await?;
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct AdvisoryLease {
+    guard: AdvisoryGuard,
+    name: String,
+    fence: FencingToken,
+    interval: Duration,
+}
+
+impl AdvisoryLease {
+    /// The guard, e.g. for its connection.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::lock::LeaseError> {
+    /// # use std::time::Duration;
+    /// # use locklint_runtime::advisory::AdvisoryLocker;
+    /// # use locklint_runtime::lock::Lock;
+    /// let mut lease = AdvisoryLocker::new(pool).try_acquire("job", Duration::from_secs(30)).await?;
+    /// let key = lease.guard().key();
+    /// # let _ = key; Ok(()) }
+    /// ```
+    pub fn guard(&mut self) -> &mut AdvisoryGuard {
+        &mut self.guard
+    }
+}
+
+impl crate::lock::Lock for AdvisoryLocker {
+    type Lease = AdvisoryLease;
+
+    async fn try_acquire(&self, name: &str, _ttl: Duration) -> Result<AdvisoryLease, LeaseError> {
+        match self.try_lock(name).await? {
+            Some(guard) => Ok(advisory_lease(guard, name, self.keep_alive)),
+            None => Err(LeaseError::Busy {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    async fn acquire_timeout(
+        &self,
+        name: &str,
+        _ttl: Duration,
+        timeout: Duration,
+    ) -> Result<AdvisoryLease, LeaseError> {
+        match self.lock_timeout(name, timeout).await? {
+            Some(guard) => Ok(advisory_lease(guard, name, self.keep_alive)),
+            None => Err(LeaseError::Busy {
+                name: name.to_owned(),
+            }),
+        }
+    }
+}
+
+fn advisory_lease(guard: AdvisoryGuard, name: &str, interval: Duration) -> AdvisoryLease {
+    AdvisoryLease {
+        fence: guard.fence.unwrap_or(FencingToken(0)),
+        guard,
+        name: name.to_owned(),
+        interval,
+    }
+}
+
+impl crate::lock::Lease for AdvisoryLease {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fence(&self) -> FencingToken {
+        self.fence
+    }
+
+    fn is_held(&self) -> bool {
+        self.guard.is_held()
+    }
+
+    fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// Restarts the session watch with the locker's interval (the locker already started
+    /// one).
+    fn spawn_keep_alive(&mut self) {
+        self.guard.spawn_keep_alive(self.interval)
+    }
+
+    /// No TTL to extend: checks on the guard's connection that the session still holds the
+    /// lock.
+    async fn renew(&mut self, _ttl: Duration) -> Result<(), LeaseError> {
+        if !self.guard.is_held() {
+            return Err(LeaseError::Lost {
+                name: self.name.clone(),
+            });
+        }
+        let key = self.guard.key;
+        let held = holds(&mut *self.guard.connection().await, key).await;
+        match held {
+            Ok(true) => Ok(()),
+            _ => {
+                self.guard.ended.cancel();
+                Err(LeaseError::Lost {
+                    name: self.name.clone(),
+                })
+            }
+        }
+    }
+
+    async fn release(self) -> Result<(), LeaseError> {
+        let name = self.name;
+        if !self.guard.is_held() {
+            drop(self.guard); // closes the connection
+            return Err(LeaseError::Lost { name });
+        }
+        match self.guard.unlock().await {
+            Ok(()) => Ok(()),
+            Err(AdvisoryError::NotHeld { .. }) => Err(LeaseError::Lost { name }),
+            // The session failed: the connection is closed and the lock with it.
+            Err(AdvisoryError::Database(_)) => Err(LeaseError::Lost { name }),
         }
     }
 }

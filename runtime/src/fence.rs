@@ -3,10 +3,8 @@
 //! A lock alone cannot stop a holder that was paused (GC, swap, VM migration, a long
 //! `await`) from writing after its lease expired and somebody else took over. A fencing
 //! token closes that gap: every acquisition hands out a larger number, the protected rows
-//! remember the largest number that wrote them, and a write carrying a smaller or equal
-//! number is refused *by the resource itself*.
-//!
-//! # The SQL pattern
+//! remember the largest number that touched them, and a statement carrying a smaller number
+//! is refused *by the resource itself*.
 //!
 //! Give the protected table a fence column (see [`FencedTable::add_fence_column_sql`]):
 //!
@@ -14,15 +12,49 @@
 //! ALTER TABLE accounts ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
 //! ```
 //!
-//! and make every write conditional on the token, binding the token as `$1`:
+//! There are two ways to use it. Which one is needed depends on whether the value written
+//! was computed from a read made under the lock.
+//!
+//! # Read-modify-write: claim the row when reading
+//!
+//! When the new value depends on what the holder read (`balance = <read balance> + 100`),
+//! the row must learn the holder's token **at the read**. The read claims the row, and every
+//! later write requires the claimed token (the token is bound as `$1`, the key as `$2`):
 //!
 //! ```sql
-//! UPDATE accounts SET balance = $3, fence = $1 WHERE id = $2 AND fence < $1;
+//! -- FencedTable::claim_sql("balance"): the read
+//! UPDATE accounts SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING balance;
+//! -- FencedTable::claimed_update_sql("balance = $3"): the write
+//! UPDATE accounts SET balance = $3 WHERE id = $2 AND fence = $1;
 //! ```
 //!
-//! One affected row means the write happened and the row now remembers the token; zero rows
-//! means a newer holder has already written (or the row does not exist). [`FencedWrite`] runs
-//! such a statement and turns zero affected rows into [`FenceError::StaleFence`].
+//! [`FencedClaim`] runs the claim and returns the row; [`FencedWrite`] runs the write. Both
+//! turn zero affected rows into [`FenceError::StaleFence`]. A holder whose row was claimed by
+//! a newer token is refused at its next claim *and* at its next write, in every interleaving:
+//! the newer holder's claim raises the fence before the newer holder reads, so the stale
+//! holder's write (which requires `fence = <its token>`) can no longer match, whether it comes
+//! before or after the newer holder's write. Claiming again with the token already claimed
+//! (`fence <= $1`) is allowed, so one holder can read and write the row several times.
+//! Inside one transaction the claim also row-locks the row until commit, so a newer holder's
+//! claim waits and then reads the committed result.
+//!
+//! # Blind writes: compare the fence when writing
+//!
+//! When the written value does not depend on a read made under the lock (`status =
+//! 'closed'`, or an increment computed by the database itself, `balance = balance + $3`), a
+//! fence compared at the write is enough:
+//!
+//! ```sql
+//! -- FencedTable::update_sql("balance = balance + $3")
+//! UPDATE accounts SET balance = balance + $3, fence = $1 WHERE id = $2 AND fence < $1;
+//! ```
+//!
+//! This write-only form refuses a stale holder whose write arrives *after* a newer holder's
+//! first write. It is **not enough for a read-modify-write**: if the stale holder A read the
+//! row, its lease expired, the newer holder B read the same row, and A then writes first, A's
+//! write is accepted (the row has not seen B's token yet) and B's write, computed from the
+//! same old read, overwrites it. One update is lost and no `StaleFence` is raised.
+//! `tests/sql_fencing.rs` reproduces that interleaving, and shows the claim form refusing A.
 //!
 //! Using `fence < $1` (rather than `<=`) also makes one holder's writes to a row happen at
 //! most once per token; a holder that writes the same row several times uses
@@ -31,8 +63,8 @@
 //! Tokens come from [`crate::table::TableLock`] (its fence column), from the Redis leases in
 //! [`crate::redis_lock`], or from a [`FenceCounter`] bumped while holding any lock.
 
-use sqlx::postgres::{PgArguments, PgExecutor};
-use sqlx::query::Query;
+use sqlx::postgres::{PgArguments, PgExecutor, PgRow};
+use sqlx::query::{Query, QueryAs};
 use sqlx::{Acquire, Postgres};
 
 use crate::ident::{validate_identifier, validate_simple_identifier, InvalidIdentifier};
@@ -64,7 +96,8 @@ pub(crate) fn fence_from_i64(value: i64) -> u64 {
 #[derive(Debug, thiserror::Error)]
 pub enum FenceError {
     /// The statement affected no rows: the resource has already accepted a token at least as
-    /// new as `presented` (or the target row does not exist). The write did not happen.
+    /// new as `presented` (a newer one, for a claim or a write requiring the claimed token),
+    /// or the target row does not exist. The write (or claim) did not happen.
     #[error("stale fencing token {presented}: the resource is at fence {current:?}")]
     StaleFence {
         /// The token that was presented with the refused write.
@@ -111,7 +144,9 @@ pub struct FencedWrite<'q> {
 
 impl<'q> FencedWrite<'q> {
     /// Prepares `sql` with `token` bound as `$1`. The statement must compare the stored fence
-    /// with `$1` (for example `WHERE ... AND fence < $1`) and store `$1` on success.
+    /// with `$1`: `WHERE ... AND fence < $1` storing `$1` on success (write-only form, see
+    /// [`FencedTable::update_sql`]), or `WHERE ... AND fence = $1` after a claim
+    /// ([`FencedTable::claimed_update_sql`]).
     pub fn new(sql: &'q str, token: FencingToken) -> Self {
         FencedWrite {
             token,
@@ -164,22 +199,163 @@ impl<'q> FencedWrite<'q> {
             if rows > 0 {
                 return Ok(rows);
             }
-            let current = match self.lookup {
-                Some(lookup) => {
-                    use sqlx::Row;
-                    lookup
-                        .fetch_optional(&mut *conn)
-                        .await?
-                        .map(|row| row.try_get::<i64, _>(0).map(fence_from_i64))
-                        .transpose()?
-                }
-                None => None,
-            };
             Err(FenceError::StaleFence {
                 presented: self.token,
-                current,
+                current: current_fence(self.lookup, &mut conn).await?,
             })
         }
+    }
+}
+
+/// A PostgreSQL claim: a statement that stamps the row with the fencing token (`$1`) and
+/// returns it, so that later writes can require that token. See the
+/// [module docs](self#read-modify-write-claim-the-row-when-reading).
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
+/// use locklint_runtime::fence::{FencedClaim, FencedTable, FencedWrite};
+///
+/// let accounts = FencedTable::new("accounts").expect("valid name");
+/// let claim = accounts.claim_sql("balance"); // UPDATE .. SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING balance
+/// let write = accounts.claimed_update_sql("balance = $3"); // UPDATE .. WHERE id = $2 AND fence = $1
+/// let (balance,): (i64,) = FencedClaim::new(&claim, token)
+///     .bind(42_i64) // $2: the row id
+///     .fetch(pool)
+///     .await?; // Err(StaleFence) if a newer holder has claimed the row
+/// FencedWrite::new(&write, token)
+///     .bind(42_i64)
+///     .bind(balance + 100) // computed from the claimed read
+///     .execute(pool)
+///     .await?; // Err(StaleFence) if a newer holder claimed the row since
+/// # Ok(()) }
+/// ```
+#[must_use = "a fenced claim does nothing until fetched"]
+pub struct FencedClaim<'q, R> {
+    token: FencingToken,
+    query: QueryAs<'q, Postgres, R, PgArguments>,
+    lookup: Option<Query<'q, Postgres, PgArguments>>,
+}
+
+impl<'q, R> FencedClaim<'q, R>
+where
+    R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+{
+    /// Prepares the claim `sql` (for example [`FencedTable::claim_sql`]) with `token` bound as
+    /// `$1`. The statement must set the fence to `$1` only where the stored fence is not newer
+    /// and return the row (`RETURNING ..`).
+    ///
+    /// ```
+    /// use locklint_runtime::fence::{FencedClaim, FencedTable};
+    /// use locklint_runtime::FencingToken;
+    /// let sql = FencedTable::new("accounts").unwrap().claim_sql("balance");
+    /// let claim = FencedClaim::<(i64,)>::new(&sql, FencingToken(7)).bind(42_i64);
+    /// assert_eq!(claim.token(), FencingToken(7));
+    /// ```
+    pub fn new(sql: &'q str, token: FencingToken) -> Self {
+        FencedClaim {
+            token,
+            query: sqlx::query_as(sql).bind(token.as_i64()),
+            lookup: None,
+        }
+    }
+
+    /// Binds the next parameter (`$2`, `$3`, ...).
+    ///
+    /// ```
+    /// # use locklint_runtime::fence::FencedClaim;
+    /// let claim = FencedClaim::<(i64,)>::new("UPDATE t SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING v", locklint_runtime::FencingToken(1))
+    ///     .bind(42_i64);
+    /// # let _ = claim;
+    /// ```
+    pub fn bind<T>(mut self, value: T) -> Self
+    where
+        T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.query = self.query.bind(value);
+        self
+    }
+
+    /// On rejection, read the row's current fence from `table` (keyed by `key`) so that
+    /// [`FenceError::StaleFence::current`] is filled in.
+    ///
+    /// ```
+    /// # use locklint_runtime::fence::{FencedClaim, FencedTable};
+    /// let accounts = FencedTable::new("accounts").unwrap();
+    /// let sql = accounts.claim_sql("balance");
+    /// let claim = FencedClaim::<(i64,)>::new(&sql, locklint_runtime::FencingToken(1))
+    ///     .bind(42_i64)
+    ///     .current_fence_from(&accounts, 42_i64);
+    /// # let _ = claim;
+    /// ```
+    pub fn current_fence_from<K>(mut self, table: &'q FencedTable, key: K) -> Self
+    where
+        K: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.lookup = Some(sqlx::query(&table.current_sql).bind(key));
+        self
+    }
+
+    /// The token bound as `$1`.
+    ///
+    /// ```
+    /// # use locklint_runtime::fence::FencedClaim;
+    /// # use locklint_runtime::FencingToken;
+    /// assert_eq!(FencedClaim::<(i64,)>::new("..", FencingToken(3)).token(), FencingToken(3));
+    /// ```
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// Runs the claim on `conn` (a `&PgPool`, `&mut PgConnection` or
+    /// `&mut Transaction<Postgres>`) and returns the claimed row; no row becomes
+    /// [`FenceError::StaleFence`] (a newer token has claimed or written the row, or the row
+    /// does not exist), and the row is then left unchanged.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::fence::FenceError> {
+    /// # use locklint_runtime::fence::{FencedClaim, FencedTable};
+    /// let sql = FencedTable::new("accounts").unwrap().claim_sql("balance");
+    /// let (balance,): (i64,) = FencedClaim::new(&sql, locklint_runtime::FencingToken(9))
+    ///     .bind(42_i64)
+    ///     .fetch(pool)
+    ///     .await?;
+    /// # let _ = balance; Ok(()) }
+    /// ```
+    pub fn fetch<'a, 'c, A>(
+        self,
+        conn: A,
+    ) -> impl std::future::Future<Output = Result<R, FenceError>> + Send + use<'a, 'q, A, R>
+    where
+        'q: 'a,
+        R: 'a,
+        A: Acquire<'c, Database = Postgres> + Send + 'a,
+    {
+        async move {
+            let mut conn = conn.acquire().await?;
+            if let Some(row) = self.query.fetch_optional(&mut *conn).await? {
+                return Ok(row);
+            }
+            Err(FenceError::StaleFence {
+                presented: self.token,
+                current: current_fence(self.lookup, &mut conn).await?,
+            })
+        }
+    }
+}
+
+/// Runs the optional current-fence lookup of a refused statement.
+async fn current_fence(
+    lookup: Option<Query<'_, Postgres, PgArguments>>,
+    conn: &mut sqlx::PgConnection,
+) -> Result<Option<u64>, sqlx::Error> {
+    use sqlx::Row;
+    match lookup {
+        Some(lookup) => lookup
+            .fetch_optional(conn)
+            .await?
+            .map(|row| row.try_get::<i64, _>(0).map(fence_from_i64))
+            .transpose(),
+        None => Ok(None),
     }
 }
 
@@ -243,11 +419,62 @@ impl FencedTable {
             .map(|_| ())
     }
 
-    /// A fenced `UPDATE` of one row: `UPDATE <table> SET <set_clause>, <fence> = $1
+    /// A write-only fenced `UPDATE` of one row: `UPDATE <table> SET <set_clause>, <fence> = $1
     /// WHERE <key> = $2 AND <fence> < $1`. Parameters of `set_clause` start at `$3`.
+    ///
+    /// Enough for blind writes only. When `set_clause` uses a value read earlier under the
+    /// lock, use [`Self::claim_sql`] for the read and [`Self::claimed_update_sql`] for the
+    /// write instead: with this form a stale holder that writes before the newer holder's
+    /// first write is accepted, and the newer holder's write then loses its update (see the
+    /// [module docs](self)).
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FencedTable;
+    /// let accounts = FencedTable::new("accounts").unwrap();
+    /// assert_eq!(
+    ///     accounts.update_sql("balance = balance + $3"),
+    ///     "UPDATE accounts SET balance = balance + $3, fence = $1 WHERE id = $2 AND fence < $1"
+    /// );
+    /// ```
     pub fn update_sql(&self, set_clause: &str) -> String {
         let (t, k, f) = (&self.table, &self.key_column, &self.fence_column);
         format!("UPDATE {t} SET {set_clause}, {f} = $1 WHERE {k} = $2 AND {f} < $1")
+    }
+
+    /// The claim that starts a read-modify-write: `UPDATE <table> SET <fence> = $1
+    /// WHERE <key> = $2 AND <fence> <= $1 RETURNING <returning>`. Run it with
+    /// [`FencedClaim`]; it returns the row only if no newer token has claimed it, and stamps
+    /// the row with the token so that an older holder's later writes are refused.
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FencedTable;
+    /// let accounts = FencedTable::new("accounts").unwrap();
+    /// assert_eq!(
+    ///     accounts.claim_sql("balance"),
+    ///     "UPDATE accounts SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING balance"
+    /// );
+    /// ```
+    pub fn claim_sql(&self, returning: &str) -> String {
+        let (t, k, f) = (&self.table, &self.key_column, &self.fence_column);
+        format!("UPDATE {t} SET {f} = $1 WHERE {k} = $2 AND {f} <= $1 RETURNING {returning}")
+    }
+
+    /// The write of a read-modify-write, after [`Self::claim_sql`]: `UPDATE <table> SET
+    /// <set_clause> WHERE <key> = $2 AND <fence> = $1`. It matches only while the row still
+    /// carries the claimed token. Parameters of `set_clause` start at `$3`. Run it with
+    /// [`FencedWrite`].
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FencedTable;
+    /// let accounts = FencedTable::new("accounts").unwrap();
+    /// assert_eq!(
+    ///     accounts.claimed_update_sql("balance = $3"),
+    ///     "UPDATE accounts SET balance = $3 WHERE id = $2 AND fence = $1"
+    /// );
+    /// ```
+    pub fn claimed_update_sql(&self, set_clause: &str) -> String {
+        let (t, k, f) = (&self.table, &self.key_column, &self.fence_column);
+        format!("UPDATE {t} SET {set_clause} WHERE {k} = $2 AND {f} = $1")
     }
 
     /// The fence currently stored on the row with key `key`, or `None` if there is no such row.

@@ -7,6 +7,7 @@
 //! | [`table`] | leases in a lock table, judged by the database clock, with a fence column | PostgreSQL, MySQL/MariaDB, SQLite |
 //! | [`fence`] | fenced writes: the resource rejects stale tokens | PostgreSQL |
 //! | [`idempotency`] | `claim_once`: at most once per key, by a unique constraint | PostgreSQL, MySQL/MariaDB, SQLite |
+//! | [`lock`] | the [`Lock`](lock::Lock)/[`Lease`](lock::Lease) traits every backend implements, and an in-memory implementation for tests | any |
 //!
 //! # Efficiency or correctness?
 //!
@@ -38,10 +39,10 @@
 //! | Primitive | Process pause past the TTL | Clock drift between clients | Failover without replication | Network partition |
 //! |---|---|---|---|---|
 //! | Redis lease ([`redis_lock`]) | no: the paused holder resumes and writes | yes (expiry runs on the Redis server), but a jump of the *server* clock can expire a lease early | no: a promoted replica that missed the `SET` grants the lock again | no: the cut-off holder keeps working after expiry |
-//! | Redis lease + fence checked by the resource | yes: the old token is rejected | yes | only if the fence counter survives failover (a lost `INCR` can hand out a token again); pair with a durable fence or idempotency | yes: writes through the partitioned holder's old token are rejected |
+//! | Redis lease + fence checked by the resource | yes: the old token is rejected | yes | yes for the fence: a lost counter restarts at the server's time in microseconds, above every earlier fence (unless the new primary's clock is behind by more than the failover took) | yes: writes through the partitioned holder's old token are rejected |
 //! | Advisory session lock ([`advisory`]) | no: the lock lasts while the session lives, but a paused holder whose session was killed keeps running | yes (no clocks involved) | no: advisory locks are not replicated, a promoted standby has none | no: the server ends the session when it notices, the client may not |
 //! | Advisory xact lock | no (same as the session lock), but work done *in the same transaction* is safe: if the session dies the transaction rolls back | yes | no for external effects; in-transaction writes are lost with the transaction, not duplicated | no for external effects; in-transaction writes roll back |
-//! | Lock table ([`table`]) + fence | yes with the fence (without it: no) | yes: expiry is judged by the database clock only | yes if the table is replicated synchronously (the lock and the fence fail over together) | yes with the fence |
+//! | Lock table ([`table`]) + fence | yes with the fence (without it: no) | yes: expiry is judged by the database clock only (for SQLite, the clock of the host the processes share) | yes if the table is replicated synchronously (the lock and the fence fail over together) | yes with the fence |
 //! | `claim_once` ([`idempotency`]) | yes: the second claim sees the first | yes | yes if the claims table is replicated synchronously; a lost committed claim can be claimed again | yes: the unique key is checked by the database |
 //!
 //! Rules of thumb: prefer the fence or claim to live **in the same database and transaction**
@@ -81,6 +82,7 @@ pub mod advisory;
 pub mod fence;
 pub mod idempotency;
 pub mod ident;
+pub mod lock;
 pub mod redis_lock;
 pub mod table;
 

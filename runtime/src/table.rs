@@ -4,7 +4,10 @@
 //! Each lock name is one row `(name, owner, fence, expires_at)`. Acquiring is a single
 //! upsert that takes the row **only if it is expired**, judged by the **database clock**
 //! (`now()` in PostgreSQL, `UTC_TIMESTAMP(6)` in MySQL/MariaDB, `julianday('now')` in
-//! SQLite), so the clocks of the competing clients do not matter. Every takeover increments
+//! SQLite), so the clocks of the competing clients do not matter. SQLite runs inside the
+//! client process, so its clock is the wall clock of the host the processes share: a step of
+//! that clock (NTP setting it back or forward) shortens or lengthens every live lease by the
+//! step; use PostgreSQL or MariaDB where that host's clock cannot be trusted. Every takeover increments
 //! the row's `fence`, which is returned as the lease's [`FencingToken`]. Rows are never
 //! deleted (release only marks the row expired), so the fence keeps growing for the life of
 //! the table.
@@ -20,19 +23,30 @@
 //! RETURNING fence;
 //! ```
 //!
-//! [`TableLock::renew`] and [`TableLock::release`] only touch the row while it still carries
-//! the lease's owner id (random, 128 bits, unique per acquisition), so a holder whose lease
-//! was taken over cannot extend or free the new holder's lease.
+//! [`TableLease::renew`] and [`TableLease::release`] only touch the row while it still
+//! carries the lease's owner id (random, 128 bits, unique per acquisition), so a holder whose
+//! lease was taken over cannot extend or free the new holder's lease.
+//!
+//! [`TableLease::spawn_keep_alive`] renews the lease every TTL/3 in the background and signals
+//! loss like a Redis lease: [`TableLease::lost`] resolves, [`TableLease::is_held`] turns false
+//! and the [`cancellation_token`](TableLease::cancellation_token) is cancelled as soon as a
+//! renewal finds the row expired or taken over, or the lease's validity ran out while
+//! renewals kept failing.
 //!
 //! A lease is still only a lease: a holder paused past its TTL keeps running. Protect the
 //! writes with the fence (see [`crate::fence`]).
 
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::{MySqlPool, PgPool, SqlitePool};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::fence::{fence_from_i64, FencingToken};
 use crate::ident::{unqualified, validate_identifier, InvalidIdentifier};
+use crate::lock::LeaseError;
 
 /// The default lock table name.
 pub const DEFAULT_TABLE: &str = "locklint_locks";
@@ -123,45 +137,377 @@ impl From<SqlitePool> for LockPool {
     }
 }
 
+/// The errors of [`TableLease::renew`] and [`TableLease::release`].
+///
+/// ```
+/// use locklint_runtime::table::TableError;
+/// let e = TableError::Lost { name: "job".into() };
+/// assert!(e.is_lost());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TableError {
+    /// The lease is no longer ours: it expired or was taken over (or was released).
+    #[error("lock `{name}` was lost")]
+    Lost {
+        /// The lock name.
+        name: String,
+    },
+    /// The database reported an error.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+impl TableError {
+    /// True for [`TableError::Lost`].
+    ///
+    /// ```
+    /// # use locklint_runtime::table::TableError;
+    /// assert!(TableError::Lost { name: "a".into() }.is_lost());
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        matches!(self, TableError::Lost { .. })
+    }
+}
+
+impl From<TableError> for LeaseError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Lost { name } => LeaseError::Lost { name },
+            TableError::Database(e) => LeaseError::Backend(Box::new(e)),
+        }
+    }
+}
+
+/// State shared by a lease, its clones and its keep-alive task.
+#[derive(Debug)]
+struct Shared {
+    valid_until: Mutex<Instant>,
+    ended: CancellationToken,
+}
+
+impl Shared {
+    fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn extend(&self, until: Instant) {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
+    fn is_held(&self) -> bool {
+        !self.ended.is_cancelled() && Instant::now() < self.valid_until()
+    }
+}
+
+/// Aborts the keep-alive task when the last clone of the lease is dropped.
+#[derive(Debug)]
+struct KeepAlive(JoinHandle<()>);
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A held lease on one row of a lock table.
 ///
 /// Dropping a lease does not release it (dropping cannot run SQL); it then expires after its
-/// TTL. Call [`TableLock::release`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// TTL. Call [`TableLease::release`]. Clones share the lease's state and keep-alive.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use locklint_runtime::table::TableLock;
+///
+/// let locks = TableLock::new(pool);
+/// if let Some(mut lease) = locks.try_acquire("billing", Duration::from_secs(30)).await? {
+///     lease.spawn_keep_alive(); // renew every 10 s; loss is signalled
+///     tokio::select! {
+///         _ = async { /* fenced work with lease.fence() */ } => {}
+///         _ = lease.lost() => eprintln!("lease lost"),
+///     }
+///     lease.release().await?; // Ok(false) if it was no longer ours
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
 pub struct TableLease {
+    lock: TableLock,
     name: String,
     owner: String,
     fence: FencingToken,
-    valid_until: Instant,
+    ttl: Duration,
+    shared: Arc<Shared>,
+    keep_alive: Option<Arc<KeepAlive>>,
 }
+
+impl PartialEq for TableLease {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.owner == other.owner && self.fence == other.fence
+    }
+}
+
+impl Eq for TableLease {}
 
 impl TableLease {
     /// The lock name.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert_eq!(lease.name(), "job");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The random owner id written to the row for this acquisition.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert_eq!(lease.owner().len(), 32);
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &str {
         &self.owner
     }
 
     /// The fencing token of this acquisition: larger than that of every earlier acquisition
     /// of the same name in the same table.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// let fence = lease.fence(); // pass it to the protected resource
+    /// # let _ = fence; Ok(()) }
+    /// ```
     pub fn fence(&self) -> FencingToken {
         self.fence
+    }
+
+    /// The TTL the lease was acquired with (and that the keep-alive renews to).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert_eq!(lease.ttl(), Duration::from_secs(5));
+    /// # Ok(()) }
+    /// ```
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     /// A conservative local estimate of the lease's end: the TTL counted from *before* the
     /// acquire (or renew) request was sent. Useful to stop starting new work in time; it is no
     /// substitute for fencing, since the process may pause right after checking it.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert!(lease.valid_until() > std::time::Instant::now());
+    /// # Ok(()) }
+    /// ```
     pub fn valid_until(&self) -> Instant {
-        self.valid_until
+        self.shared.valid_until()
     }
 
-    /// True while [`Self::valid_until`] lies in the future.
+    /// True while [`Self::valid_until`] lies in the future and the lease is not known lost
+    /// (same as [`Self::is_held`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert!(lease.is_probably_valid());
+    /// # Ok(()) }
+    /// ```
     pub fn is_probably_valid(&self) -> bool {
-        Instant::now() < self.valid_until
+        self.shared.is_held()
+    }
+
+    /// Whether the lease is still held as far as this process knows: not released, not
+    /// found lost by a renewal, and not past [`Self::valid_until`].
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert!(lease.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held(&self) -> bool {
+        self.shared.is_held()
+    }
+
+    /// A future that resolves when the lease ends: its validity ran out, a renewal found the
+    /// row expired or taken over, or it was released. It owns what it needs, so it can be
+    /// awaited in a `select!` next to the work.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let mut lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// lease.spawn_keep_alive();
+    /// tokio::select! {
+    ///     _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+    ///     _ = lease.lost() => eprintln!("lost"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            loop {
+                let until = shared.valid_until();
+                tokio::select! {
+                    biased;
+                    _ = shared.ended.cancelled() => return,
+                    _ = tokio::time::sleep_until(until.into()) => {
+                        if shared.valid_until() <= Instant::now() {
+                            shared.ended.cancel();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A token cancelled as soon as the lease is known to have ended.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// let token = lease.cancellation_token();
+    /// assert!(!token.is_cancelled());
+    /// # Ok(()) }
+    /// ```
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.shared.ended.clone()
+    }
+
+    /// Extends a live lease to `ttl` from now (database clock). [`TableError::Lost`],
+    /// changing nothing, when the lease has expired, been taken over or been released: the
+    /// caller no longer holds the lock and must stop. On success, updates
+    /// [`Self::valid_until`]. The same contract as the Redis lease's `renew`.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), locklint_runtime::table::TableError> {
+    /// # use std::time::Duration;
+    /// let mut lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// lease.renew(Duration::from_secs(5)).await?; // Err(Lost) once it is no longer ours
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew(&mut self, ttl: Duration) -> Result<(), TableError> {
+        if self.shared.ended.is_cancelled() {
+            return Err(self.lost_error());
+        }
+        let started = Instant::now();
+        if self.lock.renew_row(&self.name, &self.owner, ttl).await? {
+            self.shared.extend(started + ttl);
+            Ok(())
+        } else {
+            self.shared.ended.cancel();
+            Err(self.lost_error())
+        }
+    }
+
+    /// Releases the lease so the next acquirer need not wait for the TTL. Returns `false`,
+    /// changing nothing, when the row no longer carries this lease's owner (it was taken over
+    /// after expiring). The row is kept, so the fence keeps increasing. Stops the keep-alive.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert!(lease.release().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self) -> Result<bool, sqlx::Error> {
+        let owned = self.lock.release_row(&self.name, &self.owner).await?;
+        self.shared.ended.cancel();
+        Ok(owned)
+    }
+
+    /// Starts a background task that renews the lease to its TTL every TTL/3. A renewal that
+    /// fails with a database error is retried every TTL/24 (at most 250 ms) while the lease
+    /// is still valid; a renewal that finds the row expired or taken over, or a lease whose
+    /// validity ran out, ends the lease ([`Self::lost`], [`Self::is_held`],
+    /// [`Self::cancellation_token`]). It never revives an expired lease. The task stops when
+    /// the lease (and every clone) is dropped or released. Must be called within a tokio
+    /// runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let mut lease = locks.try_acquire("job", Duration::from_secs(30)).await?.expect("free");
+    /// lease.spawn_keep_alive();
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_keep_alive(&mut self) {
+        let task = tokio::spawn(keep_alive(
+            self.lock.clone(),
+            self.name.clone(),
+            self.owner.clone(),
+            self.ttl,
+            Arc::clone(&self.shared),
+        ));
+        self.keep_alive = Some(Arc::new(KeepAlive(task)));
+    }
+
+    fn lost_error(&self) -> TableError {
+        TableError::Lost {
+            name: self.name.clone(),
+        }
+    }
+}
+
+async fn keep_alive(
+    lock: TableLock,
+    name: String,
+    owner: String,
+    ttl: Duration,
+    shared: Arc<Shared>,
+) {
+    let interval = (ttl / 3).max(Duration::from_millis(1));
+    let retry = (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
+    let mut next = Instant::now() + interval;
+    loop {
+        tokio::select! {
+            biased;
+            _ = shared.ended.cancelled() => return,
+            _ = tokio::time::sleep_until(next.into()) => {}
+        }
+        let now = Instant::now();
+        let valid_until = shared.valid_until();
+        if now >= valid_until {
+            shared.ended.cancel();
+            return;
+        }
+        let reply =
+            tokio::time::timeout(valid_until - now, lock.renew_row(&name, &owner, ttl)).await;
+        match reply {
+            Ok(Ok(true)) => {
+                shared.extend(now + ttl);
+                next = now + interval;
+            }
+            // Expired, taken over or released: the row is no longer ours.
+            Ok(Ok(false)) | Err(_) => {
+                shared.ended.cancel();
+                return;
+            }
+            // The row is ours until it expires; a later renewal may get through.
+            Ok(Err(_)) => next = Instant::now() + retry,
+        }
     }
 }
 
@@ -362,10 +708,16 @@ impl TableLock {
             }
         };
         Ok(fence.map(|fence| TableLease {
+            lock: self.clone(),
             name: name.to_owned(),
             owner,
             fence: FencingToken(fence_from_i64(fence)),
-            valid_until: started + ttl,
+            ttl,
+            shared: Arc::new(Shared {
+                valid_until: Mutex::new(started + ttl),
+                ended: CancellationToken::new(),
+            }),
+            keep_alive: None,
         }))
     }
 
@@ -393,52 +745,138 @@ impl TableLock {
         }
     }
 
-    /// Extends a live lease to `ttl` from now (database clock). Returns `false`, changing
-    /// nothing, when the lease has expired or has been taken over: the caller no longer holds
-    /// the lock and must stop. On success, updates [`TableLease::valid_until`].
-    pub async fn renew(&self, lease: &mut TableLease, ttl: Duration) -> Result<bool, sqlx::Error> {
+    /// Extends a live lease to `ttl` from now; the same as [`TableLease::renew`]
+    /// ([`TableError::Lost`] once it is no longer ours).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), locklint_runtime::table::TableError> {
+    /// # use std::time::Duration;
+    /// let mut lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// locks.renew(&mut lease, Duration::from_secs(5)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew(&self, lease: &mut TableLease, ttl: Duration) -> Result<(), TableError> {
+        lease.renew(ttl).await
+    }
+
+    /// Releases the lease; the same as [`TableLease::release`] (`false` when it was no
+    /// longer ours).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// # use std::time::Duration;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await?.expect("free");
+    /// assert!(locks.release(&lease).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, lease: &TableLease) -> Result<bool, sqlx::Error> {
+        lease.release().await
+    }
+
+    /// Extends the row `name` owned by `owner` to `ttl` from now; `false` if it is not ours
+    /// or already expired.
+    async fn renew_row(&self, name: &str, owner: &str, ttl: Duration) -> Result<bool, sqlx::Error> {
         let ttl_ms = ttl_millis(ttl);
-        let started = Instant::now();
         let rows = match &self.pool {
             LockPool::Postgres(p) => sqlx::query(&self.sql.renew)
-                .bind(&lease.name)
-                .bind(&lease.owner)
+                .bind(name)
+                .bind(owner)
                 .bind(ttl_ms)
                 .execute(p)
                 .await?
                 .rows_affected(),
             LockPool::Sqlite(p) => sqlx::query(&self.sql.renew)
-                .bind(&lease.name)
-                .bind(&lease.owner)
+                .bind(name)
+                .bind(owner)
                 .bind(ttl_ms)
                 .execute(p)
                 .await?
                 .rows_affected(),
             LockPool::MySql(p) => sqlx::query(&self.sql.renew)
                 .bind(ttl_ms.saturating_mul(1000))
-                .bind(&lease.name)
-                .bind(&lease.owner)
+                .bind(name)
+                .bind(owner)
                 .execute(p)
                 .await?
                 .rows_affected(),
         };
-        if rows > 0 {
-            lease.valid_until = started + ttl;
-        }
         Ok(rows > 0)
     }
 
-    /// Releases the lease so the next acquirer need not wait for the TTL. Returns `false`,
-    /// changing nothing, when the row no longer carries this lease's owner (it was taken over
-    /// after expiring). The row is kept, so the fence keeps increasing.
-    pub async fn release(&self, lease: &TableLease) -> Result<bool, sqlx::Error> {
+    /// Marks the row `name` owned by `owner` expired; `false` if it is not ours.
+    async fn release_row(&self, name: &str, owner: &str) -> Result<bool, sqlx::Error> {
         let rows = on_pool!(&self.pool, |p| sqlx::query(&self.sql.release)
-            .bind(&lease.name)
-            .bind(&lease.owner)
+            .bind(name)
+            .bind(owner)
             .execute(p)
             .await?
             .rows_affected());
         Ok(rows > 0)
+    }
+}
+
+impl crate::lock::Lock for TableLock {
+    type Lease = TableLease;
+
+    async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<TableLease, LeaseError> {
+        match TableLock::try_acquire(self, name, ttl).await {
+            Ok(Some(lease)) => Ok(lease),
+            Ok(None) => Err(LeaseError::Busy {
+                name: name.to_owned(),
+            }),
+            Err(e) => Err(LeaseError::Backend(Box::new(e))),
+        }
+    }
+
+    async fn acquire_timeout(
+        &self,
+        name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<TableLease, LeaseError> {
+        match TableLock::acquire_timeout(self, name, ttl, timeout).await {
+            Ok(Some(lease)) => Ok(lease),
+            Ok(None) => Err(LeaseError::Busy {
+                name: name.to_owned(),
+            }),
+            Err(e) => Err(LeaseError::Backend(Box::new(e))),
+        }
+    }
+}
+
+impl crate::lock::Lease for TableLease {
+    fn name(&self) -> &str {
+        TableLease::name(self)
+    }
+
+    fn fence(&self) -> FencingToken {
+        TableLease::fence(self)
+    }
+
+    fn is_held(&self) -> bool {
+        TableLease::is_held(self)
+    }
+
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        TableLease::lost(self)
+    }
+
+    fn spawn_keep_alive(&mut self) {
+        TableLease::spawn_keep_alive(self)
+    }
+
+    async fn renew(&mut self, ttl: Duration) -> Result<(), LeaseError> {
+        Ok(TableLease::renew(self, ttl).await?)
+    }
+
+    async fn release(self) -> Result<(), LeaseError> {
+        match TableLease::release(&self).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LeaseError::Lost {
+                name: self.name.clone(),
+            }),
+            Err(e) => Err(LeaseError::Backend(Box::new(e))),
+        }
     }
 }
 

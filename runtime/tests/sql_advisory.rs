@@ -114,7 +114,7 @@ async fn try_lock_excludes_and_unlock_on_same_connection_releases() {
         .unwrap()
         .unwrap();
     assert_eq!(guard.key(), key);
-    let holder_pid = backend_pid(guard.connection()).await;
+    let holder_pid = backend_pid(&mut *guard.connection().await).await;
     assert_eq!(lock_holders(&db.pool, key).await, vec![holder_pid]);
 
     // Neither another pooled connection nor a standalone session can take it.
@@ -145,7 +145,7 @@ async fn unlock_reports_lock_released_behind_its_back() {
         .unwrap()
         .unwrap();
     sqlx::query("SELECT pg_advisory_unlock_all()")
-        .execute(guard.connection())
+        .execute(&mut *guard.connection().await)
         .await
         .unwrap();
     match guard.unlock().await {
@@ -163,7 +163,7 @@ async fn terminated_holder_session_releases_the_lock() {
         .await
         .unwrap()
         .unwrap();
-    let holder_pid = backend_pid(guard.connection()).await;
+    let holder_pid = backend_pid(&mut *guard.connection().await).await;
     assert!(!other_session_can_take(&db, key, Duration::ZERO).await);
 
     let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
@@ -195,7 +195,7 @@ async fn dropped_guard_never_returns_its_connection_to_the_pool() {
             .await
             .unwrap()
             .unwrap();
-        let pid = backend_pid(guard.connection()).await;
+        let pid = backend_pid(&mut *guard.connection().await).await;
         drop(guard);
         // The holder's session is closed, so the lock is free for another session ...
         assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
@@ -240,7 +240,7 @@ async fn lock_timeout_waits_for_release_and_times_out() {
     // The session settings were restored on the guard's connection.
     let mut guard = guard;
     let lock_timeout: String = sqlx::query_scalar("SHOW lock_timeout")
-        .fetch_one(guard.connection())
+        .fetch_one(&mut *guard.connection().await)
         .await
         .unwrap();
     assert_eq!(lock_timeout, "0");
@@ -407,7 +407,7 @@ async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
         .unwrap();
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(other.0)
-        .execute(guard.connection())
+        .execute(&mut *guard.connection().await)
         .await
         .unwrap();
     guard.unlock().await.unwrap();
@@ -423,7 +423,7 @@ async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
         .unwrap();
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(key.0)
-        .execute(guard.connection())
+        .execute(&mut *guard.connection().await)
         .await
         .unwrap();
     guard.unlock().await.unwrap();
@@ -437,7 +437,7 @@ async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
         .await
         .unwrap()
         .unwrap();
-    let pid = backend_pid(guard.connection()).await;
+    let pid = backend_pid(&mut *guard.connection().await).await;
     guard.unlock().await.unwrap();
     let mut pids = Vec::new();
     let mut conns = Vec::new();
@@ -448,5 +448,127 @@ async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
     }
     assert!(pids.contains(&pid), "a clean session goes back to the pool");
     drop(conns);
+    db.cleanup().await;
+}
+
+/// The holder's backend is terminated while it works: the keep-alive query on the guard's
+/// own connection notices within one interval (`lost()` resolves, `is_held()` turns false,
+/// the cancellation token fires), and the dead connection never returns to the pool.
+#[tokio::test]
+async fn keep_alive_reports_a_terminated_session_and_never_pools_it() {
+    let max = 3;
+    let db = pg_with(max).await;
+    let key = test_key();
+    let interval = Duration::from_millis(200);
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    guard.spawn_keep_alive(interval);
+    let holder_pid = backend_pid(&mut *guard.connection().await).await;
+    let lost = guard.lost();
+    let token = guard.cancellation_token();
+    // Several intervals pass with the session alive: no false alarm.
+    tokio::time::sleep(interval * 3).await;
+    assert!(guard.is_held());
+
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(holder_pid)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(terminated);
+    let killed_at = Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), lost)
+        .await
+        .expect("the holder learns that its session was terminated");
+    eprintln!(
+        "loss noticed {:?} after pg_terminate_backend (keep-alive interval {interval:?})",
+        killed_at.elapsed()
+    );
+    assert!(!guard.is_held());
+    assert!(token.is_cancelled());
+
+    assert!(guard.unlock().await.is_err());
+    let mut pids = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..max {
+        let mut conn = db.pool.acquire().await.unwrap();
+        pids.push(backend_pid(&mut conn).await);
+        conns.push(conn);
+    }
+    assert!(
+        !pids.contains(&holder_pid),
+        "the terminated connection went back to the pool"
+    );
+    drop(conns);
+    db.cleanup().await;
+}
+
+/// The lock is released behind the guard's back (through its own connection): the
+/// keep-alive notices that the session no longer holds it.
+#[tokio::test]
+async fn keep_alive_reports_a_lock_released_behind_its_back() {
+    let db = pg_with(2).await;
+    let key = test_key();
+    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .unwrap();
+    guard.spawn_keep_alive(Duration::from_millis(100));
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *guard.connection().await)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), guard.lost())
+        .await
+        .expect("lost after the unlock behind the guard's back");
+    assert!(matches!(
+        guard.unlock().await,
+        Err(AdvisoryError::NotHeld { .. })
+    ));
+    db.cleanup().await;
+}
+
+/// Through the `Lock` trait: a fence per acquisition, `Busy` while held, `Lost` after the
+/// session died, and a released lock is free again.
+#[tokio::test]
+async fn advisory_locker_implements_the_lock_trait() {
+    use locklint_runtime::advisory::AdvisoryLocker;
+    use locklint_runtime::lock::{Lease, Lock};
+    let db = pg_with(4).await;
+    let locks = AdvisoryLocker::new(db.pool.clone()).with_keep_alive(Duration::from_millis(100));
+    locks.migrate().await.unwrap();
+    let name = support::sql::unique("trait");
+    let ttl = Duration::from_secs(30);
+
+    let mut a = locks.try_acquire(&name, ttl).await.unwrap();
+    assert!(a.is_held());
+    assert!(locks.try_acquire(&name, ttl).await.unwrap_err().is_busy());
+    assert!(locks
+        .acquire_timeout(&name, ttl, Duration::from_millis(200))
+        .await
+        .unwrap_err()
+        .is_busy());
+    a.renew(ttl).await.unwrap();
+    let first = a.fence();
+    a.release().await.unwrap();
+
+    let mut b = locks.try_acquire(&name, ttl).await.unwrap();
+    assert!(b.fence() > first);
+    let pid = backend_pid(&mut *b.guard().connection().await).await;
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), b.lost())
+        .await
+        .expect("loss signalled");
+    assert!(b.renew(ttl).await.unwrap_err().is_lost());
+    assert!(b.release().await.unwrap_err().is_lost());
+    let c = locks.try_acquire(&name, ttl).await.unwrap();
+    assert!(c.fence() > first);
+    c.release().await.unwrap();
     db.cleanup().await;
 }

@@ -5,8 +5,8 @@ mod support;
 use std::time::Duration;
 
 use locklint_runtime::advisory::AdvisoryLock;
-use locklint_runtime::fence::{FenceCounter, FenceError, FencedTable, FencedWrite};
-use locklint_runtime::table::TableLock;
+use locklint_runtime::fence::{FenceCounter, FenceError, FencedClaim, FencedTable, FencedWrite};
+use locklint_runtime::table::{TableLease, TableLock};
 use locklint_runtime::FencingToken;
 use sqlx::PgPool;
 use support::sql::{pg, pg_with};
@@ -140,7 +140,7 @@ async fn stale_advisory_holder_with_fence_counter_is_fenced_out() {
         .unwrap();
     let a_token = fences.next(&db.pool, &key).await.unwrap();
     let a_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(a_guard.connection())
+        .fetch_one(&mut *a_guard.connection().await)
         .await
         .unwrap();
 
@@ -322,5 +322,169 @@ async fn fenced_writes_under_expiring_leases_lose_and_duplicate_nothing() {
         i64::from(accepted),
         "no lost and no duplicate deposit"
     );
+    db.cleanup().await;
+}
+
+async fn balance(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT balance FROM accounts WHERE id = 1")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// B waits until A's lease has expired by the database clock (A is paused meanwhile) and
+/// takes over with a newer fence.
+async fn b_takes_over(locks: &TableLock, a: &TableLease) -> TableLease {
+    let b = locks
+        .acquire_timeout(
+            "account-1",
+            Duration::from_secs(30),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap()
+        .expect("B takes over after A's lease expires");
+    assert!(b.fence() > a.fence());
+    b
+}
+
+/// The write-only form (`fence < $1` compared only at the write) loses a read-modify-write
+/// update: A reads, A's lease expires, B reads the same balance, A writes first (accepted:
+/// the row has not seen B's fence yet), then B writes its value computed from the same old
+/// read. Both deposits were accepted and one of them is gone.
+#[tokio::test]
+async fn write_only_fence_loses_a_read_modify_write_update() {
+    let db = pg_with(4).await;
+    let accounts = setup(&db.pool).await;
+    let locks = TableLock::new(db.pool.clone());
+    locks.migrate().await.unwrap();
+    let write = accounts.update_sql("balance = $3");
+
+    let a = locks
+        .try_acquire("account-1", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .expect("free lock");
+    let a_read = balance(&db.pool).await;
+    let b = b_takes_over(&locks, &a).await;
+    let b_read = balance(&db.pool).await;
+    FencedWrite::new(&write, a.fence())
+        .bind(1_i64)
+        .bind(a_read + 100)
+        .execute(&db.pool)
+        .await
+        .expect("the write-only form accepts A: no newer fence has reached the row");
+    FencedWrite::new(&write, b.fence())
+        .bind(1_i64)
+        .bind(b_read + 100)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        balance(&db.pool).await,
+        100,
+        "two accepted deposits of 100, one of them lost"
+    );
+    db.cleanup().await;
+}
+
+/// The same interleaving with the claim form: the read claims the row with the fence and the
+/// write requires the claimed fence. B's claim raises the row's fence, so A's write is
+/// refused (StaleFence) whatever the order of the writes, and nothing is lost: A learns its
+/// deposit did not happen and redoes it under a new lease.
+#[tokio::test]
+async fn claim_form_refuses_the_stale_holder_and_loses_nothing() {
+    let db = pg_with(4).await;
+    let accounts = setup(&db.pool).await;
+    let locks = TableLock::new(db.pool.clone());
+    locks.migrate().await.unwrap();
+    let claim = accounts.claim_sql("balance");
+    let write = accounts.claimed_update_sql("balance = $3");
+
+    let a = locks
+        .try_acquire("account-1", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .expect("free lock");
+    let (a_read,): (i64,) = FencedClaim::new(&claim, a.fence())
+        .bind(1_i64)
+        .fetch(&db.pool)
+        .await
+        .unwrap();
+    // Claiming again with the same token is the same holder reading again.
+    let (again,): (i64,) = FencedClaim::new(&claim, a.fence())
+        .bind(1_i64)
+        .fetch(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(again, a_read);
+    // A is paused; B takes over once A's lease has expired and claims the row.
+    let b = b_takes_over(&locks, &a).await;
+    let (b_read,): (i64,) = FencedClaim::new(&claim, b.fence())
+        .bind(1_i64)
+        .fetch(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(b_read, a_read);
+
+    // A resumes and writes first: refused, the row carries B's claim.
+    let err = FencedWrite::new(&write, a.fence())
+        .bind(1_i64)
+        .bind(a_read + 100)
+        .current_fence_from(&accounts, 1_i64)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, FenceError::StaleFence { presented, current: Some(c) } if presented == a.fence() && c == b.fence().0),
+        "{err:?}"
+    );
+    // A cannot claim the row again either.
+    let err = FencedClaim::<(i64,)>::new(&claim, a.fence())
+        .bind(1_i64)
+        .current_fence_from(&accounts, 1_i64)
+        .fetch(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, FenceError::StaleFence { current: Some(c), .. } if c == b.fence().0),
+        "{err:?}"
+    );
+    FencedWrite::new(&write, b.fence())
+        .bind(1_i64)
+        .bind(b_read + 100)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert!(locks.release(&b).await.unwrap());
+
+    // A redoes its refused deposit under a new lease: both deposits count.
+    let a2 = locks
+        .try_acquire("account-1", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("released by B");
+    let mut tx = db.pool.begin().await.unwrap();
+    let (read,): (i64,) = FencedClaim::new(&claim, a2.fence())
+        .bind(1_i64)
+        .fetch(&mut *tx)
+        .await
+        .unwrap();
+    FencedWrite::new(&write, a2.fence())
+        .bind(1_i64)
+        .bind(read + 100)
+        .execute(&mut tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(balance(&db.pool).await, 200, "no deposit lost");
+    // A missing row cannot be claimed.
+    let err = FencedClaim::<(i64,)>::new(&claim, a2.fence())
+        .bind(99_i64)
+        .current_fence_from(&accounts, 99_i64)
+        .fetch(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FenceError::StaleFence { current: None, .. }));
     db.cleanup().await;
 }

@@ -55,7 +55,7 @@ async fn takeover_only_after_expiry(lock: TableLock) {
     assert_eq!(other.fence(), FencingToken(1));
 
     // Renewing while live works and keeps the row's fence.
-    assert!(lock.renew(&mut a, ttl).await.unwrap());
+    lock.renew(&mut a, ttl).await.unwrap();
     assert_eq!(row(&lock, "job").await.unwrap(), (a.owner().to_owned(), 1));
 
     tokio::time::sleep(ttl + Duration::from_millis(300)).await;
@@ -68,13 +68,17 @@ async fn takeover_only_after_expiry(lock: TableLock) {
     assert!(b.fence() > a.fence());
 
     // The stale holder (a non-owner now) changes nothing.
-    assert!(!lock.renew(&mut a, Duration::from_secs(60)).await.unwrap());
+    assert!(lock
+        .renew(&mut a, Duration::from_secs(60))
+        .await
+        .unwrap_err()
+        .is_lost());
     assert!(!lock.release(&a).await.unwrap());
     assert_eq!(row(&lock, "job").await.unwrap(), (b.owner().to_owned(), 2));
     assert!(lock.try_acquire("job", ttl).await.unwrap().is_none());
 
     // The owner renews and releases; the next acquirer gets fence 3 without waiting.
-    assert!(lock.renew(&mut b, Duration::from_secs(30)).await.unwrap());
+    lock.renew(&mut b, Duration::from_secs(30)).await.unwrap();
     assert!(lock.release(&b).await.unwrap());
     assert!(
         !lock.release(&b).await.unwrap(),
@@ -83,7 +87,7 @@ async fn takeover_only_after_expiry(lock: TableLock) {
     let c = lock.try_acquire("job", ttl).await.unwrap().unwrap();
     assert_eq!(c.fence(), FencingToken(3));
     // A released lease cannot be renewed back to life.
-    assert!(!lock.renew(&mut b, ttl).await.unwrap());
+    assert!(lock.renew(&mut b, ttl).await.unwrap_err().is_lost());
     assert_eq!(row(&lock, "job").await.unwrap(), (c.owner().to_owned(), 3));
 }
 
@@ -195,6 +199,60 @@ async fn mutual_exclusion_under_contention(lock: TableLock, rounds: usize) {
     assert_eq!(fences.last(), Some(&FencingToken(total as u64)));
 }
 
+/// Runs `sql` (with `?`/`$n` already in the dialect's syntax) on the lock's pool.
+async fn exec(lock: &TableLock, sql: &str) {
+    match lock.pool() {
+        LockPool::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        LockPool::MySql(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        LockPool::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+    }
+    .unwrap();
+}
+
+/// The keep-alive holds a lease past its TTL; when the row is taken over behind the holder's
+/// back (here: another owner written into the row, as a takeover after a missed renewal
+/// would), the next renewal finds it and signals the loss: `lost()` resolves, `is_held()`
+/// turns false, the cancellation token fires, and the stale holder's release is refused.
+/// Through the `Lock` trait the same lease reports `Busy` to others and `Lost` afterwards.
+async fn keep_alive_signals_loss(lock: TableLock) {
+    use locklint_runtime::lock::{Lease, Lock};
+    lock.migrate().await.unwrap();
+    let ttl = Duration::from_millis(450);
+    let mut lease = Lock::try_acquire(&lock, "job", ttl).await.unwrap();
+    Lease::spawn_keep_alive(&mut lease);
+    let lost = lease.lost();
+    let token = lease.cancellation_token();
+    // Several TTLs pass: renewed, never taken over.
+    for _ in 0..4 {
+        tokio::time::sleep(ttl / 2).await;
+        assert!(lease.is_held());
+        assert!(Lock::try_acquire(&lock, "job", ttl)
+            .await
+            .unwrap_err()
+            .is_busy());
+    }
+    exec(
+        &lock,
+        &format!("UPDATE {} SET owner = 'intruder'", lock.table()),
+    )
+    .await;
+    let taken = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), lost)
+        .await
+        .expect("the next renewal signals the loss");
+    eprintln!(
+        "{:?}: loss signalled {:?} after the takeover (renewal every {:?})",
+        lock.pool().dialect(),
+        taken.elapsed(),
+        ttl / 3
+    );
+    assert!(!lease.is_held());
+    assert!(token.is_cancelled());
+    assert!(lease.clone().renew(ttl).await.unwrap_err().is_lost());
+    assert!(Lease::release(lease).await.unwrap_err().is_lost());
+    assert_eq!(row(&lock, "job").await.unwrap().0, "intruder");
+}
+
 // ---- PostgreSQL
 
 #[tokio::test]
@@ -221,7 +279,21 @@ async fn pg_mutual_exclusion_under_contention() {
     db.cleanup().await;
 }
 
+#[tokio::test]
+async fn pg_keep_alive_signals_loss() {
+    let db = pg_with(4).await;
+    keep_alive_signals_loss(TableLock::new(db.pool.clone())).await;
+    db.cleanup().await;
+}
+
 // ---- MariaDB / MySQL
+
+#[tokio::test]
+async fn mysql_keep_alive_signals_loss() {
+    let db = mysql_with(4).await;
+    keep_alive_signals_loss(TableLock::new(db.pool.clone())).await;
+    db.cleanup().await;
+}
 
 #[tokio::test]
 async fn mysql_takeover_only_after_expiry() {
@@ -246,6 +318,12 @@ async fn mysql_mutual_exclusion_under_contention() {
 }
 
 // ---- SQLite
+
+#[tokio::test]
+async fn sqlite_keep_alive_signals_loss() {
+    let db = sqlite_with(4).await;
+    keep_alive_signals_loss(TableLock::new(db.pool.clone())).await;
+}
 
 #[tokio::test]
 async fn sqlite_takeover_only_after_expiry() {

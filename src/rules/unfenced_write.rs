@@ -115,6 +115,8 @@ impl Rule for UnfencedWrite {
                 }
             }
             let mut sql_holds: Vec<Hold> = Vec::new();
+            // Plain reads of a table (`SELECT .. FROM t`): where they ran, and the table.
+            let mut reads: Vec<(usize, &str)> = Vec::new();
             for run in runs {
                 let st = run.statement;
                 if st.in_body {
@@ -158,6 +160,9 @@ impl Rule for UnfencedWrite {
                         _ => {}
                     }
                 }
+                if let (false, Some(table)) = (is_lock_stmt, st.reads.as_deref()) {
+                    reads.push((at, table));
+                }
                 if is_lock_stmt || !st.is_write() || is_idempotent(st) {
                     continue;
                 }
@@ -176,13 +181,24 @@ impl Rule for UnfencedWrite {
                     .chain(sql_holds.iter().filter(|h| h.at < at))
                     .next();
                 let Some(h) = held else { continue };
+                // A read of the written table under the lock: the write may depend on it.
+                let read_first = st.table.as_deref().is_some_and(|t| {
+                    reads
+                        .iter()
+                        .any(|&(r, table)| table == t && h.at < r && r < at)
+                });
+                let help = if read_first {
+                    "this write may depend on a read made under the lock: claim the row with a fencing token at the read (`UPDATE .. SET fence = $n WHERE .. AND fence <= $n RETURNING ..`, `FencedClaim` in locklint-runtime) and write with `AND fence = $n`; a fence compared only at the write can still lose an update"
+                } else {
+                    "pass a fencing token and add `AND fence < $n`, or make the write idempotent"
+                };
                 let mut d = warning(sql_diagnostic(
                     &INFO,
                     file,
                     st.span,
                     "written while holding the lock",
                     "this write is protected only by the lock; if the lock expires while this code is paused, a second holder's write can be overwritten".to_string(),
-                    "pass a fencing token and add `AND fence < $n`, or make the write idempotent".to_string(),
+                    help.to_string(),
                 ));
                 d.related.push(h.site.clone());
                 out.push(d);

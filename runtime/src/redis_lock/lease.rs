@@ -223,7 +223,8 @@ impl<C: LockConnection> Lease<C> {
     }
 
     /// The fencing token minted together with the lock: strictly greater than the fence of
-    /// every earlier acquisition of the same lock name.
+    /// every earlier acquisition of the same lock name, also across a loss of the Redis
+    /// data (see [`RedisLocker::try_acquire`](super::RedisLocker::try_acquire)).
     pub fn fence(&self) -> FencingToken {
         self.shared.fence
     }

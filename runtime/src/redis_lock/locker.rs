@@ -29,7 +29,8 @@ pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(600);
 ///
 /// Each lock name uses two keys that share the hash tag `{<name>}`, so both land in the same
 /// Redis Cluster slot: `<prefix>:{<name>}:lock` holds the current holder's token with a TTL,
-/// and `<prefix>:{<name>}:fence` is the fencing counter (no TTL; it must outlive every lease).
+/// and `<prefix>:{<name>}:fence` is the fencing counter (no TTL; if it is lost, the next
+/// fence starts again from the server's time in microseconds, above every earlier fence).
 pub struct RedisLocker<C: LockConnection> {
     conn: C,
     prefix: Arc<str>,
@@ -147,7 +148,9 @@ impl<C: LockConnection> RedisLocker<C> {
     /// One attempt to take the lock `name` for `ttl`.
     ///
     /// A single Lua script runs `SET <lock key> <token> NX PX <ttl>` and, only if that
-    /// succeeded, `INCR <fence key>`, so the fencing token is minted for the winner alone.
+    /// succeeded, raises the fence key to `max(fence + 1, server time in microseconds)`, so
+    /// the fencing token is minted for the winner alone and never goes backwards, even after
+    /// Redis lost the counter.
     /// Returns `Ok(None)` when someone else holds the lock. The lease's validity is measured
     /// from the start of this attempt; if the reply arrives after the TTL has already run out,
     /// the key is released again and `Ok(None)` is returned.

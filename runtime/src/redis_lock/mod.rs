@@ -1,8 +1,9 @@
 //! Redis leases with fencing tokens.
 //!
 //! A [`RedisLocker`] takes a lock with one atomic Lua script that runs
-//! `SET <prefix>:{<name>}:lock <token> NX PX <ttl>` and, for the winner only,
-//! `INCR <prefix>:{<name>}:fence`. The winner gets a [`Lease`] holding its random token
+//! `SET <prefix>:{<name>}:lock <token> NX PX <ttl>` and, for the winner only, raises the
+//! counter `<prefix>:{<name>}:fence` to `max(counter + 1, server time in microseconds)`, so a
+//! counter lost with the server's data cannot issue an old fence again. The winner gets a [`Lease`] holding its random token
 //! (128 bits from the OS RNG) and its [`FencingToken`](crate::FencingToken). Both keys share
 //! the hash tag `{<name>}`, so the script works on Redis Cluster.
 //!
@@ -56,3 +57,78 @@ pub use locker::{RedisLocker, DEFAULT_MAX_HOLD, DEFAULT_PREFIX};
 pub trait LockConnection: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {}
 
 impl<T> LockConnection for T where T: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {}
+
+impl From<LockError> for crate::lock::LeaseError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Lost { name, .. } => crate::lock::LeaseError::Lost { name },
+            LockError::TimedOut { name, .. } => crate::lock::LeaseError::Busy { name },
+            other => crate::lock::LeaseError::Backend(Box::new(other)),
+        }
+    }
+}
+
+impl<C: LockConnection> crate::lock::Lock for RedisLocker<C> {
+    type Lease = Lease<C>;
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Lease<C>, crate::lock::LeaseError> {
+        RedisLocker::try_acquire(self, name, ttl)
+            .await?
+            .ok_or_else(|| crate::lock::LeaseError::Busy {
+                name: name.to_owned(),
+            })
+    }
+
+    async fn acquire_timeout(
+        &self,
+        name: &str,
+        ttl: std::time::Duration,
+        timeout: std::time::Duration,
+    ) -> Result<Lease<C>, crate::lock::LeaseError> {
+        Ok(RedisLocker::acquire_timeout(self, name, ttl, timeout).await?)
+    }
+}
+
+impl<C: LockConnection> crate::lock::Lease for Lease<C> {
+    fn name(&self) -> &str {
+        Lease::name(self)
+    }
+
+    fn fence(&self) -> crate::FencingToken {
+        Lease::fence(self)
+    }
+
+    fn is_held(&self) -> bool {
+        Lease::is_held(self)
+    }
+
+    fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let lost = Lease::lost(self);
+        async move {
+            lost.await;
+        }
+    }
+
+    /// Keeps the lease alive with [`DEFAULT_MAX_HOLD`] as the maximum hold time.
+    fn spawn_keep_alive(&mut self) {
+        Lease::spawn_keep_alive(self, DEFAULT_MAX_HOLD)
+    }
+
+    async fn renew(&mut self, ttl: std::time::Duration) -> Result<(), crate::lock::LeaseError> {
+        Ok(Lease::renew(self, ttl).await?)
+    }
+
+    async fn release(mut self) -> Result<(), crate::lock::LeaseError> {
+        if Lease::release(&mut self).await? {
+            Ok(())
+        } else {
+            Err(crate::lock::LeaseError::Lost {
+                name: self.name().to_owned(),
+            })
+        }
+    }
+}

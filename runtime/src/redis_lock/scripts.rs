@@ -9,12 +9,32 @@ use redis::Script;
 /// `KEYS[1]` lock key, `KEYS[2]` fence counter key (same hash tag), `ARGV[1]` token,
 /// `ARGV[2]` TTL in milliseconds. Returns the new fencing token (>= 1) to the winner and 0 to
 /// everyone else, so a fence is only ever issued to the holder of the lock.
+///
+/// The fence is `max(counter + 1, server time in microseconds)`, and the counter is set to
+/// it. The time floor keeps the fence from going backwards when the counter is lost (a
+/// restart without persistence, `FLUSHALL`, a failover to a replica that missed the last
+/// write): the first fence after the loss is the server's current time, which is larger
+/// than every fence issued before as long as the server clock has not been set back. At
+/// most one fence is issued per lock per acquisition, far fewer than one per microsecond, so
+/// the counter stays within a few microseconds of the clock and cannot run away from it.
+/// The time is built as a decimal string (seconds, then six digits of microseconds) because
+/// Lua numbers would print a 16-digit value in exponent notation.
+/// `redis.replicate_commands()` lets Redis 3.2 to 4 replicate the effects of a script that
+/// read the time (later versions always do).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('incr', KEYS[2])
+        r"if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
 end
-return 0",
+if redis.replicate_commands then redis.replicate_commands() end
+local now = redis.call('time')
+local micros = now[1] .. string.rep('0', 6 - string.len(now[2])) .. now[2]
+local fence = redis.call('incr', KEYS[2])
+if fence < tonumber(micros) then
+  redis.call('set', KEYS[2], micros)
+  return tonumber(micros)
+end
+return fence",
     )
 });
 

@@ -218,6 +218,7 @@ impl Context<'_> {
             in_body,
             kind: Kind::Other,
             table: None,
+            reads: None,
             names: Vec::new(),
             assignments: Vec::new(),
             values: Vec::new(),
@@ -536,7 +537,19 @@ impl Context<'_> {
                 ast::SetExpr::Insert(inner)
                 | ast::SetExpr::Update(inner)
                 | ast::SetExpr::Delete(inner) => self.facts(st, inner, toks, base),
-                _ => st.kind = Kind::Select,
+                body => {
+                    st.kind = Kind::Select;
+                    // `SELECT .. FROM t` (one table, no join): the table read.
+                    if let ast::SetExpr::Select(sel) = body {
+                        if let [from] = sel.from.as_slice() {
+                            if let (ast::TableFactor::Table { name, .. }, true) =
+                                (&from.relation, from.joins.is_empty())
+                            {
+                                st.reads = Some(object_name(name));
+                            }
+                        }
+                    }
+                }
             },
             ast::Statement::CreateTable(ct) => {
                 st.kind = Kind::Ddl;

@@ -230,8 +230,11 @@ pub struct Statement {
     /// Inside a PL/pgSQL function body or `DO` block.
     pub in_body: bool,
     pub kind: Kind,
-    /// The table written (or read by a plain `SELECT ... FROM t`), lower case, unqualified.
+    /// The table written, lower case, unqualified.
     pub table: Option<String>,
+    /// The table read by a plain `SELECT ... FROM t` (one table, no join), lower case,
+    /// unqualified.
+    pub reads: Option<String>,
     /// Names that refer to the target table in expressions (its name and alias).
     pub names: Vec<String>,
     /// `SET` assignments (`UPDATE`) and `DO UPDATE SET` / `ON DUPLICATE KEY UPDATE` ones.
