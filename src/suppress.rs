@@ -5,6 +5,8 @@
 //! and unknown rule names are reported.
 
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
+use crate::frontend::lua::lex as lua_lex;
+use crate::frontend::sql::lex as sql_lex;
 use crate::ir::FileIr;
 use crate::rules::{self, RuleInfo};
 use crate::source::{FileRef, Span};
@@ -182,63 +184,70 @@ fn statements<T>(
     out
 }
 
-/// `--` comments of SQL and Lua: outside string literals, quoted identifiers and `[[...]]`.
-fn lex_dash(file: &FileRef) -> Lexed {
+/// SQL comments and statement extents, from the SQL lexer (`--` and `/* */` comments;
+/// quotes, quoted identifiers and dollar quotes skipped).
+fn lex_sql(file: &FileRef) -> Lexed {
     let text = &file.text;
-    let b = text.as_bytes();
+    // code tokens as (start, end, the character that matters for statement extents)
+    let code: Vec<(usize, usize, u8)> = sql_lex::tokens(text)
+        .iter()
+        .map(|t| {
+            let first = text.as_bytes()[t.start];
+            let kind = if t.kind == sql_lex::Kind::Punct {
+                first
+            } else {
+                b'x'
+            };
+            (t.start, t.end, kind)
+        })
+        .collect();
+    let comments = sql_lex::comments(text);
+    lexed_dash(file, &comments, &code)
+}
+
+/// Lua comments and statement extents, from the Lua scanner (`--` and `--[[ ]]` comments;
+/// strings and long strings skipped).
+fn lex_lua(file: &FileRef) -> Lexed {
+    let text = &file.text;
     let mut comments = Vec::new();
-    let mut code: Vec<(usize, u8)> = Vec::new();
-    let mut last_code_line = 0usize;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'-' && b.get(i + 1) == Some(&b'-') {
-            let end = text[i..].find('\n').map(|n| i + n).unwrap_or(text.len());
-            let line = line_of(file, i);
-            comments.push(Comment {
-                span: Span::new(i, end),
-                body: text[i + 2..end].to_string(),
-                trailing: last_code_line == line,
-            });
-            i = end;
-            continue;
-        }
-        if c == b'\'' || c == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != c {
-                if b[j] == b'\\' {
-                    j += 1;
-                }
-                j += 1;
+    let mut code: Vec<(usize, usize, u8)> = Vec::new();
+    lua_lex::scan(text, |t| {
+        match t {
+            lua_lex::Tok::Comment(s, e) => comments.push((s, e)),
+            lua_lex::Tok::Open(i) => code.push((i, i + 1, b'(')),
+            lua_lex::Tok::Close(i) => code.push((i, i + 1, b')')),
+            lua_lex::Tok::Punct(i) | lua_lex::Tok::Backtick(i) => {
+                code.push((i, i + 1, text.as_bytes()[i]))
             }
-            last_code_line = line_of(file, i);
-            code.push((i, b'x'));
-            i = j + 1;
-            continue;
+            lua_lex::Tok::Word(s, e) => code.push((s, e, b'x')),
+            // a value is known by its end
+            lua_lex::Tok::Value(e) => code.push((e.saturating_sub(1), e, b'x')),
         }
-        if c == b'$' {
-            // dollar quoting: $tag$ ... $tag$
-            if let Some(close) = text[i + 1..].find('$') {
-                let tag = &text[i..i + close + 2];
-                if tag[1..tag.len() - 1]
-                    .chars()
-                    .all(|ch| ch.is_alphanumeric() || ch == '_')
-                {
-                    if let Some(end) = text[i + tag.len()..].find(tag) {
-                        code.push((i, b'x'));
-                        i += tag.len() + end + tag.len();
-                        last_code_line = line_of(file, i.saturating_sub(1));
-                        continue;
-                    }
-                }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    lexed_dash(file, &comments, &code)
+}
+
+/// Comments (a `--` or `/*` opener of two bytes) and statement extents of a SQL or Lua text,
+/// from its code tokens and comment ranges, both in text order.
+fn lexed_dash(file: &FileRef, ranges: &[(usize, usize)], code: &[(usize, usize, u8)]) -> Lexed {
+    let text = &file.text;
+    let comments: Vec<Comment> = ranges
+        .iter()
+        .map(|&(start, end)| {
+            let line = line_of(file, start);
+            // code before the comment on its line (a token ending on that line)
+            let before = code.partition_point(|&(s, _, _)| s < start);
+            let trailing =
+                before > 0 && line_of(file, code[before - 1].1.saturating_sub(1)) == line;
+            Comment {
+                span: Span::new(start, end),
+                body: text.get(start + 2..end).unwrap_or("").to_string(),
+                trailing,
             }
-        }
-        if !c.is_ascii_whitespace() {
-            last_code_line = line_of(file, i);
-            code.push((i, c));
-        }
-        i += 1;
-    }
+        })
+        .collect();
+    let code: Vec<(usize, u8)> = code.iter().map(|&(s, _, k)| (s, k)).collect();
     let statements = statements(
         file,
         &code,
@@ -317,7 +326,8 @@ fn suppressions(file: &FileRef) -> Vec<Suppression> {
         return Vec::new();
     }
     let lexed = match file.path.extension().and_then(|e| e.to_str()) {
-        Some("sql") | Some("lua") => lex_dash(file),
+        Some("sql") => lex_sql(file),
+        Some("lua") => lex_lua(file),
         _ => lex_rust(file),
     };
     lexed

@@ -123,3 +123,28 @@ fn the_unused_suppression_fix_removes_the_comment() {
         body("    let _: () = con.set_ex(\"user:1:profile\", \"{}\", 60).await?;\n")
     );
 }
+
+const LOCK_TABLE: &str = "CREATE TABLE job_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);\n";
+
+#[test]
+fn sql_block_comments_suppress_and_quoted_text_never_does() {
+    let sql = format!(
+        "{LOCK_TABLE}/* locklint: allow(lock-table-no-owner-check) -- operator tool */\nDELETE FROM job_locks WHERE name = $1;\nSELECT '-- locklint: allow(lock-table-no-owner-check) -- not a comment';\nDELETE FROM job_locks WHERE name = $2;\n"
+    );
+    assert_eq!(
+        findings("locks.sql", &sql),
+        vec![("lock-table-no-owner-check".to_string(), 5)]
+    );
+}
+
+#[test]
+fn lua_long_strings_never_suppress_and_long_comments_are_comments() {
+    // the text in the long string is data; the long comment holds no suppression
+    let lua = "local doc = [[\n-- locklint: allow(lua-release-no-compare) -- not a comment\n]]\n--[[ release the lock ]]\nreturn redis.call('DEL', KEYS[1]) -- locklint: allow(lua-release-no-compare) -- admin tool\n";
+    assert_eq!(findings("release_lock.lua", lua), vec![]);
+    let lua = "local doc = [[\n-- locklint: allow(lua-release-no-compare) -- not a comment\n]]\nreturn redis.call('DEL', KEYS[1])\n";
+    assert_eq!(
+        findings("release_lock.lua", lua),
+        vec![("lua-release-no-compare".to_string(), 4)]
+    );
+}

@@ -19,6 +19,8 @@ pub enum Tok {
     Backtick(usize),
     /// Any other punctuation.
     Punct(usize),
+    /// A comment (`-- ..` to the end of the line, or a long `--[[ .. ]]`): byte range.
+    Comment(usize, usize),
 }
 
 /// Call `f` with every significant token of `text`, until it breaks.
@@ -36,6 +38,7 @@ pub fn scan<B>(text: &str, mut f: impl FnMut(Tok) -> ControlFlow<B>) -> Option<B
         let c = b[i];
         match c {
             b'-' if b.get(i + 1) == Some(&b'-') => {
+                let start = i;
                 i = match long_bracket(b, i + 2) {
                     Some(level) => skip_long(b, i + 2, level),
                     None => b[i..]
@@ -43,6 +46,7 @@ pub fn scan<B>(text: &str, mut f: impl FnMut(Tok) -> ControlFlow<B>) -> Option<B
                         .position(|&x| x == b'\n')
                         .map_or(b.len(), |p| i + p),
                 };
+                emit!(Tok::Comment(start, i));
                 continue;
             }
             b'"' | b'\'' => {

@@ -54,6 +54,18 @@ fn is_word_char(c: char) -> bool {
 /// Tokenize `src`; offsets are relative to `src`. Never fails: an unterminated string or
 /// comment runs to the end of the text.
 pub fn tokens(src: &str) -> Vec<Token> {
+    lex(src, |_, _| {})
+}
+
+/// The comments of `src` (`-- ..` to the end of the line, `/* .. */` nested), as byte ranges.
+pub fn comments(src: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    lex(src, |start, end| out.push((start, end)));
+    out
+}
+
+/// Tokenize `src`, calling `on_comment` with the range of every comment skipped.
+fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
     let b = src.as_bytes();
     let n = b.len();
     let mut out = Vec::new();
@@ -71,6 +83,7 @@ pub fn tokens(src: &str) -> Vec<Token> {
             while i < n && b[i] != b'\n' {
                 i += 1;
             }
+            on_comment(start, i);
             continue;
         }
         if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
@@ -89,6 +102,7 @@ pub fn tokens(src: &str) -> Vec<Token> {
                     i += 1;
                 }
             }
+            on_comment(start, i.min(n));
             continue;
         }
         // E'..' strings take backslash escapes
