@@ -3,13 +3,17 @@
 //!
 //! `cargo bench --bench pathological [NAME...]` writes each input under
 //! `target/pathological/<case>/`, analyses it in a child process (this binary re-run with
-//! `--child <dir>`), and prints a table: case, input size, wall time, peak RSS of the child
+//! `--child <dir>`), and prints a table: case, input size, wall time, CPU time (user and
+//! system, all threads: on a loaded machine the steadier figure), peak RSS of the child
 //! (`VmHWM`), peak RSS over an empty run, and that growth per input byte. A child that crashes
 //! or runs longer than the timeout is reported as such. Positional arguments select cases
 //! whose name contains one of them.
 //!
-//! `LOCKLINT_PATHO_SIZE` sets the input size in bytes (default 1000000) and
-//! `LOCKLINT_PATHO_TIMEOUT` the timeout per case in seconds (default 60).
+//! `LOCKLINT_PATHO_SIZE` sets the input size in bytes (default 1000000), or several sizes
+//! separated by commas (`1000000,2000000`): each case then runs at every size and the last
+//! column gives its CPU time over the CPU time at the first size (about the ratio of the sizes
+//! when the work is linear). `LOCKLINT_PATHO_TIMEOUT` sets the timeout per case in seconds
+//! (default 60).
 
 #[path = "../tests/support/pathological.rs"]
 mod pathological;
@@ -117,6 +121,7 @@ fn child(dir: &Path) {
         ..Default::default()
     });
     let wall = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds();
     let hwm = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -132,14 +137,31 @@ fn child(dir: &Path) {
         .filter(|f| f.rule == "parse-error")
         .count();
     println!(
-        "RESULT {wall} {hwm} {} {parse_errors}",
+        "RESULT {wall} {hwm} {} {parse_errors} {cpu}",
         report.findings.len()
     );
+}
+
+/// User and system time of this process so far, every thread included (`/proc/self/stat`,
+/// in clock ticks of 1/100 s).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // after the name: state is field 3 of the man page, utime 14 and stime 15
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 enum Outcome {
     Done {
         wall: f64,
+        cpu: f64,
         hwm_kb: u64,
         findings: usize,
         parse_errors: usize,
@@ -186,6 +208,7 @@ fn run_child(dir: &Path, timeout: Duration) -> Outcome {
             let f: Vec<&str> = l.split_whitespace().collect();
             Outcome::Done {
                 wall: f[0].parse().unwrap_or(f64::NAN),
+                cpu: f.get(4).and_then(|c| c.parse().ok()).unwrap_or(f64::NAN),
                 hwm_kb: f[1].parse().unwrap_or(0),
                 findings: f[2].parse().unwrap_or(0),
                 parse_errors: f[3].parse().unwrap_or(0),
@@ -208,67 +231,88 @@ fn main() {
         return;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let size = env_num("LOCKLINT_PATHO_SIZE", 1_000_000) as usize;
+    let sizes: Vec<usize> = std::env::var("LOCKLINT_PATHO_SIZE")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![1_000_000]);
     let timeout = Duration::from_secs(env_num("LOCKLINT_PATHO_TIMEOUT", 60));
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pathological");
     println!(
-        "{:<34} {:>10} {:>9} {:>10} {:>10} {:>8} {:>9}",
-        "case", "size", "wall s", "peak RSS", "growth", "growth/B", "findings"
+        "{:<34} {:>10} {:>8} {:>8} {:>10} {:>10} {:>8} {:>9} {:>6}",
+        "case", "size", "wall s", "cpu s", "peak RSS", "growth", "growth/B", "findings", "cpu x"
     );
     let mut baseline_kb = 0u64;
-    for case in cases(size) {
-        let wanted = case.name == "empty"
+    let per_size: Vec<Vec<Case>> = sizes.iter().map(|&s| cases(s)).collect();
+    for c in 0..per_size[0].len() {
+        let name = per_size[0][c].name.clone();
+        let wanted = name == "empty"
             || filters.is_empty()
-            || filters.iter().any(|f| case.name.contains(f.as_str()));
+            || filters.iter().any(|f| name.contains(f.as_str()));
         if !wanted {
             continue;
         }
-        let dir = root.join(case.name.replace('/', "-"));
-        let _ = std::fs::remove_dir_all(&dir);
-        if let Err(e) = std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(dir.join(case.file), &case.text))
-        {
-            println!("{:<34} cannot write the input: {e}", case.name);
-            continue;
-        }
-        let bytes = case.text.len();
-        match run_child(&dir, timeout) {
-            Outcome::Done {
-                wall,
-                hwm_kb,
-                findings,
-                parse_errors,
-            } => {
-                if case.name == "empty" {
-                    baseline_kb = hwm_kb;
+        let mut first_cpu = None;
+        for (si, cases) in per_size.iter().enumerate() {
+            if name == "empty" && si > 0 {
+                break;
+            }
+            let case = &cases[c];
+            let dir = root.join(case.name.replace('/', "-"));
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Err(e) = std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::write(dir.join(case.file), &case.text))
+            {
+                println!("{:<34} cannot write the input: {e}", case.name);
+                continue;
+            }
+            let bytes = case.text.len();
+            match run_child(&dir, timeout) {
+                Outcome::Done {
+                    wall,
+                    cpu,
+                    hwm_kb,
+                    findings,
+                    parse_errors,
+                } => {
+                    if case.name == "empty" {
+                        baseline_kb = hwm_kb;
+                    }
+                    let growth = hwm_kb.saturating_sub(baseline_kb) * 1024;
+                    let ratio = match first_cpu {
+                        Some(f) if f > 0.0 => format!("{:.1}", cpu / f),
+                        _ => String::new(),
+                    };
+                    first_cpu.get_or_insert(cpu);
+                    println!(
+                        "{:<34} {:>10} {:>8.3} {:>8.2} {:>9}K {:>9}K {:>8.1} {:>9} {:>6}",
+                        case.name,
+                        bytes,
+                        wall,
+                        cpu,
+                        hwm_kb,
+                        growth / 1024,
+                        growth as f64 / bytes as f64,
+                        if parse_errors > 0 {
+                            format!("{findings} ({parse_errors} pe)")
+                        } else {
+                            findings.to_string()
+                        },
+                        ratio
+                    );
                 }
-                let growth = hwm_kb.saturating_sub(baseline_kb) * 1024;
-                println!(
-                    "{:<34} {:>10} {:>9.3} {:>9}K {:>9}K {:>8.1} {:>9}",
+                Outcome::Timeout => println!(
+                    "{:<34} {:>10} {:>8} (killed after {} s)",
                     case.name,
                     bytes,
-                    wall,
-                    hwm_kb,
-                    growth / 1024,
-                    growth as f64 / bytes as f64,
-                    if parse_errors > 0 {
-                        format!("{findings} ({parse_errors} pe)")
-                    } else {
-                        findings.to_string()
-                    }
-                );
+                    "timeout",
+                    timeout.as_secs()
+                ),
+                Outcome::Failed(why) => {
+                    println!("{:<34} {:>10} {:>8} ({why})", case.name, bytes, "crashed")
+                }
             }
-            Outcome::Timeout => println!(
-                "{:<34} {:>10} {:>9} (killed after {} s)",
-                case.name,
-                bytes,
-                "timeout",
-                timeout.as_secs()
-            ),
-            Outcome::Failed(why) => {
-                println!("{:<34} {:>10} {:>9} ({why})", case.name, bytes, "crashed")
-            }
+            let _ = std::fs::remove_dir_all(&dir);
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

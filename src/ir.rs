@@ -349,13 +349,23 @@ pub struct Function {
     pub params: Vec<String>,
     pub span: Span,
     pub events: Vec<Event>,
-    /// Identifiers used in the body with their byte offsets, to tell whether a binding is read later.
+    /// Identifiers used in the body with their byte offsets, to tell whether a binding is read
+    /// later; sorted by name, then offset (see [`Function::uses_of`]).
     pub uses: Vec<(String, usize)>,
     /// Key template of the returned value, when the function builds a key.
     pub returns_key: Option<KeyRef>,
     /// Byte offset where a fix can add a module-level item this function sees (the end of
     /// the line of the file's last leading `use`); `None` inside inline modules.
     pub item_slot: Option<usize>,
+}
+
+impl Function {
+    /// The uses of one identifier, in source order (a binary search of the sorted `uses`).
+    pub fn uses_of(&self, name: &str) -> &[(String, usize)] {
+        let from = self.uses.partition_point(|(n, _)| n.as_str() < name);
+        let to = from + self.uses[from..].partition_point(|(n, _)| n == name);
+        &self.uses[from..to]
+    }
 }
 
 /// A problem reading a file that is reported as a finding (`parse-error`).

@@ -101,6 +101,14 @@ impl LineIndex {
         self.line_starts.len()
     }
 
+    /// The byte span of the line that holds `offset` (clamped to the text), without its line
+    /// break.
+    pub fn line_span(&self, text: &str, offset: usize) -> Span {
+        let offset = offset.min(text.len());
+        let line0 = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        Span::new(self.line_starts[line0], self.line_end(text, line0))
+    }
+
     /// Line/column of a byte offset (clamped to the text, snapped to a char boundary).
     pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
         let mut offset = offset.min(text.len());
@@ -206,6 +214,8 @@ pub struct SourceFile {
     pub display: String,
     pub text: String,
     pub lines: LineIndex,
+    /// What the text declares and names, indexed the first time a fix asks (Rust files).
+    rust_names: std::sync::OnceLock<crate::frontend::rust::names::RustNames>,
 }
 
 pub type FileRef = Arc<SourceFile>;
@@ -219,7 +229,21 @@ impl SourceFile {
             display,
             text,
             lines,
+            rust_names: Default::default(),
         })
+    }
+
+    /// What the text declares and names as a whole, found in one pass of the Rust lexer the
+    /// first time it is asked (whole-file questions of fixes cost the same for every finding).
+    pub fn rust_names(&self) -> &crate::frontend::rust::names::RustNames {
+        self.rust_names
+            .get_or_init(|| crate::frontend::rust::names::RustNames::of(&self.text))
+    }
+
+    /// The line that holds `offset`, without its line break, found in the line index (in
+    /// time independent of the line's length).
+    pub fn line_span(&self, offset: usize) -> Span {
+        self.lines.line_span(&self.text, offset)
     }
 
     pub fn line_col(&self, offset: usize) -> LineCol {

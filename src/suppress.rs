@@ -344,11 +344,8 @@ fn removal(file: &FileRef, c: &Comment) -> Span {
         let start = text[..c.span.start].trim_end_matches([' ', '\t']).len();
         return Span::new(start, c.span.end);
     }
-    let line_start = text[..c.span.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let line_end = text[c.span.end..]
-        .find('\n')
-        .map(|i| c.span.end + i + 1)
-        .unwrap_or(text.len());
+    let line_start = file.line_span(c.span.start).start;
+    let line_end = (file.line_span(c.span.end).end + 1).min(text.len());
     Span::new(line_start, line_end)
 }
 

@@ -361,3 +361,51 @@ fn what_passes_the_guard_is_analysed_on_a_main_thread_sized_stack() {
         assert!(found.len() <= 1, "{}: {found:?}", form.name);
     }
 }
+
+#[test]
+fn a_helper_called_many_times_is_one_finding_with_every_call_site() {
+    let n = 30_000;
+    let dir = dir_with(&[("calls.rs", &p::many_helper_calls(n))]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "calls.rs", "unconditional-release");
+    assert_eq!(found.len(), 1, "{:?}", report.findings.len());
+    let sites = found[0]
+        .related
+        .iter()
+        .filter(|r| r.label.contains("call"))
+        .count();
+    assert_eq!(sites, n, "{:?}", &found[0].related[..3]);
+    // the fix is built once per call site, each asking whether the script constant is
+    // defined or its name taken: answered from the file's index of names
+    let fix = found[0].fix.as_ref().expect("a compare-and-delete fix");
+    let defined: Vec<_> = fix
+        .edits
+        .iter()
+        .filter(|e| e.replacement.contains("const COMPARE_AND_DELETE: &str"))
+        .collect();
+    assert_eq!(defined.len(), 1, "{:?}", fix.edits);
+}
+
+#[test]
+fn fixes_ask_the_code_not_comments_or_strings_whether_a_file_is_fred() {
+    // `fred::` and `self.token` only in a comment and a string: a redis-rs release with a
+    // token in scope gets its compare-and-delete fix (the name index sees code tokens only)
+    let text = r#"use redis::AsyncCommands;
+
+// unlike fred::Client, this release goes through redis-rs; "self.token" is not read
+pub async fn release_lock(con: &mut redis::aio::MultiplexedConnection, token: &str) -> redis::RedisResult<()> {
+    let _: () = con.del("lock:report").await?;
+    Ok(())
+}
+"#;
+    let dir = dir_with(&[("release.rs", text)]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "release.rs", "unconditional-release");
+    assert_eq!(found.len(), 1, "{:?}", report.findings);
+    let fix = found[0].fix.as_ref().expect("a compare-and-delete fix");
+    assert!(
+        fix.edits.iter().any(|e| e.replacement.contains("token")),
+        "{:?}",
+        fix.edits
+    );
+}

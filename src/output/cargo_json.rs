@@ -28,10 +28,7 @@ fn span(
     let e = l.end();
     let text = &l.file.text;
     // the source lines the span covers, with 1-based highlight columns
-    let first = text[..l.span.start.min(text.len())]
-        .rfind('\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
+    let first = l.file.line_span(l.span.start).start;
     let lines: Vec<Value> = text[first..]
         .lines()
         .take(e.line - s.line + 1)

@@ -136,14 +136,7 @@ fn rendered(d: &Diagnostic) -> Rendered {
 const MAX_SNIPPET_LINE: usize = 4000;
 
 fn line_len_at(file: &crate::source::SourceFile, offset: usize) -> usize {
-    let text = &file.text;
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let end = text[offset..]
-        .find('\n')
-        .map(|i| offset + i)
-        .unwrap_or(text.len());
-    end - start
+    file.line_span(offset).len()
 }
 
 /// A plain rendering without a snippet.

@@ -48,10 +48,8 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
         return edits;
     }
     let text = &o.file.text;
-    let line_start = text[..stmt.start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[stmt.end..]
-        .find('\n')
-        .map_or(text.len(), |i| stmt.end + i);
+    let line_start = o.file.line_span(stmt.start).start;
+    let line_end = o.file.line_span(stmt.end).end;
     let indent = &text[line_start..stmt.start];
     let old = &text[stmt.start..stmt.end];
     if !indent.trim().is_empty() || has_comments(old) {
@@ -440,11 +438,8 @@ pub fn acquire_with_expiry(o: &TraceOp, ttl: &Ttl) -> Option<(Vec<Edit>, Applica
 /// The span that deleting a statement removes: its whole lines when nothing else is on them.
 pub fn statement_removal(file: &FileRef, stmt: Span) -> Span {
     let text = &file.text;
-    let line_start = text[..stmt.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let line_end = text[stmt.end..]
-        .find('\n')
-        .map(|i| stmt.end + i + 1)
-        .unwrap_or(text.len());
+    let line_start = file.line_span(stmt.start).start;
+    let line_end = (file.line_span(stmt.end).end + 1).min(text.len());
     let before_blank = text[line_start..stmt.start].trim().is_empty();
     let after_blank = text[stmt.end..line_end].trim().is_empty();
     if before_blank && after_blank {
@@ -559,20 +554,15 @@ struct ScriptConst {
 /// Falls back to the literal inside inline modules or when the name is taken.
 fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
     let literal = format!("{:?}", script.lua);
-    let text = &o.file.text;
     let definition = format!("const {}: &str = {literal};", script.name);
     // reuse a module-level definition (at the start of a line; one indented may sit in an
     // inline module, out of this function's scope)
-    let top_level = text
-        .match_indices(&definition)
-        .any(|(at, _)| at == 0 || text[..at].ends_with('\n'));
+    let names = o.file.rust_names();
+    let top_level = names.defines_at_top_level(&o.file.text, script.name, &definition);
     if top_level && o.func.item_slot.is_some() {
         return (script.name.to_string(), None);
     }
-    let taken = [" ", ":", "("]
-        .iter()
-        .any(|after| text.contains(&format!("const {}{after}", script.name)))
-        || text.contains(&format!("static {}", script.name));
+    let taken = names.is_declared(script.name);
     let Some(at) = o.func.item_slot.filter(|_| !taken) else {
         return (literal, None);
     };
@@ -638,10 +628,10 @@ pub fn token_in_scope(o: &TraceOp) -> Option<String> {
         }
         let text = &o.file.text;
         let used = f
-            .uses
+            .uses_of(name)
             .iter()
-            .find(|(n, at)| n == name && *at < o.op.span.start && *at > f.span.start);
-        if f.has_self && o.file.text.contains(&format!("self.{name}")) && used.is_none() {
+            .find(|(_, at)| *at < o.op.span.start && *at > f.span.start);
+        if f.has_self && o.file.rust_names().reads_self_field(name) && used.is_none() {
             return Some(format!("&self.{name}"));
         }
         if let Some((_, at)) = used {
@@ -657,7 +647,7 @@ pub fn token_in_scope(o: &TraceOp) -> Option<String> {
 }
 
 fn is_fred(o: &TraceOp) -> bool {
-    o.file.text.contains("fred::")
+    o.file.rust_names().mentions_fred()
 }
 
 /// Replace a plain `DEL` / `UNLINK` of a lock with an atomic compare-and-delete: `DELEX key

@@ -7,6 +7,7 @@ mod env;
 mod items;
 mod keys;
 mod literal;
+pub mod names;
 mod spans;
 mod walker;
 

@@ -380,6 +380,7 @@ impl<'a> FnWalker<'a> {
         let mut uses = Vec::new();
         if needs_uses {
             collect_uses(self.cx.file, body, &mut uses);
+            uses.sort_unstable();
             // the last use of each name
             let mut last_use: HashMap<&str, usize> = HashMap::new();
             for (u, at) in &uses {
