@@ -15,6 +15,10 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# Each cargo feature of the companion crate builds alone (type checking only, which is cheap).
+for feature in redis redis-cluster postgres mysql sqlite; do
+    cargo check -p locklint-runtime --no-default-features --features "$feature"
+done
 cargo test --workspace
 # The companion crate's own code uses only the correct lock forms. The binary is the one the
 # test run just built (`cargo run` would resolve features for one package and build again).

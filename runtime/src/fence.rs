@@ -63,10 +63,14 @@
 //! Tokens come from [`crate::table::TableLock`] (its fence column), from the Redis leases in
 //! [`crate::redis_lock`], or from a [`FenceCounter`] bumped while holding any lock.
 
+#[cfg(feature = "postgres")]
 use sqlx::postgres::{PgArguments, PgExecutor, PgRow};
+#[cfg(feature = "postgres")]
 use sqlx::query::{Query, QueryAs};
+#[cfg(feature = "postgres")]
 use sqlx::{Acquire, Postgres};
 
+#[cfg(feature = "postgres")]
 use crate::ident::{validate_identifier, validate_simple_identifier, InvalidIdentifier};
 
 /// A fencing token: strictly increasing across successive acquisitions of one lock.
@@ -88,10 +92,12 @@ impl std::fmt::Display for FencingToken {
 
 /// Converts a fence read from a `BIGINT` column; negative values (never written by this
 /// crate) map to 0.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) fn fence_from_i64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+#[cfg(feature = "postgres")]
 /// The error returned by a fenced write.
 #[derive(Debug, thiserror::Error)]
 pub enum FenceError {
@@ -112,6 +118,7 @@ pub enum FenceError {
     Database(#[from] sqlx::Error),
 }
 
+#[cfg(feature = "postgres")]
 impl FenceError {
     /// True for [`FenceError::StaleFence`].
     pub fn is_stale(&self) -> bool {
@@ -119,6 +126,7 @@ impl FenceError {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// A PostgreSQL statement whose first parameter (`$1`) is a fencing token.
 ///
 /// ```no_run
@@ -142,6 +150,7 @@ pub struct FencedWrite<'q> {
     lookup: Option<Query<'q, Postgres, PgArguments>>,
 }
 
+#[cfg(feature = "postgres")]
 impl<'q> FencedWrite<'q> {
     /// Prepares `sql` with `token` bound as `$1`. The statement must compare the stored fence
     /// with `$1`: `WHERE ... AND fence < $1` storing `$1` on success (write-only form, see
@@ -207,6 +216,7 @@ impl<'q> FencedWrite<'q> {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// A PostgreSQL claim: a statement that stamps the row with the fencing token (`$1`) and
 /// returns it, so that later writes can require that token. See the
 /// [module docs](self#read-modify-write-claim-the-row-when-reading).
@@ -236,6 +246,7 @@ pub struct FencedClaim<'q, R> {
     lookup: Option<Query<'q, Postgres, PgArguments>>,
 }
 
+#[cfg(feature = "postgres")]
 impl<'q, R> FencedClaim<'q, R>
 where
     R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
@@ -343,6 +354,7 @@ where
     }
 }
 
+#[cfg(feature = "postgres")]
 /// Runs the optional current-fence lookup of a refused statement.
 async fn current_fence(
     lookup: Option<Query<'_, Postgres, PgArguments>>,
@@ -359,6 +371,7 @@ async fn current_fence(
     }
 }
 
+#[cfg(feature = "postgres")]
 /// A table whose rows carry a fence column (PostgreSQL).
 ///
 /// Holds the validated table, key column and fence column names and produces the SQL of the
@@ -371,6 +384,7 @@ pub struct FencedTable {
     current_sql: String,
 }
 
+#[cfg(feature = "postgres")]
 impl FencedTable {
     /// A table keyed by `id` with its fence in `fence`. `table` may be schema-qualified.
     pub fn new(table: &str) -> Result<Self, InvalidIdentifier> {
@@ -495,10 +509,12 @@ impl FencedTable {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// The PostgreSQL migration creating the default fence counter table `locklint_fences`.
 pub const FENCE_COUNTER_MIGRATION_POSTGRES: &str =
     include_str!("../migrations/postgres/0003_locklint_fences.sql");
 
+#[cfg(feature = "postgres")]
 /// A named, strictly increasing counter in PostgreSQL, used to mint fencing tokens for locks
 /// that have none of their own (such as [advisory locks](crate::advisory)).
 ///
@@ -510,12 +526,14 @@ pub struct FenceCounter {
     next_sql: String,
 }
 
+#[cfg(feature = "postgres")]
 impl Default for FenceCounter {
     fn default() -> Self {
         Self::with_table("locklint_fences").expect("default table name is valid")
     }
 }
 
+#[cfg(feature = "postgres")]
 impl FenceCounter {
     /// A counter table named `table` (may be schema-qualified).
     pub fn with_table(table: &str) -> Result<Self, InvalidIdentifier> {

@@ -33,7 +33,13 @@
 //! surrounding transaction.
 
 use futures_util::future::BoxFuture;
-use sqlx::{Database, Executor, MySql, Postgres, Sqlite};
+#[cfg(feature = "mysql")]
+use sqlx::MySql;
+#[cfg(feature = "postgres")]
+use sqlx::Postgres;
+#[cfg(feature = "sqlite")]
+use sqlx::Sqlite;
+use sqlx::{Database, Executor};
 
 use crate::ident::{validate_identifier, InvalidIdentifier};
 use crate::table::Dialect;
@@ -79,8 +85,11 @@ pub trait ClaimDatabase: Database + private::Sealed {
 
 mod private {
     pub trait Sealed {}
+    #[cfg(feature = "postgres")]
     impl Sealed for sqlx::Postgres {}
+    #[cfg(feature = "mysql")]
     impl Sealed for sqlx::MySql {}
+    #[cfg(feature = "sqlite")]
     impl Sealed for sqlx::Sqlite {}
 }
 
@@ -108,8 +117,11 @@ macro_rules! claim_database {
     };
 }
 
+#[cfg(feature = "postgres")]
 claim_database!(Postgres, Dialect::Postgres);
+#[cfg(feature = "mysql")]
 claim_database!(MySql, Dialect::MySql);
+#[cfg(feature = "sqlite")]
 claim_database!(Sqlite, Dialect::Sqlite);
 
 /// A claims table (default [`DEFAULT_TABLE`], `locklint_claims`).

@@ -32,6 +32,7 @@ pub fn validate_simple_identifier(name: &str) -> Result<(), InvalidIdentifier> {
 }
 
 /// The last dot-separated part of a validated identifier: `locks` for `app.locks`.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) fn unqualified(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }

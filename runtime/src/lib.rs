@@ -74,16 +74,33 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Cargo features
+//!
+//! | Feature | Enables |
+//! |---|---|
+//! | `redis` (default) | [`redis_lock`] |
+//! | `redis-cluster` | `redis` plus Redis Cluster connections |
+//! | `postgres` | [`advisory`], the SQL half of [`fence`], and PostgreSQL for [`table`] and [`idempotency`] |
+//! | `mysql` | MySQL/MariaDB for [`table`] and [`idempotency`] |
+//! | `sqlite` | SQLite for [`table`] and [`idempotency`] |
+//!
+//! [`lock`] (the traits and [`MemoryLock`](lock::MemoryLock)) and [`FencingToken`] are always
+//! available.
+//!
 //! Migrations for every table used here ship in `migrations/{postgres,mysql,sqlite}/` and are
 //! also applied by the `migrate` functions ([`table::TableLock::migrate`],
 //! [`idempotency::ClaimTable::migrate`], [`fence::FenceCounter::migrate`]).
 
+#[cfg(feature = "postgres")]
 pub mod advisory;
 pub mod fence;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub mod idempotency;
 pub mod ident;
 pub mod lock;
+#[cfg(feature = "redis")]
 pub mod redis_lock;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub mod table;
 
 pub use fence::FencingToken;

@@ -40,7 +40,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlx::{MySqlPool, PgPool, SqlitePool};
+#[cfg(feature = "mysql")]
+use sqlx::MySqlPool;
+#[cfg(feature = "postgres")]
+use sqlx::PgPool;
+#[cfg(feature = "sqlite")]
+use sqlx::SqlitePool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -90,8 +95,11 @@ pub fn migration_sql(dialect: Dialect, table: &str) -> Result<String, InvalidIde
 macro_rules! on_pool {
     ($pool:expr, |$p:ident| $body:expr) => {
         match $pool {
+            #[cfg(feature = "postgres")]
             LockPool::Postgres($p) => $body,
+            #[cfg(feature = "mysql")]
             LockPool::MySql($p) => $body,
+            #[cfg(feature = "sqlite")]
             LockPool::Sqlite($p) => $body,
         }
     };
@@ -101,10 +109,13 @@ macro_rules! on_pool {
 #[derive(Debug, Clone)]
 pub enum LockPool {
     /// A PostgreSQL pool.
+    #[cfg(feature = "postgres")]
     Postgres(PgPool),
     /// A MySQL / MariaDB pool.
+    #[cfg(feature = "mysql")]
     MySql(MySqlPool),
     /// A SQLite pool.
+    #[cfg(feature = "sqlite")]
     Sqlite(SqlitePool),
 }
 
@@ -112,27 +123,36 @@ impl LockPool {
     /// The dialect of this pool's database.
     pub fn dialect(&self) -> Dialect {
         match self {
+            #[cfg(feature = "postgres")]
             LockPool::Postgres(_) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
             LockPool::MySql(_) => Dialect::MySql,
+            #[cfg(feature = "sqlite")]
             LockPool::Sqlite(_) => Dialect::Sqlite,
         }
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<PgPool> for LockPool {
     fn from(pool: PgPool) -> Self {
+        #[cfg(feature = "postgres")]
         LockPool::Postgres(pool)
     }
 }
 
+#[cfg(feature = "mysql")]
 impl From<MySqlPool> for LockPool {
     fn from(pool: MySqlPool) -> Self {
+        #[cfg(feature = "mysql")]
         LockPool::MySql(pool)
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl From<SqlitePool> for LockPool {
     fn from(pool: SqlitePool) -> Self {
+        #[cfg(feature = "sqlite")]
         LockPool::Sqlite(pool)
     }
 }
@@ -515,6 +535,7 @@ async fn keep_alive(
 struct Statements {
     acquire: String,
     /// MySQL only: read back the fence after the upsert.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     acquired_fence: String,
     renew: String,
     release: String,
@@ -667,6 +688,7 @@ impl TableLock {
         let ttl_ms = ttl_millis(ttl);
         let started = Instant::now();
         let fence: Option<i64> = match &self.pool {
+            #[cfg(feature = "postgres")]
             LockPool::Postgres(p) => {
                 sqlx::query_scalar(&self.sql.acquire)
                     .bind(name)
@@ -675,6 +697,7 @@ impl TableLock {
                     .fetch_optional(p)
                     .await?
             }
+            #[cfg(feature = "sqlite")]
             LockPool::Sqlite(p) => {
                 sqlx::query_scalar(&self.sql.acquire)
                     .bind(name)
@@ -683,6 +706,7 @@ impl TableLock {
                     .fetch_optional(p)
                     .await?
             }
+            #[cfg(feature = "mysql")]
             LockPool::MySql(p) => {
                 let mut attempt = 0;
                 loop {
@@ -778,6 +802,7 @@ impl TableLock {
     async fn renew_row(&self, name: &str, owner: &str, ttl: Duration) -> Result<bool, sqlx::Error> {
         let ttl_ms = ttl_millis(ttl);
         let rows = match &self.pool {
+            #[cfg(feature = "postgres")]
             LockPool::Postgres(p) => sqlx::query(&self.sql.renew)
                 .bind(name)
                 .bind(owner)
@@ -785,6 +810,7 @@ impl TableLock {
                 .execute(p)
                 .await?
                 .rows_affected(),
+            #[cfg(feature = "sqlite")]
             LockPool::Sqlite(p) => sqlx::query(&self.sql.renew)
                 .bind(name)
                 .bind(owner)
@@ -792,6 +818,7 @@ impl TableLock {
                 .execute(p)
                 .await?
                 .rows_affected(),
+            #[cfg(feature = "mysql")]
             LockPool::MySql(p) => sqlx::query(&self.sql.renew)
                 .bind(ttl_ms.saturating_mul(1000))
                 .bind(name)
@@ -885,6 +912,7 @@ fn ttl_millis(ttl: Duration) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX / 1000)
 }
 
+#[cfg(feature = "mysql")]
 fn is_mysql_deadlock(e: &sqlx::Error) -> bool {
     // ER_LOCK_DEADLOCK (1213) and ER_LOCK_WAIT_TIMEOUT (1205) both report SQLSTATE 40001/HY000;
     // match on the SQLSTATE of a deadlock.
