@@ -409,3 +409,28 @@ pub async fn release_lock(con: &mut redis::aio::MultiplexedConnection, token: &s
         fix.edits
     );
 }
+
+/// Found by fuzzing (`rust` target): the fence is written from another column of the table, so
+/// no token comes in; the fix compared the fence with that column, which is not a guard, and
+/// added the comparison again on every pass.
+#[test]
+fn a_fence_written_from_a_column_gets_a_fix_that_is_only_shown() {
+    use locklint::diagnostic::Applicability;
+    use locklint::fix::{self, Level};
+    let sql = "CREATE TABLE t (name text PRIMARY KEY, fence bigint DEFAULT 0);\nUPDATE t SET fence = locked_until WHERE name = $1;\n";
+    let dir = dir_with(&[("write.sql", sql)]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "write.sql", "unfenced-write");
+    assert_eq!(found.len(), 1, "{:?}", report.findings);
+    let applicability = found[0].fix.as_ref().map(|f| f.applicability);
+    assert_eq!(applicability, Some(Applicability::DisplayOnly));
+    let plan = fix::plan(report, Level::Unsafe, &|overlay| {
+        engine::run(&Options {
+            paths: vec![dir.path().to_path_buf()],
+            overlay: Some(overlay),
+            ..Default::default()
+        })
+    });
+    assert!(!plan.unconverged);
+    assert!(plan.changes.is_empty(), "nothing is applied");
+}

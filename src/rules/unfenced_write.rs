@@ -209,13 +209,16 @@ impl Rule for UnfencedWrite {
 
 /// (a): compare the fencing column with the token the statement writes to it (`AND fence <
 /// $1`, or `WHERE t.fence < EXCLUDED.fence` on an upsert): safe. When the statement does not
-/// write the column, the token is unknown and the fix is only shown.
+/// write the column, or writes it from the table's own columns (`fence = locked_until`: no
+/// token comes in, and the comparison would not count as a guard), the token is unknown and
+/// the fix is only shown.
 fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diagnostic::Fix> {
     use crate::diagnostic::Applicability;
     let written = st
         .assignments
         .iter()
         .find(|a| a.column == fence)
+        .filter(|a| !a.value.columns.iter().any(|c| st.is_target(c)))
         .and_then(|a| a.value.span)
         .and_then(|s| file.file.text.get(s.start..s.end))
         .map(str::to_string);
