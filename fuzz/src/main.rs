@@ -339,8 +339,10 @@ fn parent(target: &'static Target, args: &Args) -> usize {
             }
             failures += 1;
         }
+        // after a crash or a hang (the child leaves its hung thread behind), go on with the
+        // next input until the time is up
         match &last {
-            Some((i, _)) if !ended => from = i + 1,
+            Some((i, _)) if !ended || hung => from = i + 1,
             None if !ended => break,
             _ => break,
         }
