@@ -174,6 +174,17 @@ impl ConfigError {
     /// The error as miette renders it: one `error:` line, then the message, the file named
     /// once with the line and column, the snippet and the help.
     pub fn render(&self) -> String {
+        use crate::output::human::{line_len, MAX_SNIPPET_LINE};
+        if line_len(&self.text, self.span.start) > MAX_SNIPPET_LINE
+            || line_len(&self.text, self.span.end) > MAX_SNIPPET_LINE
+        {
+            let help = self
+                .help
+                .as_ref()
+                .map(|h| format!("  help: {h}\n"))
+                .unwrap_or_default();
+            return format!("error: invalid configuration: {self}\n{help}");
+        }
         let mut out = String::new();
         let handler =
             miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())

@@ -462,3 +462,26 @@ fn a_broken_file_that_extend_or_config_names_is_an_error() {
         stderr(&o)
     );
 }
+
+/// Found by fuzzing (`config` target): an error on a line past 65,535 columns made the
+/// snippet renderer panic, and the run ended with an internal error.
+#[test]
+fn an_error_on_a_very_long_line_is_reported_without_a_snippet() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!(
+        "select = [{}\"nope\"]\n",
+        "\"separate-expire\", ".repeat(5000)
+    );
+    write(dir.path(), "locklint.toml", &long);
+    write(dir.path(), "a.rs", "fn f() {}\n");
+    let o = locklint(dir.path(), &["check", "."]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("internal error"), "{stderr}");
+    assert!(
+        stderr.contains("error: invalid configuration: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("locklint.toml:1:"), "{stderr}");
+    assert!(stderr.contains("nope"), "{stderr}");
+}

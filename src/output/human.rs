@@ -132,11 +132,23 @@ fn rendered(d: &Diagnostic) -> Rendered {
     }
 }
 
-/// Longer source lines than this are not drawn as snippets (the renderer cannot lay them out).
-const MAX_SNIPPET_LINE: usize = 4000;
+/// Longer source lines than this are not drawn as snippets (the renderer cannot lay them out:
+/// past 65,535 columns it panics).
+pub(crate) const MAX_SNIPPET_LINE: usize = 4000;
 
 fn line_len_at(file: &crate::source::SourceFile, offset: usize) -> usize {
     file.line_span(offset).len()
+}
+
+/// The length of the line of `text` that holds `offset` (for texts without a line index).
+pub(crate) fn line_len(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = text[offset..]
+        .find('\n')
+        .map(|i| offset + i)
+        .unwrap_or(text.len());
+    end - start
 }
 
 /// A plain rendering without a snippet.
