@@ -91,6 +91,8 @@
 //! also applied by the `migrate` functions ([`table::TableLock::migrate`],
 //! [`idempotency::ClaimTable::migrate`], [`fence::FenceCounter::migrate`]).
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "postgres")]
 pub mod advisory;
 pub mod fence;
