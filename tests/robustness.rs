@@ -434,3 +434,32 @@ fn a_fence_written_from_a_column_gets_a_fix_that_is_only_shown() {
     assert!(!plan.unconverged);
     assert!(plan.changes.is_empty(), "nothing is applied");
 }
+
+#[test]
+fn long_lua_operator_chains_are_refused_and_what_passes_runs_on_a_main_thread_stack() {
+    use locklint::source::SourceFile;
+    fn problems(text: String) -> Vec<String> {
+        let file = SourceFile::new("chain.lua".into(), text);
+        let ir = locklint::frontend::analyze(0, file);
+        ir.problems.into_iter().map(|p| p.message).collect()
+    }
+    // a guard whose comparison chains operators, as a mutated release script does
+    let script = |n: usize| {
+        format!(
+            "if redis.call('get', KEYS[1]){} == ARGV[1] then return redis.call('del', KEYS[1]) end\nreturn 0\n",
+            " ~= ARGV[2]".repeat(n)
+        )
+    };
+    for op in [" ~= ARGV[2]", " .. ARGV[2]", " and ARGV[2]"] {
+        let long = script(20_000).replace(" ~= ARGV[2]", op);
+        let found = on_stack(8 << 20, move || problems(long));
+        assert!(
+            found.iter().any(|m| m.contains("chains more than")),
+            "{op}: {found:?}"
+        );
+        // the longest chain accepted is analysed on the smallest stack a file is analysed on
+        let accepted = script(990).replace(" ~= ARGV[2]", op);
+        let found = on_stack(8 << 20, move || problems(accepted));
+        assert!(found.is_empty(), "{op}: {found:?}");
+    }
+}

@@ -153,6 +153,61 @@ pub fn too_deep(text: &str, max: usize) -> Option<usize> {
     })
 }
 
+/// The offset of the operator that makes one expression a chain of more than `max` operators
+/// (`a ~= b ~= c ..`, `x .. y .. z ..`, `not not ..`): the parser nests such a chain one level
+/// per operator, however flat the text looks. Counted per bracket level; `,` and `;` and the
+/// keywords that start or end a statement or block begin a new expression.
+pub fn long_chain(text: &str, max: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    // operators of the current expression, one count per open bracket
+    let mut chains: Vec<usize> = vec![0];
+    // the end of the previous operator byte, so `~=`, `..`, `<=` count once
+    let mut run_end: Option<usize> = None;
+    let count = |chains: &mut Vec<usize>, at: usize| {
+        let top = chains.last_mut().expect("the outermost level stays");
+        *top += 1;
+        (*top > max).then_some(at)
+    };
+    scan(text, |t| {
+        match t {
+            Tok::Punct(i) => match b[i] {
+                b',' | b';' => *chains.last_mut().expect("outermost") = 0,
+                b'+' | b'-' | b'*' | b'/' | b'%' | b'^' | b'#' | b'<' | b'>' | b'=' | b'~'
+                | b'.' | b'&' | b'|' => {
+                    let new_operator = run_end != Some(i);
+                    run_end = Some(i + 1);
+                    if new_operator {
+                        if let Some(at) = count(&mut chains, i) {
+                            return ControlFlow::Break(at);
+                        }
+                    }
+                    return ControlFlow::Continue(());
+                }
+                _ => {}
+            },
+            Tok::Open(_) => chains.push(0),
+            Tok::Close(_) if chains.len() > 1 => {
+                chains.pop();
+            }
+            Tok::Word(s, e) => match &text[s..e] {
+                "and" | "or" | "not" => {
+                    if let Some(at) = count(&mut chains, s) {
+                        return ControlFlow::Break(at);
+                    }
+                }
+                "local" | "return" | "if" | "then" | "else" | "elseif" | "end" | "do" | "while"
+                | "for" | "repeat" | "until" | "function" | "in" | "break" | "goto" => {
+                    *chains.last_mut().expect("outermost") = 0
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        run_end = None;
+        ControlFlow::Continue(())
+    })
+}
+
 /// The offset of a backtick outside strings and comments (Lua 5.1 has no such token).
 pub fn stray_backtick(text: &str) -> Option<usize> {
     scan(text, |t| match t {
@@ -241,6 +296,25 @@ mod tests {
         assert_eq!(too_deep(sane, 256), None);
         let lopsided = format!("{}\n{}", "if a then x() end\n".repeat(1000), "(".repeat(10));
         assert_eq!(too_deep(&lopsided, 256), None);
+    }
+
+    #[test]
+    fn long_operator_chains_are_found() {
+        let chain = |op: &str, n: usize| format!("return a{}", format!(" {op} a").repeat(n));
+        assert_eq!(long_chain(&chain("~=", 100), 1000), None);
+        assert!(long_chain(&chain("~=", 1001), 1000).is_some());
+        assert!(long_chain(&chain("..", 1001), 1000).is_some());
+        assert!(long_chain(&chain("and", 1001), 1000).is_some());
+        // parenthesised operands do not break the chain; separate expressions do
+        let parens = format!("return (a){}", " ~= (a)".repeat(1001));
+        assert!(long_chain(&parens, 1000).is_some());
+        let statements = "local x = a .. b .. c\n".repeat(2000);
+        assert_eq!(long_chain(&statements, 1000), None);
+        let list = format!("return {{{}}}", "a + 1, ".repeat(2000));
+        assert_eq!(long_chain(&list, 1000), None);
+        // operators in strings and comments do not count
+        let quiet = format!("-- {}\nreturn '{}'", "~= ".repeat(2000), ".. ".repeat(2000));
+        assert_eq!(long_chain(&quiet, 1000), None);
     }
 
     #[test]
