@@ -16,7 +16,7 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Each cargo feature of the companion crate builds alone (type checking only, which is cheap).
-for feature in redis redis-cluster postgres mysql sqlite; do
+for feature in redis redis-cluster postgres mysql sqlite tracing; do
     cargo check -p locklint-runtime --no-default-features --features "$feature"
 done
 cargo test --workspace

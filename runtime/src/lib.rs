@@ -83,6 +83,7 @@
 //! | `postgres` | [`advisory`], the SQL half of [`fence`], and PostgreSQL for [`table`] and [`idempotency`] |
 //! | `mysql` | MySQL/MariaDB for [`table`] and [`idempotency`] |
 //! | `sqlite` | SQLite for [`table`] and [`idempotency`] |
+//! | `tracing` (off by default) | a `tracing` span per acquire, renew and release: `locklint.acquire`, `locklint.renew`, `locklint.release`, with the fields `backend`, `lock`, `fence` and `outcome` |
 //!
 //! [`lock`] (the traits and [`MemoryLock`](lock::MemoryLock)) and [`FencingToken`] are always
 //! available.
@@ -104,5 +105,6 @@ pub mod lock;
 pub mod redis_lock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub mod table;
+mod trace;
 
 pub use fence::FencingToken;

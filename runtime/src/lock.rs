@@ -39,6 +39,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::trace::{acquire_outcome, lease_outcome, Op, OpSpan};
 use crate::FencingToken;
 
 /// A boxed backend error.
@@ -336,9 +337,14 @@ impl Lock for MemoryLock {
     type Lease = MemoryLease;
 
     async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<MemoryLease, LeaseError> {
-        self.attempt(name, ttl).ok_or_else(|| LeaseError::Busy {
-            name: name.to_owned(),
-        })
+        let attempt = async {
+            self.attempt(name, ttl).ok_or_else(|| LeaseError::Busy {
+                name: name.to_owned(),
+            })
+        };
+        OpSpan::new(Op::Acquire, "memory", name)
+            .traced(attempt, acquire_outcome)
+            .await
     }
 
     async fn acquire_timeout(
@@ -347,19 +353,24 @@ impl Lock for MemoryLock {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<MemoryLease, LeaseError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(lease) = self.attempt(name, ttl) {
-                return Ok(lease);
+        let waiting = async {
+            let deadline = Instant::now() + timeout;
+            loop {
+                if let Some(lease) = self.attempt(name, ttl) {
+                    return Ok(lease);
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(LeaseError::Busy {
+                        name: name.to_owned(),
+                    });
+                }
+                tokio::time::sleep((deadline - now).min(Duration::from_millis(5))).await;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(LeaseError::Busy {
-                    name: name.to_owned(),
-                });
-            }
-            tokio::time::sleep((deadline - now).min(Duration::from_millis(5))).await;
-        }
+        };
+        OpSpan::new(Op::Acquire, "memory", name)
+            .traced(waiting, acquire_outcome)
+            .await
     }
 }
 
@@ -473,22 +484,36 @@ impl Lease for MemoryLease {
     }
 
     async fn renew(&mut self, ttl: Duration) -> Result<(), LeaseError> {
-        let now = Instant::now();
-        let mut table = self.locks.table();
-        match table.entries.get_mut(&self.name) {
-            Some(e) if e.owner == self.owner && e.expires > now && !self.ended.is_cancelled() => {
-                e.expires = now + ttl;
-                *self.expires.lock().unwrap_or_else(|e| e.into_inner()) = now + ttl;
-                Ok(())
+        let span = OpSpan::with_fence(Op::Renew, "memory", &self.name, self.fence.0);
+        let renewal = async {
+            let now = Instant::now();
+            let mut table = self.locks.table();
+            match table.entries.get_mut(&self.name) {
+                Some(e)
+                    if e.owner == self.owner && e.expires > now && !self.ended.is_cancelled() =>
+                {
+                    e.expires = now + ttl;
+                    *self.expires.lock().unwrap_or_else(|e| e.into_inner()) = now + ttl;
+                    Ok(())
+                }
+                _ => {
+                    self.ended.cancel();
+                    Err(self.lost_error())
+                }
             }
-            _ => {
-                self.ended.cancel();
-                Err(self.lost_error())
-            }
-        }
+        };
+        span.traced(renewal, lease_outcome("renewed")).await
     }
 
     async fn release(self) -> Result<(), LeaseError> {
+        let span = OpSpan::with_fence(Op::Release, "memory", &self.name, self.fence.0);
+        span.traced(self.release_untraced(), lease_outcome("released"))
+            .await
+    }
+}
+
+impl MemoryLease {
+    async fn release_untraced(self) -> Result<(), LeaseError> {
         let now = Instant::now();
         let owned = {
             let mut table = self.locks.table();

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::release_mode::{release_key, ReleaseModes};
 use super::scripts::RENEW;
 use super::{LockConnection, LockError, LostReason};
+use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
 /// `instant + duration`, saturating far in the future instead of panicking on overflow.
@@ -349,20 +350,34 @@ impl<C: LockConnection> Lease<C> {
     /// released lease returns `Ok(false)` without contacting Redis.
     pub async fn release(&mut self) -> Result<bool, LockError> {
         self.stop_keep_alive();
+        let span = OpSpan::with_fence(
+            Op::Release,
+            "redis",
+            &self.shared.name,
+            self.shared.fence.0,
+        );
         if !self.shared.needs_release.load(Ordering::SeqCst) {
             self.shared.mark_lost(LostReason::Released);
+            span.outcome("lost");
             return Ok(false);
         }
         let mut conn = self.conn.clone();
-        let owned = release_key(
+        let released = span.run(release_key(
             &mut conn,
             &self.release_mode,
             &self.shared.key,
             &self.shared.token,
-        )
-        .await?;
+        ));
+        let owned = match released.await {
+            Ok(owned) => owned,
+            Err(e) => {
+                span.outcome("error");
+                return Err(e);
+            }
+        };
         self.shared.needs_release.store(false, Ordering::SeqCst);
         self.shared.mark_lost(LostReason::Released);
+        span.outcome(if owned { "released" } else { "lost" });
         Ok(owned)
     }
 }
@@ -403,16 +418,25 @@ async fn renew_once<C: LockConnection>(
     shared: &Shared,
     ttl_ms: u64,
 ) -> Result<bool, LockError> {
+    let span = OpSpan::with_fence(Op::Renew, "redis", &shared.name, shared.fence.0);
     let start = Instant::now();
     let mut invocation = RENEW.key(&shared.key);
     invocation.arg(&shared.token).arg(ttl_ms);
-    let renewed: i64 = invocation.invoke_async(conn).await?;
+    let renewed: i64 = match span.run(invocation.invoke_async(conn)).await {
+        Ok(renewed) => renewed,
+        Err(e) => {
+            span.outcome("error");
+            return Err(e.into());
+        }
+    };
     if renewed == 1 {
         shared.extend(start, Duration::from_millis(ttl_ms));
+        span.outcome("renewed");
         Ok(true)
     } else {
         shared.needs_release.store(false, Ordering::SeqCst);
         shared.mark_lost(LostReason::NotOwner);
+        span.outcome("lost");
         Ok(false)
     }
 }

@@ -12,6 +12,7 @@ use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle
 use super::release_mode::ReleaseModes;
 use super::scripts::ACQUIRE;
 use super::{LockConnection, LockError};
+use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
 /// Default key prefix: keys are `locklint:{<name>}:lock` and `locklint:{<name>}:fence`.
@@ -162,6 +163,21 @@ impl<C: LockConnection> RedisLocker<C> {
         name: &str,
         ttl: Duration,
     ) -> Result<Option<Lease<C>>, LockError> {
+        OpSpan::new(Op::Acquire, "redis", name)
+            .traced(self.try_acquire_once(name, ttl), |r| match r {
+                Ok(Some(lease)) => ("acquired", Some(lease.fence().0)),
+                Ok(None) => ("busy", None),
+                Err(_) => ("error", None),
+            })
+            .await
+    }
+
+    /// One acquisition attempt, without a span of its own.
+    async fn try_acquire_once(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease<C>>, LockError> {
         check_part(name, "must not be empty", false)?;
         let ttl_ms = ttl_millis(ttl)?;
         let token = random_token()?;
@@ -207,17 +223,22 @@ impl<C: LockConnection> RedisLocker<C> {
     /// server that is loading or failing over) are retried like a busy lock; other errors are
     /// returned at once. Drop the future to give up.
     pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<Lease<C>, LockError> {
-        let mut attempt: u32 = 0;
-        loop {
-            match self.try_acquire(name, ttl).await {
-                Ok(Some(lease)) => return Ok(lease),
-                Ok(None) => {}
-                Err(e) if e.is_transient() => {}
-                Err(e) => return Err(e),
+        let waiting = async {
+            let mut attempt: u32 = 0;
+            loop {
+                match self.try_acquire_once(name, ttl).await {
+                    Ok(Some(lease)) => return Ok(lease),
+                    Ok(None) => {}
+                    Err(e) if e.is_transient() => {}
+                    Err(e) => return Err(e),
+                }
+                tokio::time::sleep(self.backoff.delay(attempt)).await;
+                attempt = attempt.saturating_add(1);
             }
-            tokio::time::sleep(self.backoff.delay(attempt)).await;
-            attempt = attempt.saturating_add(1);
-        }
+        };
+        OpSpan::new(Op::Acquire, "redis", name)
+            .traced(waiting, acquire_outcome)
+            .await
     }
 
     /// Like [`acquire`](Self::acquire), but gives up with [`LockError::TimedOut`] once
@@ -242,10 +263,21 @@ impl<C: LockConnection> RedisLocker<C> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Lease<C>, LockError> {
+        OpSpan::new(Op::Acquire, "redis", name)
+            .traced(self.acquire_until_untraced(name, ttl, deadline), acquire_outcome)
+            .await
+    }
+
+    async fn acquire_until_untraced(
+        &self,
+        name: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lease<C>, LockError> {
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
-            let failure = match self.try_acquire(name, ttl).await {
+            let failure = match self.try_acquire_once(name, ttl).await {
                 Ok(Some(lease)) => return Ok(lease),
                 Ok(None) => None,
                 Err(e) if e.is_transient() => Some(e),
@@ -354,5 +386,16 @@ impl<C: LockConnection> Drop for AttemptGuard<C> {
                 std::mem::take(&mut self.token),
             );
         }
+    }
+}
+
+/// The outcome of a waiting acquisition, for its span.
+fn acquire_outcome<C: LockConnection>(
+    result: &Result<Lease<C>, LockError>,
+) -> (&'static str, Option<u64>) {
+    match result {
+        Ok(lease) => ("acquired", Some(lease.fence().0)),
+        Err(LockError::TimedOut { .. }) => ("timed_out", None),
+        Err(_) => ("error", None),
     }
 }
