@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fence::FenceCounter;
 use crate::lock::LeaseError;
+use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
 /// A 64-bit advisory lock key.
@@ -271,7 +272,18 @@ impl AdvisoryLock {
         key: impl Into<AdvisoryKey>,
     ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
         let key = key.into();
-        let mut conn = Dedicated::open(source.into()).await?;
+        OpSpan::new(Op::Acquire, "advisory", &key.to_string())
+            .traced(Self::try_lock_once(source.into(), key), |r| {
+                guard_outcome(r, "busy")
+            })
+            .await
+    }
+
+    async fn try_lock_once(
+        source: LockSource,
+        key: AdvisoryKey,
+    ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
+        let mut conn = Dedicated::open(source).await?;
         let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
             .bind(key.0)
             .fetch_one(conn.conn())
@@ -300,12 +312,24 @@ impl AdvisoryLock {
         timeout: Duration,
     ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
         let key = key.into();
+        OpSpan::new(Op::Acquire, "advisory", &key.to_string())
+            .traced(Self::lock_timeout_once(source.into(), key, timeout), |r| {
+                guard_outcome(r, "timed_out")
+            })
+            .await
+    }
+
+    async fn lock_timeout_once(
+        source: LockSource,
+        key: AdvisoryKey,
+        timeout: Duration,
+    ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
         // lock_timeout is an int of milliseconds; longer waits are capped at ~24.8 days.
         let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128);
         if ms == 0 {
-            return Self::try_lock(source, key).await;
+            return Self::try_lock_once(source, key).await;
         }
-        let mut conn = Dedicated::open(source.into()).await?;
+        let mut conn = Dedicated::open(source).await?;
         let mut check_interval = conn.conn().server_version_num().unwrap_or(0) >= 140_000;
         let wait = format!("{ms}ms");
         if check_interval {
@@ -359,9 +383,16 @@ impl AdvisoryLock {
         tx: &mut Transaction<'_, Postgres>,
         key: impl Into<AdvisoryKey>,
     ) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(key.into().0)
-            .fetch_one(&mut **tx)
+        let key = key.into();
+        let attempt = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(key.0)
+            .fetch_one(&mut **tx);
+        OpSpan::new(Op::Acquire, "advisory", &key.to_string())
+            .traced(attempt, |r| match r {
+                Ok(true) => ("acquired", None),
+                Ok(false) => ("busy", None),
+                Err(_) => ("error", None),
+            })
             .await
     }
 
@@ -372,9 +403,16 @@ impl AdvisoryLock {
         tx: &mut Transaction<'_, Postgres>,
         key: impl Into<AdvisoryKey>,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(key.into().0)
-            .execute(&mut **tx)
+        let key = key.into();
+        let wait = sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(key.0)
+            .execute(&mut **tx);
+        OpSpan::new(Op::Acquire, "advisory", &key.to_string())
+            .traced(wait, |r| match r {
+                Ok(_) => ("acquired", None),
+                Err(e) if is_lock_not_available(e) => ("timed_out", None),
+                Err(_) => ("error", None),
+            })
             .await
             .map(|_| ())
     }
@@ -411,6 +449,9 @@ impl AdvisoryLock {
 pub struct AdvisoryGuard {
     conn: Arc<Mutex<Dedicated>>,
     key: AdvisoryKey,
+    /// The lock's name in tracing spans: the name it was taken by, or the key.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    label: String,
     fence: Option<FencingToken>,
     ended: CancellationToken,
     /// Asks the keep-alive to stop between two queries.
@@ -478,6 +519,7 @@ impl AdvisoryGuard {
         AdvisoryGuard {
             conn: Arc::new(Mutex::new(conn)),
             key,
+            label: key.to_string(),
             fence: None,
             ended: CancellationToken::new(),
             stop: CancellationToken::new(),
@@ -641,6 +683,20 @@ impl AdvisoryGuard {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(mut self) -> Result<(), AdvisoryError> {
+        let span = OpSpan::new(Op::Release, "advisory", &self.label);
+        if let Some(fence) = self.fence {
+            span.fence(fence.0);
+        }
+        let result = span.run(self.unlock_untraced()).await;
+        span.outcome(match &result {
+            Ok(()) => "released",
+            Err(AdvisoryError::NotHeld { .. }) => "lost",
+            Err(AdvisoryError::Database(_)) => "error",
+        });
+        result
+    }
+
+    async fn unlock_untraced(&mut self) -> Result<(), AdvisoryError> {
         let Some(mut conn) = self.take_connection().await else {
             return Err(AdvisoryError::NotHeld { key: self.key });
         };
@@ -770,6 +826,7 @@ impl AdvisoryLocker {
         let Some(mut guard) = guard else {
             return Ok(None);
         };
+        guard.label = name.to_owned();
         let fence = self
             .fences
             .next(&mut *guard.connection().await, name)
@@ -791,8 +848,13 @@ impl AdvisoryLocker {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self, name: &str) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
-        let guard = AdvisoryLock::try_lock(&self.pool, name).await?;
-        self.finish(name, guard).await
+        let attempt = async {
+            let guard = AdvisoryLock::try_lock_once((&self.pool).into(), name.into()).await?;
+            self.finish(name, guard).await
+        };
+        OpSpan::new(Op::Acquire, "advisory", name)
+            .traced(attempt, |r| guard_outcome(r, "busy"))
+            .await
     }
 
     /// Waits up to `timeout` for the lock `name` (see [`AdvisoryLock::lock_timeout`]), with
@@ -810,8 +872,14 @@ impl AdvisoryLocker {
         name: &str,
         timeout: Duration,
     ) -> Result<Option<AdvisoryGuard>, AdvisoryError> {
-        let guard = AdvisoryLock::lock_timeout(&self.pool, name, timeout).await?;
-        self.finish(name, guard).await
+        let wait = async {
+            let guard =
+                AdvisoryLock::lock_timeout_once((&self.pool).into(), name.into(), timeout).await?;
+            self.finish(name, guard).await
+        };
+        OpSpan::new(Op::Acquire, "advisory", name)
+            .traced(wait, |r| guard_outcome(r, "timed_out"))
+            .await
     }
 }
 
@@ -886,6 +954,18 @@ impl crate::lock::Lock for AdvisoryLocker {
     }
 }
 
+/// The outcome of an advisory acquisition for its span (`none` when no guard came back).
+fn guard_outcome(
+    result: &Result<Option<AdvisoryGuard>, AdvisoryError>,
+    none: &'static str,
+) -> (&'static str, Option<u64>) {
+    match result {
+        Ok(Some(guard)) => ("acquired", guard.fence.map(|f| f.0)),
+        Ok(None) => (none, None),
+        Err(_) => ("error", None),
+    }
+}
+
 fn advisory_lease(guard: AdvisoryGuard, name: &str, interval: Duration) -> AdvisoryLease {
     AdvisoryLease {
         fence: guard.fence.unwrap_or(FencingToken(0)),
@@ -921,6 +1001,29 @@ impl crate::lock::Lease for AdvisoryLease {
     /// No TTL to extend: checks on the guard's connection that the session still holds the
     /// lock.
     async fn renew(&mut self, _ttl: Duration) -> Result<(), LeaseError> {
+        let span = OpSpan::with_fence(Op::Renew, "advisory", &self.name, self.fence.0);
+        span.traced(self.check_held(), crate::trace::lease_outcome("renewed"))
+            .await
+    }
+
+    async fn release(self) -> Result<(), LeaseError> {
+        let name = self.name;
+        if !self.guard.is_held() {
+            drop(self.guard); // closes the connection
+            return Err(LeaseError::Lost { name });
+        }
+        match self.guard.unlock().await {
+            Ok(()) => Ok(()),
+            Err(AdvisoryError::NotHeld { .. }) => Err(LeaseError::Lost { name }),
+            // The session failed: the connection is closed and the lock with it.
+            Err(AdvisoryError::Database(_)) => Err(LeaseError::Lost { name }),
+        }
+    }
+}
+
+impl AdvisoryLease {
+    /// Whether the session still holds the lock, asked on the guard's connection.
+    async fn check_held(&mut self) -> Result<(), LeaseError> {
         if !self.guard.is_held() {
             return Err(LeaseError::Lost {
                 name: self.name.clone(),
@@ -936,20 +1039,6 @@ impl crate::lock::Lease for AdvisoryLease {
                     name: self.name.clone(),
                 })
             }
-        }
-    }
-
-    async fn release(self) -> Result<(), LeaseError> {
-        let name = self.name;
-        if !self.guard.is_held() {
-            drop(self.guard); // closes the connection
-            return Err(LeaseError::Lost { name });
-        }
-        match self.guard.unlock().await {
-            Ok(()) => Ok(()),
-            Err(AdvisoryError::NotHeld { .. }) => Err(LeaseError::Lost { name }),
-            // The session failed: the connection is closed and the lock with it.
-            Err(AdvisoryError::Database(_)) => Err(LeaseError::Lost { name }),
         }
     }
 }

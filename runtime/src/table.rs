@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fence::{fence_from_i64, FencingToken};
 use crate::ident::{unqualified, validate_identifier, InvalidIdentifier};
 use crate::lock::LeaseError;
+use crate::trace::{Op, OpSpan};
 
 /// The default lock table name.
 pub const DEFAULT_TABLE: &str = "locklint_locks";
@@ -432,7 +433,11 @@ impl TableLease {
             return Err(self.lost_error());
         }
         let started = Instant::now();
-        if self.lock.renew_row(&self.name, &self.owner, ttl).await? {
+        if self
+            .lock
+            .renew_row(&self.name, &self.owner, self.fence, ttl)
+            .await?
+        {
             self.shared.extend(started + ttl);
             Ok(())
         } else {
@@ -453,7 +458,10 @@ impl TableLease {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self) -> Result<bool, sqlx::Error> {
-        let owned = self.lock.release_row(&self.name, &self.owner).await?;
+        let owned = self
+            .lock
+            .release_row(&self.name, &self.owner, self.fence)
+            .await?;
         self.shared.ended.cancel();
         Ok(owned)
     }
@@ -478,6 +486,7 @@ impl TableLease {
             self.lock.clone(),
             self.name.clone(),
             self.owner.clone(),
+            self.fence,
             self.ttl,
             Arc::clone(&self.shared),
         ));
@@ -491,10 +500,22 @@ impl TableLease {
     }
 }
 
+/// The outcome of one lock-table acquisition attempt, for its span.
+fn table_acquire_outcome(
+    result: &Result<Option<TableLease>, sqlx::Error>,
+) -> (&'static str, Option<u64>) {
+    match result {
+        Ok(Some(lease)) => ("acquired", Some(lease.fence.0)),
+        Ok(None) => ("busy", None),
+        Err(_) => ("error", None),
+    }
+}
+
 async fn keep_alive(
     lock: TableLock,
     name: String,
     owner: String,
+    fence: FencingToken,
     ttl: Duration,
     shared: Arc<Shared>,
 ) {
@@ -514,7 +535,8 @@ async fn keep_alive(
             return;
         }
         let reply =
-            tokio::time::timeout(valid_until - now, lock.renew_row(&name, &owner, ttl)).await;
+            tokio::time::timeout(valid_until - now, lock.renew_row(&name, &owner, fence, ttl))
+                .await;
         match reply {
             Ok(Ok(true)) => {
                 shared.extend(now + ttl);
@@ -684,6 +706,17 @@ impl TableLock {
         name: &str,
         ttl: Duration,
     ) -> Result<Option<TableLease>, sqlx::Error> {
+        OpSpan::new(Op::Acquire, "table", name)
+            .traced(self.try_acquire_once(name, ttl), table_acquire_outcome)
+            .await
+    }
+
+    /// One acquisition attempt, without a span of its own.
+    async fn try_acquire_once(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<TableLease>, sqlx::Error> {
         let owner = random_owner()?;
         let ttl_ms = ttl_millis(ttl);
         let started = Instant::now();
@@ -753,20 +786,28 @@ impl TableLock {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Option<TableLease>, sqlx::Error> {
-        let deadline = Instant::now() + timeout;
-        let mut backoff = Duration::from_millis(5);
-        loop {
-            if let Some(lease) = self.try_acquire(name, ttl).await? {
-                return Ok(Some(lease));
+        let waiting = async {
+            let deadline = Instant::now() + timeout;
+            let mut backoff = Duration::from_millis(5);
+            loop {
+                if let Some(lease) = self.try_acquire_once(name, ttl).await? {
+                    return Ok(Some(lease));
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(None);
+                }
+                let jitter = Duration::from_micros(u64::from(random_u32()? % 5_000));
+                tokio::time::sleep((backoff + jitter).min(deadline - now)).await;
+                backoff = (backoff * 2).min(Duration::from_millis(50));
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            let jitter = Duration::from_micros(u64::from(random_u32()? % 5_000));
-            tokio::time::sleep((backoff + jitter).min(deadline - now)).await;
-            backoff = (backoff * 2).min(Duration::from_millis(50));
-        }
+        };
+        OpSpan::new(Op::Acquire, "table", name)
+            .traced(waiting, |r| match r {
+                Ok(None) => ("timed_out", None),
+                other => table_acquire_outcome(other),
+            })
+            .await
     }
 
     /// Extends a live lease to `ttl` from now; the same as [`TableLease::renew`]
@@ -799,7 +840,28 @@ impl TableLock {
 
     /// Extends the row `name` owned by `owner` to `ttl` from now; `false` if it is not ours
     /// or already expired.
-    async fn renew_row(&self, name: &str, owner: &str, ttl: Duration) -> Result<bool, sqlx::Error> {
+    async fn renew_row(
+        &self,
+        name: &str,
+        owner: &str,
+        fence: FencingToken,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        OpSpan::with_fence(Op::Renew, "table", name, fence.0)
+            .traced(self.renew_row_untraced(name, owner, ttl), |r| match r {
+                Ok(true) => ("renewed", None),
+                Ok(false) => ("lost", None),
+                Err(_) => ("error", None),
+            })
+            .await
+    }
+
+    async fn renew_row_untraced(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
         let ttl_ms = ttl_millis(ttl);
         let rows = match &self.pool {
             #[cfg(feature = "postgres")]
@@ -831,7 +893,22 @@ impl TableLock {
     }
 
     /// Marks the row `name` owned by `owner` expired; `false` if it is not ours.
-    async fn release_row(&self, name: &str, owner: &str) -> Result<bool, sqlx::Error> {
+    async fn release_row(
+        &self,
+        name: &str,
+        owner: &str,
+        fence: FencingToken,
+    ) -> Result<bool, sqlx::Error> {
+        OpSpan::with_fence(Op::Release, "table", name, fence.0)
+            .traced(self.release_row_untraced(name, owner), |r| match r {
+                Ok(true) => ("released", None),
+                Ok(false) => ("lost", None),
+                Err(_) => ("error", None),
+            })
+            .await
+    }
+
+    async fn release_row_untraced(&self, name: &str, owner: &str) -> Result<bool, sqlx::Error> {
         let rows = on_pool!(&self.pool, |p| sqlx::query(&self.sql.release)
             .bind(name)
             .bind(owner)

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use locklint_runtime::redis_lock::RedisLocker;
 use support::redis::redis;
+use support::sql::{pg, sqlite};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -42,8 +43,14 @@ impl Visit for FieldVisitor<'_> {
 }
 
 impl Recorder {
+    /// This crate's spans (a driver may open spans of its own).
     fn spans(&self) -> Vec<SeenSpan> {
-        self.spans.lock().unwrap().clone()
+        let spans = self.spans.lock().unwrap();
+        spans
+            .iter()
+            .filter(|s| s.name.starts_with("locklint."))
+            .cloned()
+            .collect()
     }
 }
 
@@ -124,7 +131,10 @@ async fn redis_acquire_renew_release_each_open_one_span_with_name_fence_and_outc
                 "locklint.release",
                 &[redis(), lock(), fence(), outcome("released")]
             ),
-            span("locklint.release", &[redis(), lock(), fence(), outcome("lost")]),
+            span(
+                "locklint.release",
+                &[redis(), lock(), fence(), outcome("lost")]
+            ),
         ]
     );
 }
@@ -166,4 +176,98 @@ async fn memory_lock_traces_like_the_other_backends() {
             ),
         ]
     );
+}
+
+#[tokio::test]
+async fn lock_table_acquire_renew_release_are_traced() {
+    use locklint_runtime::table::TableLock;
+
+    let db = sqlite().await;
+    let locks = TableLock::new(db.pool.clone());
+    locks.migrate().await.expect("migrate");
+    let recorder = Recorder::default();
+    let _default = tracing::subscriber::set_default(recorder.clone());
+
+    let mut lease = locks
+        .try_acquire("ledger", Duration::from_secs(5))
+        .await
+        .expect("acquire")
+        .expect("free");
+    let fence = lease.fence().0.to_string();
+    assert!(locks
+        .acquire_timeout("ledger", Duration::from_secs(5), Duration::from_millis(20))
+        .await
+        .expect("second attempt")
+        .is_none());
+    lease.renew(Duration::from_secs(5)).await.expect("renew");
+    assert!(lease.release().await.expect("release"));
+    assert!(!lease.release().await.expect("second release"));
+
+    let table = || ("backend", "table".to_owned());
+    let lock = || ("lock", "ledger".to_owned());
+    let fence = || ("fence", fence.clone());
+    let outcome = |o: &str| ("outcome", o.to_owned());
+    assert_eq!(
+        recorder.spans(),
+        vec![
+            span(
+                "locklint.acquire",
+                &[table(), lock(), fence(), outcome("acquired")]
+            ),
+            span("locklint.acquire", &[table(), lock(), outcome("timed_out")]),
+            span(
+                "locklint.renew",
+                &[table(), lock(), fence(), outcome("renewed")]
+            ),
+            span(
+                "locklint.release",
+                &[table(), lock(), fence(), outcome("released")]
+            ),
+            span(
+                "locklint.release",
+                &[table(), lock(), fence(), outcome("lost")]
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn advisory_lock_acquire_and_release_are_traced() {
+    use locklint_runtime::advisory::AdvisoryLocker;
+
+    let db = pg().await;
+    let locks = AdvisoryLocker::new(db.pool.clone());
+    locks.migrate().await.expect("migrate");
+    let recorder = Recorder::default();
+    let _default = tracing::subscriber::set_default(recorder.clone());
+
+    let guard = locks
+        .try_lock("ledger")
+        .await
+        .expect("acquire")
+        .expect("free");
+    let fence = guard.fence().expect("a fence").0.to_string();
+    assert!(locks.try_lock("ledger").await.expect("second").is_none());
+    guard.unlock().await.expect("unlock");
+
+    let advisory = || ("backend", "advisory".to_owned());
+    let lock = || ("lock", "ledger".to_owned());
+    let fence = || ("fence", fence.clone());
+    let outcome = |o: &str| ("outcome", o.to_owned());
+    assert_eq!(
+        recorder.spans(),
+        vec![
+            span(
+                "locklint.acquire",
+                &[advisory(), lock(), fence(), outcome("acquired")]
+            ),
+            span("locklint.acquire", &[advisory(), lock(), outcome("busy")]),
+            span(
+                "locklint.release",
+                &[advisory(), lock(), fence(), outcome("released")]
+            ),
+        ]
+    );
+    drop(_default);
+    db.cleanup().await;
 }

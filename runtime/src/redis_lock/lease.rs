@@ -350,12 +350,7 @@ impl<C: LockConnection> Lease<C> {
     /// released lease returns `Ok(false)` without contacting Redis.
     pub async fn release(&mut self) -> Result<bool, LockError> {
         self.stop_keep_alive();
-        let span = OpSpan::with_fence(
-            Op::Release,
-            "redis",
-            &self.shared.name,
-            self.shared.fence.0,
-        );
+        let span = OpSpan::with_fence(Op::Release, "redis", &self.shared.name, self.shared.fence.0);
         if !self.shared.needs_release.load(Ordering::SeqCst) {
             self.shared.mark_lost(LostReason::Released);
             span.outcome("lost");

@@ -264,7 +264,10 @@ impl<C: LockConnection> RedisLocker<C> {
         deadline: Instant,
     ) -> Result<Lease<C>, LockError> {
         OpSpan::new(Op::Acquire, "redis", name)
-            .traced(self.acquire_until_untraced(name, ttl, deadline), acquire_outcome)
+            .traced(
+                self.acquire_until_untraced(name, ttl, deadline),
+                acquire_outcome,
+            )
             .await
     }
 
