@@ -29,6 +29,15 @@ impl Default for Backoff {
 
 impl Backoff {
     /// The upper bound of the sleep after failed attempt `attempt` (0-based), saturating.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use locklint_runtime::redis_lock::Backoff;
+    /// let backoff = Backoff::default(); // 5 ms base, 500 ms cap
+    /// assert_eq!(backoff.ceiling(0), Duration::from_millis(5));
+    /// assert_eq!(backoff.ceiling(3), Duration::from_millis(40));
+    /// assert_eq!(backoff.ceiling(20), Duration::from_millis(500));
+    /// ```
     pub fn ceiling(&self, attempt: u32) -> Duration {
         let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.max)

@@ -260,6 +260,20 @@ impl<C: LockConnection> Lease<C> {
     /// renewal found the key gone or failed, the maximum hold time was reached, or the lease
     /// was released. It owns what it needs, so it can be awaited in a `select!` next to the
     /// work protected by the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// # async fn work(_fence: u64) {}
+    /// use std::time::Duration;
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// lease.spawn_keep_alive(Duration::from_secs(300));
+    /// tokio::select! {
+    ///     _ = work(lease.fence().0) => {}
+    ///     reason = lease.lost() => eprintln!("lock lost: {reason}"),
+    /// }
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.shared.lost()
     }
@@ -292,6 +306,17 @@ impl<C: LockConnection> Lease<C> {
     /// Returns [`LockError::Lost`] when the key is gone or belongs to someone else (the lease
     /// is then marked lost) or when the lease had already ended, and [`LockError::Redis`] on a
     /// transport error (the lease is left as is).
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// let mut lease = locker.acquire("report", Duration::from_secs(10)).await?;
+    /// // ... a first batch of work ...
+    /// lease.renew(Duration::from_secs(10)).await?; // Err(Lost) once the key is not ours
+    /// // ... a second batch ...
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
         let ttl_ms = ttl_millis(ttl)?;
         if self.shared.ended.is_cancelled() {

@@ -99,6 +99,15 @@ impl<C: LockConnection> RedisLocker<C> {
 
     /// Uses `prefix` instead of [`DEFAULT_PREFIX`]. It may be empty but must not contain
     /// braces, which would change the cluster hash tag.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use locklint_runtime::redis_lock::RedisLocker;
+    /// let locker = RedisLocker::new(conn).with_prefix("billing")?;
+    /// assert_eq!(locker.lock_key("invoices"), "billing:{invoices}:lock");
+    /// assert!(RedisLocker::new(locker.connection().clone()).with_prefix("a{b}").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Result<Self, LockError> {
         let prefix = prefix.into();
         check_part(&prefix, "", true)?;
@@ -107,6 +116,17 @@ impl<C: LockConnection> RedisLocker<C> {
     }
 
     /// Uses `backoff` between acquisition attempts.
+    ///
+    /// ```no_run
+    /// # fn demo(conn: redis::aio::ConnectionManager) {
+    /// use std::time::Duration;
+    /// use locklint_runtime::redis_lock::{Backoff, RedisLocker};
+    /// let locker = RedisLocker::new(conn).with_backoff(Backoff {
+    ///     base: Duration::from_millis(2),
+    ///     max: Duration::from_millis(100),
+    /// });
+    /// # let _ = locker; }
+    /// ```
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
@@ -158,6 +178,19 @@ impl<C: LockConnection> RedisLocker<C> {
     ///
     /// Dropping the returned future midway is safe: if the script may already have run, a
     /// compare-and-delete with the attempt's token is spawned on the current runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// match locker.try_acquire("report", Duration::from_secs(30)).await? {
+    ///     Some(mut lease) => {
+    ///         // ... work, passing lease.fence() to the protected resource ...
+    ///         lease.release().await?;
+    ///     }
+    ///     None => println!("someone else is generating the report"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(
         &self,
         name: &str,
@@ -222,6 +255,14 @@ impl<C: LockConnection> RedisLocker<C> {
     /// it is acquired. Transient Redis errors (a dropped or refused connection, a timeout, a
     /// server that is loading or failing over) are retried like a busy lock; other errors are
     /// returned at once. Drop the future to give up.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<Lease<C>, LockError> {
         let waiting = async {
             let mut attempt: u32 = 0;
@@ -243,6 +284,23 @@ impl<C: LockConnection> RedisLocker<C> {
 
     /// Like [`acquire`](Self::acquire), but gives up with [`LockError::TimedOut`] once
     /// `timeout` has passed since the call.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::redis_lock::LockError;
+    /// match locker
+    ///     .acquire_timeout("report", Duration::from_secs(30), Duration::from_secs(5))
+    ///     .await
+    /// {
+    ///     Ok(mut lease) => {
+    ///         lease.release().await?;
+    ///     }
+    ///     Err(LockError::TimedOut { waited, .. }) => println!("busy for {waited:?}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(
         &self,
         name: &str,
