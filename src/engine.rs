@@ -167,6 +167,20 @@ fn pool() -> rayon::ThreadPool {
         })
 }
 
+/// Runs `work` on a thread with the analysis threads' large stack (deep but legal code must
+/// not overflow the caller's smaller one); `None` when it panicked.
+pub fn on_large_stack<R: Send>(work: impl FnOnce() -> R + Send) -> Option<R> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("locklint-analysis".to_string())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(s, work)
+            .ok()?
+            .join()
+            .ok()
+    })
+}
+
 fn resolver(opts: &Options) -> Result<Resolver, String> {
     Ok(match &opts.config {
         ConfigSource::Isolated => Resolver::new(Mode::Isolated),

@@ -1,12 +1,15 @@
-//! Writing edits to files safely: all edits of a file at once, refused when they overlap or
-//! the file changed on disk since it was read, written to a temporary file beside it and
-//! renamed over it (keeping its permissions).
+//! Applying fixes: all edits of a file at once, refused when they overlap; planned in memory
+//! pass by pass until they settle; written with [`write_atomically`] (see [`write`] for what
+//! writing guarantees).
 
-use crate::diagnostic::{Applicability, Fix};
+mod write;
+
+pub use write::write_atomically;
+
+use crate::diagnostic::{Applicability, Diagnostic, Fix};
 use crate::engine::Report;
 use crate::source::{FileRef, SourceFile, Span};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,32 +37,6 @@ pub fn apply_to_text(text: &str, edits: &[(Span, String)]) -> Result<String, Str
     }
     out.push_str(&text[at..]);
     Ok(out)
-}
-
-/// Replace the file's content with `new`, provided it still holds `expected`.
-pub fn write_atomically(path: &Path, expected: &str, new: &str) -> Result<(), String> {
-    let current = std::fs::read(path).map_err(|e| crate::discover::describe_io(&e))?;
-    if current != expected.as_bytes() {
-        return Err("the file changed on disk during the run; it was left alone".to_string());
-    }
-    let meta = std::fs::metadata(path).map_err(|e| crate::discover::describe_io(&e))?;
-    if meta.permissions().readonly() {
-        return Err("the file is read-only; it was left alone".to_string());
-    }
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| crate::discover::describe_io(&e))?;
-    tmp.write_all(new.as_bytes())
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| crate::discover::describe_io(&e))?;
-    std::fs::set_permissions(tmp.path(), meta.permissions())
-        .map_err(|e| crate::discover::describe_io(&e))?;
-    tmp.persist(path)
-        .map_err(|e| crate::discover::describe_io(&e.error))?;
-    Ok(())
 }
 
 /// How many rounds of fixes are applied before giving up on convergence.
@@ -102,6 +79,9 @@ pub struct Plan {
     pub changes: Vec<FileChange>,
     /// Files whose fixes were backed out, with why.
     pub backed_out: Vec<(String, String)>,
+    /// Fixes dropped because applying them offered the same fix at the same place again (the
+    /// rule still saw the defect): file and the fix's message.
+    pub repeated: Vec<(String, String)>,
     /// Fixes still applied in the last pass: they did not converge.
     pub unconverged: bool,
 }
@@ -115,15 +95,93 @@ fn fix_file(f: &Fix) -> Option<&FileRef> {
         .then_some(first)
 }
 
+/// How many parse problems the text has, parsed on a large stack like every analysis (a text
+/// whose analysis panics counts as unparseable).
 fn parse_problems(path: &Path, text: &str) -> usize {
-    let ir = crate::frontend::analyze(0, SourceFile::new(path.to_path_buf(), text.to_string()));
-    ir.problems.len()
+    let file = SourceFile::new(path.to_path_buf(), text.to_string());
+    crate::engine::on_large_stack(|| crate::frontend::analyze(0, file).problems.len())
+        .unwrap_or(usize::MAX)
+}
+
+/// A fix as offered at one place: its rule, where its finding is, and what it writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Offer {
+    rule: &'static str,
+    at: Span,
+    replacements: Vec<String>,
+}
+
+impl Offer {
+    fn of(d: &Diagnostic, f: &Fix) -> Offer {
+        Offer {
+            rule: d.rule,
+            at: d.primary.span,
+            replacements: f.edits.iter().map(|e| e.replacement.clone()).collect(),
+        }
+    }
+
+    /// The same offer after `edits` (sorted, not overlapping): where its finding may be
+    /// then. An insertion right at either end of its span may have gone before or after it.
+    fn moved(&self, edits: &[(Span, String)]) -> Vec<Offer> {
+        let mut out = Vec::new();
+        for start in [
+            moved(self.at.start, edits, false),
+            moved(self.at.start, edits, true),
+        ] {
+            for end in [
+                moved(self.at.end, edits, false),
+                moved(self.at.end, edits, true),
+            ] {
+                let o = Offer {
+                    at: Span::new(start, end.max(start)),
+                    ..self.clone()
+                };
+                if !out.contains(&o) {
+                    out.push(o);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Where offset `at` of a text lies after `edits` (sorted, not overlapping); an offset inside
+/// a replaced range moves to the end of its replacement, and one where text is inserted moves
+/// past it when `past_insertions`.
+fn moved(at: usize, edits: &[(Span, String)], past_insertions: bool) -> usize {
+    let mut shift: isize = 0;
+    for (span, replacement) in edits {
+        let insertion_here = span.is_empty() && span.start == at;
+        if span.end <= at && (!insertion_here || past_insertions) {
+            shift += replacement.len() as isize - span.len() as isize;
+        } else if span.start < at {
+            return (span.start as isize + shift) as usize + replacement.len();
+        } else {
+            break;
+        }
+    }
+    (at as isize + shift) as usize
+}
+
+/// A file and the fixes offered for it in one pass.
+type FileFixes<'a> = (FileRef, Vec<(&'a Diagnostic, &'a Fix)>);
+
+/// What the last pass did to one file: its text before, and the offers it applied, placed in
+/// the text after.
+struct Applied {
+    before: String,
+    fixes: usize,
+    /// Each offer as it may be placed in the text after, its place in the text before, and
+    /// its message.
+    offers: Vec<(Vec<Offer>, Span, String)>,
 }
 
 /// Apply the fixes of `report` (and of every report after them) in memory: per pass, the
 /// non-overlapping fixes of each file, then analyse again, until nothing changes. A file whose
-/// new text no longer parses is backed out and left alone. `analyse` runs the analysis over
-/// the given texts (in place of the files on disk).
+/// new text no longer parses is backed out and left alone. A fix whose result offers the same
+/// fix at the same place again is undone (with the other fixes of its file in that pass, which
+/// the next pass applies again) and not offered again. `analyse` runs the analysis over the
+/// given texts (in place of the files on disk).
 pub fn plan(
     first: Report,
     level: Level,
@@ -132,10 +190,14 @@ pub fn plan(
     let mut overlay: HashMap<PathBuf, String> = HashMap::new();
     let mut changes: BTreeMap<PathBuf, FileChange> = BTreeMap::new();
     let mut refused: HashSet<PathBuf> = HashSet::new();
+    // offers that came back after being applied: never applied again
+    let mut dropped: HashSet<(PathBuf, &'static str, String, Vec<String>)> = HashSet::new();
+    let mut last: HashMap<PathBuf, Applied> = HashMap::new();
     let mut out = Plan::default();
     let mut report = first;
     for pass in 0..=MAX_PASSES {
-        let mut per_file: BTreeMap<PathBuf, (FileRef, Vec<&Fix>)> = BTreeMap::new();
+        let mut per_file: BTreeMap<PathBuf, FileFixes> = BTreeMap::new();
+        let mut undo: BTreeMap<PathBuf, String> = BTreeMap::new();
         for d in &report.findings {
             let Some(f) = &d.fix else { continue };
             if !level.allows(f.applicability) {
@@ -145,24 +207,57 @@ pub fn plan(
             if refused.contains(&file.path) {
                 continue;
             }
+            let offer = Offer::of(d, f);
+            let snippet = |text: &str, s: Span| text.get(s.start..s.end).unwrap_or("").to_string();
+            if let Some(applied) = last.get(&file.path) {
+                if let Some((_, was, message)) =
+                    applied.offers.iter().find(|(o, ..)| o.contains(&offer))
+                {
+                    let at = snippet(&applied.before, *was);
+                    dropped.insert((file.path.clone(), d.rule, at, offer.replacements));
+                    out.repeated.push((file.display.clone(), message.clone()));
+                    undo.insert(file.path.clone(), applied.before.clone());
+                    continue;
+                }
+            }
+            let key = (
+                file.path.clone(),
+                d.rule,
+                snippet(&file.text, d.primary.span),
+                offer.replacements,
+            );
+            if dropped.contains(&key) {
+                continue;
+            }
             per_file
                 .entry(file.path.clone())
                 .or_insert_with(|| (file.clone(), Vec::new()))
                 .1
-                .push(f);
+                .push((d, f));
         }
-        if per_file.is_empty() {
+        let mut changed = false;
+        for (path, before) in undo {
+            per_file.remove(&path);
+            let applied = last.remove(&path);
+            if let Some(entry) = changes.get_mut(&path) {
+                entry.new = before.clone();
+                entry.fixes -= applied.map_or(0, |a| a.fixes);
+            }
+            overlay.insert(path, before);
+            changed = true;
+        }
+        last.clear();
+        if per_file.is_empty() && !changed {
             break;
         }
         if pass == MAX_PASSES {
             out.unconverged = true;
             break;
         }
-        let mut changed = false;
         for (path, (file, fixes)) in per_file {
             let mut chosen: Vec<(Span, String)> = Vec::new();
-            let mut n = 0;
-            for f in fixes {
+            let mut offers: Vec<(Offer, String)> = Vec::new();
+            for (d, f) in fixes {
                 let spans: Vec<Span> = f.edits.iter().map(|e| e.location.span).collect();
                 let clash = spans.iter().any(|s| {
                     chosen
@@ -177,7 +272,7 @@ pub fn plan(
                         .iter()
                         .map(|e| (e.location.span, e.replacement.clone())),
                 );
-                n += 1;
+                offers.push((Offer::of(d, f), f.message.clone()));
             }
             let Ok(new) = apply_to_text(&file.text, &chosen) else {
                 continue;
@@ -193,6 +288,7 @@ pub fn plan(
                 ));
                 continue;
             }
+            chosen.sort_by_key(|(s, _)| (s.start, s.end));
             let entry = changes.entry(path.clone()).or_insert_with(|| FileChange {
                 path: path.clone(),
                 display: file.display.clone(),
@@ -201,7 +297,18 @@ pub fn plan(
                 fixes: 0,
             });
             entry.new = new.clone();
-            entry.fixes += n;
+            entry.fixes += offers.len();
+            last.insert(
+                path.clone(),
+                Applied {
+                    before: file.text.to_string(),
+                    fixes: offers.len(),
+                    offers: offers
+                        .into_iter()
+                        .map(|(o, m)| (o.moved(&chosen), o.at, m))
+                        .collect(),
+                },
+            );
             overlay.insert(path, new);
             changed = true;
         }
@@ -258,14 +365,81 @@ mod tests {
         assert!(apply_to_text(t, &[(Span::new(5, 9), "".into())]).is_err());
     }
 
+    fn finding(file: &FileRef, rule: &'static str, at: Span, edit: (Span, &str)) -> Diagnostic {
+        Diagnostic {
+            rule,
+            severity: crate::diagnostic::Severity::Error,
+            primary: crate::diagnostic::Location::new(file.clone(), at),
+            label: String::new(),
+            message: String::new(),
+            help: String::new(),
+            related: Vec::new(),
+            fix: Some(Fix {
+                message: format!("write `{}`", edit.1),
+                applicability: Applicability::Safe,
+                edits: vec![crate::diagnostic::Edit {
+                    location: crate::diagnostic::Location::new(file.clone(), edit.0),
+                    replacement: edit.1.to_string(),
+                }],
+            }),
+        }
+    }
+
+    /// A rule that still sees its defect after its fix (its fix inserts a guard it does not
+    /// recognise), next to one whose fix removes its defect.
+    fn analysis(path: &Path, text: &str) -> Report {
+        let file = SourceFile::new(path.to_path_buf(), text.to_string());
+        let end = text.find(" end").unwrap();
+        // the finding spans the condition the fix extends
+        let condition = text.find("WHERE").unwrap();
+        let mut findings = vec![finding(
+            &file,
+            "unfenced-write",
+            Span::new(condition, end),
+            (Span::new(end, end), " AND fence < $2"),
+        )];
+        if let Some(at) = text.find("bad") {
+            let span = Span::new(at, at + 3);
+            findings.push(finding(&file, "other", span, (span, "good")));
+        }
+        Report {
+            findings,
+            ..Default::default()
+        }
+    }
+
     #[test]
-    fn a_file_changed_on_disk_is_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.rs");
-        std::fs::write(&p, "new content").unwrap();
-        assert!(write_atomically(&p, "old content", "x").is_err());
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new content");
-        write_atomically(&p, "new content", "fixed").unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "fixed");
+    fn a_fix_offered_again_where_it_was_applied_is_dropped() {
+        let path = PathBuf::from("a.sql");
+        let text = "UPDATE t SET a = 1 WHERE id = ? end; bad";
+        let plan = plan(analysis(&path, text), Level::Safe, &|overlay| {
+            analysis(&path, &overlay[&path])
+        });
+        assert!(!plan.unconverged);
+        assert_eq!(
+            plan.repeated,
+            [("a.sql".to_string(), "write ` AND fence < $2`".to_string())]
+        );
+        assert_eq!(plan.changes.len(), 1);
+        assert_eq!(
+            plan.changes[0].new,
+            "UPDATE t SET a = 1 WHERE id = ? end; good"
+        );
+        assert_eq!(plan.changes[0].fixes, 1);
+    }
+
+    #[test]
+    fn offsets_move_with_the_edits_before_them() {
+        let edits = [
+            (Span::new(2, 2), "abc".to_string()),
+            (Span::new(5, 8), "x".to_string()),
+        ];
+        assert_eq!(moved(1, &edits, false), 1);
+        assert_eq!(moved(2, &edits, false), 2);
+        assert_eq!(moved(2, &edits, true), 5);
+        assert_eq!(moved(3, &edits, false), 6);
+        assert_eq!(moved(6, &edits, false), 9);
+        assert_eq!(moved(8, &edits, false), 9);
+        assert_eq!(moved(10, &edits, false), 11);
     }
 }

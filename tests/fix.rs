@@ -586,37 +586,58 @@ const CLIENT_CLOCK_MACRO: &str = r#"pub async fn renew(pool: &sqlx::PgPool, name
 }
 "#;
 
+const CLIENT_CLOCK_COMPARE: &str = r#"use std::time::SystemTime;
+
+pub async fn take_over(pool: &sqlx::PgPool, name: &str, me: &str) -> sqlx::Result<bool> {
+    let now = SystemTime::now();
+    let res = sqlx::query(
+        "UPDATE job_locks SET owner = $3 WHERE name = $1 AND expires_at < $2",
+    )
+    .bind(name)
+    .bind(now)
+    .bind(me)
+    .execute(pool)
+    .await?;
+    Ok(res.rows_affected() == 1)
+}
+"#;
+
 #[test]
 fn client_clock_fixes_drop_the_parameter_and_its_bind() {
-    let dir = project(&[("a.rs", CLIENT_CLOCK_MACRO)]);
-    let out = locklint(
-        dir.path(),
-        &[
-            "check",
-            "--isolated",
-            "--fix",
-            "--unsafe-fixes",
-            "--default-ttl",
-            "45s",
-            ".",
-        ],
-    );
+    // the compared time: `now()`, the bind and the clock read that fed it go, `$3` becomes `$2`
+    let fixed = fixed_file(CLIENT_CLOCK_COMPARE);
     assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        fixed,
+        r#"
+pub async fn take_over(pool: &sqlx::PgPool, name: &str, me: &str) -> sqlx::Result<bool> {
+    let res = sqlx::query(
+        "UPDATE job_locks SET owner = $2 WHERE name = $1 AND expires_at < now()",
+    )
+    .bind(name)
+    .bind(me)
+    .execute(pool)
+    .await?;
+    Ok(res.rows_affected() == 1)
+}
+"#
     );
-    let fixed = std::fs::read_to_string(dir.path().join("a.rs")).unwrap();
-    assert!(
-        fixed.contains(
-            r#"        "UPDATE job_locks SET expires_at = (now() + interval '45 seconds') WHERE name = $1 AND owner = $2",
-        name,
-        me
-    )"#
-        ),
-        "{fixed}"
+    // the clock read is used again later: it stays, and so does its import
+    let logged = CLIENT_CLOCK_COMPARE.replace(
+        "    Ok(res.rows_affected() == 1)",
+        "    log::info!(\"{now:?}\");\n    Ok(res.rows_affected() == 1)",
     );
+    let fixed = fixed_file(&logged);
+    assert!(fixed.contains("let now = SystemTime::now();"), "{fixed}");
+    assert!(fixed.starts_with("use std::time::SystemTime;"), "{fixed}");
+    // a clock read with effects, or a parameter, cannot be left unused: shown only
+    for text in [
+        CLIENT_CLOCK_COMPARE.replace("SystemTime::now()", "clock.read().await"),
+        CLIENT_CLOCK_COMPARE
+            .replace("    let now = SystemTime::now();\n", "")
+            .replace("me: &str)", "me: &str, now: SystemTime)"),
+    ] {
+        assert_eq!(applicabilities(&text), ["display-only"], "{text}");
+    }
 
     // the parameter read twice, or the statement in a constant (maybe run elsewhere with
     // other binds): the fix is shown, not applied
@@ -630,19 +651,195 @@ fn client_clock_fixes_drop_the_parameter_and_its_bind() {
             )
         ),
     ] {
-        let dir = project(&[("a.rs", &text)]);
-        let out = locklint(
-            dir.path(),
-            &["check", "--isolated", "--format", "json", "."],
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let fixes: Vec<&str> = report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["rule"] == "lock-table-client-clock")
-            .map(|f| f["fix"]["applicability"].as_str().unwrap())
-            .collect();
-        assert_eq!(fixes, ["display-only"], "{text}");
+        assert_eq!(applicabilities(&text), ["display-only"], "{text}");
     }
+}
+
+/// The applicability of every `lock-table-client-clock` fix in a file.
+fn applicabilities(text: &str) -> Vec<String> {
+    let dir = project(&[("a.rs", text)]);
+    let out = locklint(
+        dir.path(),
+        &["check", "--isolated", "--format", "json", "."],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "lock-table-client-clock")
+        .map(|f| f["fix"]["applicability"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn fix_handles_a_file_as_deep_as_check_does() {
+    // a 60,000-term chain (it overflowed the main thread's stack): the fixed text is parsed
+    // again on the analysis threads' large stack
+    let chain = vec!["x"; 60_000].join(" + ");
+    let text = format!(
+        "// locklint: allow(get-then-set) -- nothing here reads then writes\npub fn total(x: u64) -> u64 {{\n    {chain}\n}}\n"
+    );
+    let dir = project(&[("a.rs", &text)]);
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "."]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fixed = std::fs::read_to_string(dir.path().join("a.rs")).unwrap();
+    assert_eq!(fixed, text.split_once('\n').unwrap().1);
+}
+
+#[cfg(unix)]
+#[test]
+fn fix_through_a_symlink_fixes_its_target_and_keeps_the_link() {
+    let dir = project(&[]);
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), SEPARATE).unwrap();
+    std::os::unix::fs::symlink("src/a.rs", dir.path().join("link.rs")).unwrap();
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "link.rs"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let link = dir.path().join("link.rs");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/a.rs")).unwrap(),
+        SEPARATE_FIXED
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn fix_keeps_hard_links_and_the_owner() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = project(&[("a.rs", SEPARATE)]);
+    let p = dir.path().join("a.rs");
+    std::fs::hard_link(&p, dir.path().join("b.txt")).unwrap();
+    // tests run as root in CI: the file belongs to another user
+    let other = std::os::unix::fs::chown(&p, Some(65534), Some(65534)).is_ok();
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "a.rs"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+        SEPARATE_FIXED
+    );
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.nlink(), 2);
+    if other {
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+    // one link: the fixed text is renamed over the file, with its owner
+    std::fs::remove_file(dir.path().join("b.txt")).unwrap();
+    std::fs::write(&p, SEPARATE).unwrap();
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "a.rs"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), SEPARATE_FIXED);
+    if other {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+}
+
+/// Fixtures whose fix would change what the code means apart from the defect: the fix is
+/// shown only (with its reason in the message), or not offered where it would be wrong.
+#[test]
+fn fixes_that_would_change_the_meaning_are_not_applied() {
+    use Applicability::DisplayOnly;
+    let cases: &[(&str, &str, Option<Applicability>, &str)] = &[
+        // ARGV[1] is the TTL: a guard may not compare the lock with it
+        (
+            "lua-renew-no-compare",
+            "bad_pexpire_ttl_is_argv1.rs",
+            Some(DisplayOnly),
+            "pass the token as `ARGV[2]`",
+        ),
+        // no call site: nothing says ARGV[1] is the token
+        (
+            "lua-renew-no-compare",
+            "bad_renew_lock_plain_pexpire.lua",
+            Some(DisplayOnly),
+            "pass the token as `ARGV[1]`",
+        ),
+        // a hash (GET fails with WRONGTYPE), several keys (GET takes one)
+        ("lua-release-no-compare", "bad_hash_owner_hget.rs", None, ""),
+        ("lua-release-no-compare", "bad_multi_key_mget.rs", None, ""),
+        // a client that is not redis-rs: no redis-rs calls written on it
+        ("unconditional-release", "bad_cache_client_del.rs", None, ""),
+        // the caller's duration is not in the code: the TTL would be a guess
+        (
+            "lock-table-client-clock",
+            "bad_renew_client_time_sqlx.rs",
+            Some(DisplayOnly),
+            "keep the lock's own duration",
+        ),
+    ];
+    for (rule, name, applicability, message) in cases {
+        let path = fixtures_root().join(rule).join(name);
+        let report = engine::run(&options(&relative(&path), &FLAVOURS[0], None));
+        let found: Vec<_> = report.findings.iter().filter(|d| d.rule == *rule).collect();
+        assert!(!found.is_empty(), "{name}: {rule} does not fire");
+        for d in found {
+            assert_eq!(
+                d.fix.as_ref().map(|f| f.applicability),
+                *applicability,
+                "{name}: {:?}",
+                d.fix
+            );
+            if let Some(f) = &d.fix {
+                assert!(f.message.contains(message), "{name}: {}", f.message);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_fence_guard_is_added_once_with_mixed_placeholders() {
+    let sql = "CREATE TABLE documents (id BIGINT PRIMARY KEY, body TEXT, fence BIGINT NOT NULL);\n\nUPDATE documents SET body = ?, fence = $2 WHERE id = ?;\n";
+    let dir = project(&[("a.sql", sql)]);
+    let out = locklint(dir.path(), &["check", "--isolated", "--fix", "a.sql"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("still changing"), "{stderr}");
+    let fixed = std::fs::read_to_string(dir.path().join("a.sql")).unwrap();
+    assert_eq!(
+        fixed,
+        sql.replace("WHERE id = ?;", "WHERE id = ? AND fence < $2;")
+    );
+    // a second run adds nothing
+    locklint(dir.path(), &["check", "--isolated", "--fix", "a.sql"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.sql")).unwrap(),
+        fixed
+    );
+}
+
+#[test]
+fn long_fixes_in_conditions_are_laid_out() {
+    let text = r#"pub async fn release(con: &mut redis::aio::MultiplexedConnection, job: u64, token: &str) -> redis::RedisResult<bool> {
+    let key = format!("lock:report-generation:{job}");
+    if redis::cmd("DEL").arg(&key).query_async::<i32>(&mut *con).await? == 1 {
+        return Ok(true);
+    }
+    Ok(false)
+}
+"#;
+    let fixed = fixed_file(text);
+    assert!(
+        fixed.contains(
+            "    if redis::cmd(\"EVAL\")\n        .arg(COMPARE_AND_DELETE)\n        .arg(1)\n        .arg(&key)\n        .arg(token)\n        .query_async::<i32>(&mut *con)\n        .await? == 1 {\n        return Ok(true);"
+        ),
+        "{fixed}"
+    );
+    let body = fixed.split_once("pub async fn").unwrap().1;
+    assert!(body.lines().skip(1).all(|l| l.len() <= 100), "{fixed}");
 }

@@ -129,6 +129,9 @@ fn fix_files(
     for (file, why) in &plan.backed_out {
         eprintln!("warning: {file}: {why}");
     }
+    for (file, fix) in &plan.repeated {
+        eprintln!("warning: {file}: the fix `{fix}` was not applied: the code it writes still has the defect");
+    }
     if plan.unconverged {
         eprintln!(
             "warning: fixes were still changing the code after {} passes; the last changes were not applied",

@@ -37,10 +37,15 @@ const MAX_WIDTH: usize = 100;
 /// Lays out the operation's statement again when the fix would push one of its lines past
 /// [`MAX_WIDTH`] columns: the edits inside the statement become one edit of the whole
 /// statement, printed by `prettyplease` (the layout rustfmt gives it) at the statement's
-/// indentation. Statements with comments, or that share their line with other code, are
-/// left as the edits make them.
+/// indentation. An operation in an `if`/`while` condition or a match guard has its condition
+/// laid out the same way. Statements with comments, or that share their line with other code,
+/// are left as the edits make them.
 pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
-    let Some(stmt) = o.op.stmt else {
+    let region = match o.op.stmt {
+        Some(stmt) => Some((stmt, false)),
+        None => condition_of(o).map(|c| (c, true)),
+    };
+    let Some((stmt, condition)) = region else {
         return edits;
     };
     let within = |e: &Edit| e.location.span.start >= stmt.start && e.location.span.end <= stmt.end;
@@ -50,9 +55,10 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     let text = &o.file.text;
     let line_start = o.file.line_span(stmt.start).start;
     let line_end = o.file.line_span(stmt.end).end;
-    let indent = &text[line_start..stmt.start];
+    let before = &text[line_start..stmt.start];
+    let indent = &before[..before.len() - before.trim_start().len()];
     let old = &text[stmt.start..stmt.end];
-    if !indent.trim().is_empty() || has_comments(old) {
+    if (!condition && !before.trim().is_empty()) || has_comments(old) {
         return edits;
     }
     let relative: Vec<(Span, String)> = edits
@@ -69,17 +75,82 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     let Ok(new) = crate::fix::apply_to_text(old, &relative) else {
         return edits;
     };
-    let whole = format!("{indent}{new}{}", &text[stmt.end..line_end]);
+    let whole = format!("{before}{new}{}", &text[stmt.end..line_end]);
     if whole.lines().all(|l| l.chars().count() <= MAX_WIDTH) {
         return edits;
     }
-    let Some(laid_out) = layout_statement(&new, indent) else {
+    let laid_out = if condition {
+        layout_expression(&new, indent)
+    } else {
+        layout_statement(&new, indent)
+    };
+    let Some(laid_out) = laid_out else {
         return edits;
     };
     let mut out: Vec<Edit> = edits.into_iter().filter(|e| !within(e)).collect();
     out.push(edit(&o.file, stmt, laid_out));
     out.sort_by_key(|e| e.location.span.start);
     out
+}
+
+/// The `if`/`while` condition or match guard the operation is in (the innermost one).
+fn condition_of(o: &TraceOp) -> Option<Span> {
+    struct Conditions<'a> {
+        text: &'a str,
+        lines: crate::source::LineIndex,
+        base: usize,
+        op: Span,
+        found: Option<Span>,
+    }
+    impl Conditions<'_> {
+        fn consider(&mut self, e: &syn::Expr) {
+            let sp = syn::spanned::Spanned::span(e);
+            let at = |l: proc_macro2::LineColumn| {
+                self.base + self.lines.offset(self.text, l.line, l.column)
+            };
+            let span = Span::new(at(sp.start()), at(sp.end()));
+            let inner = self.found.is_none_or(|f| f.len() > span.len());
+            if span.start <= self.op.start && self.op.end <= span.end && inner {
+                self.found = Some(span);
+            }
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Conditions<'_> {
+        fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
+            self.consider(&i.cond);
+            syn::visit::visit_expr_if(self, i);
+        }
+        fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+            self.consider(&w.cond);
+            syn::visit::visit_expr_while(self, w);
+        }
+        fn visit_arm(&mut self, a: &'ast syn::Arm) {
+            if let Some((_, guard)) = &a.guard {
+                self.consider(guard);
+            }
+            syn::visit::visit_arm(self, a);
+        }
+    }
+    let func = super::leftovers::function_span(&o.file, o.func.span)?;
+    let text = o.file.text.get(func.start..func.end)?;
+    let item: syn::ItemFn = syn::parse_str(text).ok()?;
+    let mut v = Conditions {
+        text,
+        lines: crate::source::LineIndex::new(text),
+        base: func.start,
+        op: o.op.span,
+        found: None,
+    };
+    syn::visit::Visit::visit_item_fn(&mut v, &item);
+    v.found
+}
+
+/// An expression printed by prettyplease as it would be on the right of `let _ =`, its lines
+/// after the first indented by `indent`.
+fn layout_expression(expr: &str, indent: &str) -> Option<String> {
+    const HEAD: &str = "let __condition = ";
+    let stmt = layout_statement(&format!("{HEAD}{expr};"), indent)?;
+    Some(stmt.strip_prefix(HEAD)?.strip_suffix(';')?.to_string())
 }
 
 /// Whether Rust source text holds a comment (which re-printing would drop).
@@ -336,6 +407,9 @@ pub fn acquire_with_expiry(o: &TraceOp, ttl: &Ttl) -> Option<(Vec<Edit>, Applica
         Applicability::Safe
     };
     let word = ttl.unit.word();
+    if matches!(o.op.command.as_str(), "set_nx" | "set_options") && !super::client::is_redis_rs(o) {
+        return None;
+    }
     let edits = match o.op.command.as_str() {
         "set_nx" => {
             // rename the method and add the options argument, leaving the arguments (and any
@@ -610,19 +684,26 @@ fn renew_script(command: &'static str) -> ScriptConst {
 
 /// A variable or field that holds the holder's token, as an argument expression
 /// (`&token`, `&self.token`), when one is in scope before the operation.
+/// Names of variables and fields that hold the holder's token.
+const TOKEN_NAMES: &[&str] = &[
+    "token",
+    "lock_token",
+    "owner_token",
+    "lease_token",
+    "holder_token",
+    "owner",
+    "holder",
+    "lock_value",
+];
+
+/// Whether a variable or field name says it holds the holder's token.
+pub fn is_token_name(name: &str) -> bool {
+    TOKEN_NAMES.contains(&name) || name.ends_with("_token")
+}
+
 pub fn token_in_scope(o: &TraceOp) -> Option<String> {
-    const NAMES: &[&str] = &[
-        "token",
-        "lock_token",
-        "owner_token",
-        "lease_token",
-        "holder_token",
-        "owner",
-        "holder",
-        "lock_value",
-    ];
     let f = o.func;
-    for name in NAMES {
+    for name in TOKEN_NAMES {
         if f.params.iter().any(|p| p == name) {
             return Some(name.to_string());
         }
@@ -675,7 +756,7 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
         expr
     };
     let (replacement, message) = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
-        if command_args(file, o)?.len() != 1 {
+        if command_args(file, o)?.len() != 1 || !super::client::is_redis_rs(o) {
             return None;
         }
         if delex {
@@ -751,6 +832,9 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     let ttl = args[1].trim();
     let (lua, define) = script_expr(o, &renew_script(lua_cmd));
     let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
+        if !super::client::is_redis_rs(o) {
+            return None;
+        }
         format!("invoke_script(&redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}))")
     } else {
         let text = snippet(file, o.op.span);

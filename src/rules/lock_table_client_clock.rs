@@ -9,6 +9,7 @@ use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use crate::frontend::sql::{Statement, Value};
 use crate::ir::FileIr;
 use crate::locks::{FixSettings, Project};
+use crate::source::Span;
 
 pub struct LockTableClientClock;
 
@@ -101,10 +102,17 @@ fn interval(ms: u64, mysql: bool) -> String {
 }
 
 /// Read the time from the database instead of the client: `now()` (PostgreSQL) or
-/// `UTC_TIMESTAMP(6)` (MySQL); a written expiry (`written` carries the fix settings) becomes
-/// the clock plus `--default-ttl`. Unsafe on PostgreSQL when the client's parameter can go
-/// too (its bind removed, later `$n` renumbered; the TTL is a judgement call), shown only
-/// otherwise.
+/// `UTC_TIMESTAMP(6)` (MySQL).
+///
+/// A written expiry (`written` carries the fix settings) keeps the caller's duration: when
+/// sqlx binds the client's clock plus a chrono duration (`.bind(Utc::now() +
+/// Duration::seconds(secs))`), the value becomes `now() + $n * interval '1 second'` and the bind
+/// `secs` (unsafe). Otherwise the duration is not known and the fix, with `--default-ttl`, is
+/// only shown.
+///
+/// A compared time becomes the clock, and the client's parameter goes: its bind removed, later
+/// `$n` renumbered, and a clock read that only fed it removed with it (unsafe). Shown only
+/// when that cannot be done on PostgreSQL, or would leave a binding unused.
 fn database_clock(
     file: &FileIr,
     st: &Statement,
@@ -120,11 +128,6 @@ fn database_clock(
         .to_ascii_lowercase();
     let mysql = sql.contains("utc_timestamp") || (sql.contains('?') && !sql.contains('$'));
     let clock = if mysql { "UTC_TIMESTAMP(6)" } else { "now()" };
-    let ttl_ms = written.map(|f| f.default_ttl_ms);
-    let text = match ttl_ms {
-        Some(ms) => format!("({clock} + {})", interval(ms, mysql)),
-        None => clock.to_string(),
-    };
     // the parameter this value reads: its `$n` lies inside the value
     let params = file.sql.params(st.embedded);
     let from = params.partition_point(|p| emb.map.to_source(p.start) < span.start);
@@ -132,27 +135,152 @@ fn database_clock(
         .iter()
         .take_while(|p| emb.map.to_source(p.start) < span.end)
         .find(|p| emb.map.span(p.start, p.end).end <= span.end)
-        .map(|p| p.n);
-    let dropped = param
-        .filter(|_| !mysql)
-        .and_then(|n| drop_parameter(file, st, n).map(|edits| (n, edits)));
+        .map(|p| p.n)
+        .filter(|_| !mysql);
+    let func = emb
+        .func
+        .and_then(|f| file.functions.get(f))
+        .and_then(|f| super::leftovers::function_span(&file.file, f.span));
+    if let Some(settings) = written {
+        if let Some(fix) = param
+            .zip(func)
+            .and_then(|(n, func)| keep_duration(file, st, span, n, func))
+        {
+            return Some(fix);
+        }
+        let text = format!("({clock} + {})", interval(settings.default_ttl_ms, mysql));
+        return sql_edit_fix(
+            file,
+            st,
+            span,
+            &text,
+            format!("use the database clock (`{text}`, the TTL from `--default-ttl`) and drop the client's time parameter; keep the lock's own duration"),
+            Applicability::DisplayOnly,
+        );
+    }
+    let dropped = param.and_then(|n| {
+        let mut edits = drop_parameter(file, st, n)?;
+        let at = sql_edit_fix(file, st, span, clock, String::new(), Applicability::Unsafe)?;
+        edits.extend(at.edits);
+        edits.extend(super::leftovers::complete(&file.file, func?, &edits)?);
+        Some((n, edits))
+    });
     let (applicability, message) = match &dropped {
         Some((n, _)) => (
             Applicability::Unsafe,
-            match ttl_ms {
-                Some(_) => format!("use the database clock (`{text}`) and drop the client's time parameter `${n}`; check the TTL (`--default-ttl`) against the lock's duration"),
-                None => format!("use the database clock (`{text}`) and drop the client's time parameter `${n}`"),
-            },
+            format!(
+                "use the database clock (`{clock}`) and drop the client's time parameter `${n}`"
+            ),
         ),
         None => (
             Applicability::DisplayOnly,
-            format!("use the database clock (`{text}`) and drop the client's time parameter"),
+            format!("use the database clock (`{clock}`) and drop the client's time parameter"),
         ),
     };
-    let mut fix = sql_edit_fix(file, st, span, &text, message, applicability)?;
-    if let (Applicability::Unsafe, Some((_, edits))) = (fix.applicability, dropped) {
-        fix.edits.extend(edits);
-        fix.edits.sort_by_key(|e| e.location.span.start);
+    let mut fix = sql_edit_fix(file, st, span, clock, message, applicability)?;
+    if let (Applicability::Unsafe, Some((_, mut edits))) = (fix.applicability, dropped) {
+        edits.sort_by_key(|e| e.location.span.start);
+        fix.edits = edits;
     }
     Some(fix)
+}
+
+/// `now() + $n * interval '1 <unit>'` and the duration bound in place of the client's time,
+/// when sqlx binds `$n` (read once) to the client's clock plus a chrono duration.
+fn keep_duration(file: &FileIr, st: &Statement, span: Span, n: usize, func: Span) -> Option<Fix> {
+    let emb = file.embedded.get(st.embedded)?;
+    let bind = *emb.exec.as_ref()?.binds.as_ref()?.get(n - 1)?;
+    if file
+        .sql
+        .params(st.embedded)
+        .iter()
+        .filter(|p| p.n == n)
+        .count()
+        != 1
+    {
+        return None;
+    }
+    let bind_text = file.file.text.get(bind.start..bind.end)?;
+    let lead = bind_text.len() - bind_text.trim_start().len();
+    let arg_text = bind_text
+        .trim_start()
+        .strip_prefix(".bind(")?
+        .strip_suffix(')')?;
+    let arg_at = bind.start + lead + ".bind(".len();
+    let (unit, duration) = clock_plus_duration(arg_text)?;
+    let value = format!("(now() + ${n} * interval '1 {unit}')");
+    let sql = sql_edit_fix(file, st, span, &value, String::new(), Applicability::Unsafe)?;
+    if sql.applicability != Applicability::Unsafe {
+        return None;
+    }
+    let mut edits = sql.edits;
+    // the whole argument gives way to the duration's amount
+    edits.push(super::fixes::edit(
+        &file.file,
+        Span::new(arg_at, arg_at + arg_text.len()),
+        arg_text.get(duration.start..duration.end)?,
+    ));
+    edits.extend(super::leftovers::complete(&file.file, func, &edits)?);
+    edits.sort_by_key(|e| e.location.span.start);
+    Some(Fix {
+        message: format!(
+            "use the database clock with the caller's duration (`{value}`, binding the duration's {unit}s)"
+        ),
+        applicability: Applicability::Unsafe,
+        edits,
+    })
+}
+
+/// For `Utc::now() + Duration::seconds(x)` (any clock's `now()`, any chrono or time duration
+/// of seconds, milliseconds, minutes or hours): the unit and where `x` is in the text.
+fn clock_plus_duration(arg: &str) -> Option<(&'static str, Span)> {
+    let expr: syn::Expr = syn::parse_str(arg).ok()?;
+    let mut e = &expr;
+    loop {
+        match e {
+            syn::Expr::Reference(r) => e = &r.expr,
+            syn::Expr::Paren(p) => e = &p.expr,
+            _ => break,
+        }
+    }
+    let syn::Expr::Binary(b) = e else { return None };
+    if !matches!(b.op, syn::BinOp::Add(_)) {
+        return None;
+    }
+    let call_name = |e: &syn::Expr| -> Option<(String, usize, Vec<syn::Expr>)> {
+        let syn::Expr::Call(c) = e else { return None };
+        let syn::Expr::Path(p) = &*c.func else {
+            return None;
+        };
+        let last = p.path.segments.last()?.ident.to_string();
+        Some((
+            last,
+            p.path.segments.len(),
+            c.args.iter().cloned().collect(),
+        ))
+    };
+    let (clock, clock_segments, clock_args) = call_name(&b.left)?;
+    if !matches!(clock.as_str(), "now" | "now_utc") || clock_segments < 2 || !clock_args.is_empty()
+    {
+        return None;
+    }
+    let (ctor, segments, args) = call_name(&b.right)?;
+    let unit = match ctor.as_str() {
+        "seconds" => "second",
+        "milliseconds" => "millisecond",
+        "minutes" => "minute",
+        "hours" => "hour",
+        _ => return None,
+    };
+    let [amount] = args.as_slice() else {
+        return None;
+    };
+    if segments < 2 {
+        return None;
+    }
+    let sp = syn::spanned::Spanned::span(amount);
+    let lines = crate::source::LineIndex::new(arg);
+    let start = lines.offset(arg, sp.start().line, sp.start().column);
+    let end = lines.offset(arg, sp.end().line, sp.end().column);
+    (start < end).then_some((unit, Span::new(start, end)))
 }

@@ -2,17 +2,21 @@
 
 mod advisory_lock_on_pool;
 mod advisory_lock_unbalanced;
+mod client;
 mod constant_lock_value;
 mod fixes;
 mod get_then_set;
+mod leftovers;
 mod lock_result_ignored;
 mod lock_table_client_clock;
 mod lock_table_no_owner_check;
 mod lock_table_steals_live_lock;
+mod lua_fix;
 mod lua_matching;
 mod lua_release_no_compare;
 mod lua_renew_no_compare;
 mod matching;
+mod script_args;
 mod separate_expire;
 mod setnx_without_expiry;
 pub(crate) mod sql_matching;

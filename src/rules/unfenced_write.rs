@@ -261,6 +261,11 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diag
             if condition.contains(" or ") {
                 applicability = Applicability::DisplayOnly;
             }
+            if compares_with(file, filter, fence, &value) {
+                // the guard is there, though not recognised as one (the statement's
+                // placeholders do not parse as parameters): adding it again changes nothing
+                return None;
+            }
             let text = format!(" AND {fence} < {value}");
             sql_insert_fix(
                 file,
@@ -273,4 +278,25 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diag
         }
         _ => None,
     }
+}
+
+/// Whether the condition already has `fence < value` (or `value > fence`), by the text of its
+/// operands.
+fn compares_with(
+    file: &FileIr,
+    filter: &crate::frontend::sql::Filter,
+    fence: &str,
+    value: &str,
+) -> bool {
+    use crate::frontend::sql::{CmpOp, Value};
+    let text = |v: &Value| {
+        v.span
+            .and_then(|s| file.file.text.get(s.start..s.end))
+            .map(str::trim)
+    };
+    let is_fence = |v: &Value| v.bare.as_ref().is_some_and(|c| c.name == fence);
+    filter.comparisons.iter().any(|c| {
+        (c.op == CmpOp::Lt && is_fence(&c.left) && text(&c.right) == Some(value))
+            || (c.op == CmpOp::Gt && is_fence(&c.right) && text(&c.left) == Some(value))
+    })
 }

@@ -1,7 +1,8 @@
 //! Generates one module per Rust fixture: `fixtures/<rule>/bad_*.rs`, `good_*.rs` and the
 //! fixed `bad_*.rs.fixed` / `bad_*.rs.<flavour>.fixed`, so that a new fixture is compiled without anyone listing it.
 //! A directory example (`bad_*/`, `good_*/`) is one module whose `.rs` files are its submodules.
-//! `fixtures/parse-error/` is left out: its files are broken on purpose.
+//! `fixtures/parse-error/` is left out: its files are broken on purpose. The fixed modules
+//! deny warnings (a fix must not leave an unused binding or import behind).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -71,11 +72,12 @@ fn main() {
                 writeln!(out, "    pub mod {module} {{").unwrap();
                 for inner in rust_files(&file) {
                     let stem = inner.file_stem().and_then(|s| s.to_str()).unwrap_or("m");
-                    write_module(&mut out, "        ", &ident(stem), inner.clone());
+                    write_module(&mut out, "        ", &ident(stem), inner.clone(), false);
                 }
                 writeln!(out, "    }}").unwrap();
             } else {
-                write_module(&mut out, "    ", &module, file);
+                let is_fixed = file.extension().is_some_and(|e| e == "fixed");
+                write_module(&mut out, "    ", &module, file, is_fixed);
             }
         }
         writeln!(out, "}}").unwrap();
@@ -97,9 +99,16 @@ fn main() {
     std::fs::write(dest, out).expect("write the generated module list");
 }
 
-fn write_module(out: &mut String, indent: &str, module: &str, file: PathBuf) {
+fn write_module(out: &mut String, indent: &str, module: &str, file: PathBuf, is_fixed: bool) {
     let path = file.canonicalize().unwrap_or(file);
-    writeln!(out, "{indent}#[allow(warnings, clippy::all)]").unwrap();
+    if is_fixed {
+        // fixed code compiles without warnings: a fix leaves nothing unused; fixtures are
+        // snippets, so items nothing calls are fine
+        writeln!(out, "{indent}#[deny(warnings)]").unwrap();
+        writeln!(out, "{indent}#[allow(dead_code, clippy::all)]").unwrap();
+    } else {
+        writeln!(out, "{indent}#[allow(warnings, clippy::all)]").unwrap();
+    }
     writeln!(out, "{indent}#[path = {:?}]", path.display().to_string()).unwrap();
     writeln!(out, "{indent}pub mod {module};").unwrap();
 }

@@ -71,11 +71,7 @@ const PIECE_BYTES: usize = 64 * 1024;
 /// and walked one piece of top-level statements at a time, with the walk's state (locals, keys
 /// known to be owned) carried from piece to piece.
 pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
-    let pieces = if text.len() > 2 * PIECE_BYTES {
-        super::lex::pieces(text, PIECE_BYTES)
-    } else {
-        vec![(0, text.len())]
-    };
+    let pieces = pieces(text);
     let mut w = Walker::default();
     let mut facts = Some(Facts::new());
     let last = pieces.len().saturating_sub(1);
@@ -105,6 +101,16 @@ pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
         writes: w.writes,
         checked: w.checked,
     })
+}
+
+/// The pieces a script is parsed in: the whole text, or for a long script pieces of whole
+/// top-level statements (see [`PIECE_BYTES`]).
+pub fn pieces(text: &str) -> Vec<(usize, usize)> {
+    if text.len() > 2 * PIECE_BYTES {
+        super::lex::pieces(text, PIECE_BYTES)
+    } else {
+        vec![(0, text.len())]
+    }
 }
 
 /// Parse one piece of a script. A panic inside the parser (it has been seen on input it does

@@ -1,0 +1,499 @@
+//! What a fix leaves unused in Rust code. A fix that removes the last use of a local binding
+//! or of an import also removes the binding (when it is a `let` of a value without side
+//! effects, such as a clock read) and the import, so the fixed code still compiles without
+//! warnings. A fix that would leave a parameter, or a binding with side effects, unused cannot
+//! be completed.
+
+use crate::diagnostic::Edit;
+use crate::source::{FileRef, Span};
+use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+
+/// Calls a removable `let` may make: reading a clock and building durations.
+const PURE_CALLS: &[&str] = &[
+    "now",
+    "now_utc",
+    "utc",
+    "seconds",
+    "milliseconds",
+    "minutes",
+    "hours",
+    "from_secs",
+    "from_millis",
+    "timestamp",
+    "timestamp_millis",
+    "clone",
+    "to_string",
+    "into",
+];
+
+/// A token of Rust source.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tok<'a> {
+    pub kind: K,
+    pub span: Span,
+    pub text: &'a str,
+}
+
+impl Tok<'_> {
+    fn is(&self, text: &str) -> bool {
+        self.text == text
+    }
+
+    fn ident(&self) -> bool {
+        matches!(self.kind, K::Ident | K::RawIdent)
+    }
+}
+
+/// The tokens of `text`, without whitespace and comments, at offset `base`.
+pub(super) fn lex(text: &str, base: usize) -> Vec<Tok<'_>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for t in tokenize(text, FrontmatterAllowed::No) {
+        let len = t.len as usize;
+        let span = Span::new(base + at, base + at + len);
+        if !matches!(
+            t.kind,
+            K::Whitespace | K::LineComment { .. } | K::BlockComment { .. }
+        ) {
+            out.push(Tok {
+                kind: t.kind,
+                span,
+                text: &text[at..at + len],
+            });
+        }
+        at += len;
+    }
+    out
+}
+
+fn inside(s: Span, outer: Span) -> bool {
+    s.start >= outer.start && s.end <= outer.end
+}
+
+/// A `let` statement: the binding token and the statement, through its `;`.
+struct Let {
+    name: usize,
+    init: (usize, usize),
+    stmt: Span,
+}
+
+/// The `let` statements of `toks` that bind `name` (with or without `mut` or a type).
+fn lets(toks: &[Tok], name: &str) -> Vec<Let> {
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        if !toks[i].is("let") {
+            continue;
+        }
+        let mut j = i + 1;
+        if toks.get(j).is_some_and(|t| t.is("mut")) {
+            j += 1;
+        }
+        let Some(bound) = toks.get(j).filter(|t| t.ident() && t.is(name)) else {
+            continue;
+        };
+        let _ = bound;
+        // the initialiser: after `=`, up to the `;` outside brackets
+        let Some(eq) = (j + 1..toks.len()).find(|&k| toks[k].is("=") || toks[k].is(";")) else {
+            continue;
+        };
+        if toks[eq].is(";") {
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut end = None;
+        for (k, t) in toks.iter().enumerate().skip(eq + 1) {
+            match t.text {
+                "(" | "[" | "{" => depth += 1,
+                ")" | "]" | "}" => depth -= 1,
+                ";" if depth == 0 => {
+                    end = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+            if depth < 0 {
+                break;
+            }
+        }
+        let Some(end) = end else { continue };
+        out.push(Let {
+            name: j,
+            init: (eq + 1, end),
+            stmt: Span::new(toks[i].span.start, toks[end].span.end),
+        });
+    }
+    out
+}
+
+/// Whether token `i` is a later segment of a path (`a::name`) or a field or method
+/// (`x.name`): not a use of a binding or import called `name`.
+fn segment(toks: &[Tok], i: usize) -> bool {
+    match i {
+        0 => false,
+        1 => toks[0].is("."),
+        _ => {
+            toks[i - 1].is(".")
+                || (toks[i - 1].is(":")
+                    && toks[i - 2].is(":")
+                    && toks[i - 2].span.end == toks[i - 1].span.start)
+        }
+    }
+}
+
+/// Whether a string literal that stays reads `name` as an inline format argument
+/// (`"{name}"`, `"{name:?}"`).
+fn formats(toks: &[Tok], name: &str, removed: &[Span]) -> bool {
+    toks.iter().any(|t| {
+        matches!(t.kind, K::Literal { .. })
+            && !removed.iter().any(|r| inside(t.span, *r))
+            && [format!("{{{name}}}"), format!("{{{name}:")]
+                .iter()
+                .any(|p| t.text.contains(p.as_str()))
+    })
+}
+
+/// Whether an initialiser only reads clocks, builds durations and computes with them.
+fn pure(toks: &[Tok]) -> bool {
+    toks.iter().enumerate().all(|(i, t)| match t.kind {
+        K::Ident | K::RawIdent => {
+            let call = toks.get(i + 1).is_some_and(|n| n.is("("));
+            !t.is("await") && (!call || PURE_CALLS.contains(&t.text))
+        }
+        K::Literal { .. } => true,
+        _ => matches!(
+            t.text,
+            "(" | ")" | ":" | "." | "+" | "-" | "*" | "/" | "&" | "," | "<" | ">"
+        ),
+    })
+}
+
+/// The `use` items of the file: their tokens' index range, through the `;`.
+fn uses(toks: &[Tok]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i].is("use") {
+            if let Some(end) = (i..toks.len()).find(|&k| toks[k].is(";")) {
+                out.push((i, end));
+                i = end;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The whole function (signature and body) whose name is at `name`.
+pub(super) fn function_span(file: &FileRef, name: Span) -> Option<Span> {
+    struct Find<'a> {
+        file: &'a FileRef,
+        name: Span,
+        found: Option<Span>,
+    }
+    impl Find<'_> {
+        fn span(&self, n: &impl syn::spanned::Spanned) -> Span {
+            let s = n.span();
+            let f = &self.file;
+            Span::new(
+                f.lines.offset(&f.text, s.start().line, s.start().column),
+                f.lines.offset(&f.text, s.end().line, s.end().column),
+            )
+        }
+        fn consider(&mut self, ident: &syn::Ident, whole: Span) {
+            if self.span(ident) == self.name {
+                self.found = Some(whole);
+            }
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Find<'_> {
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            let whole = self.span(f);
+            self.consider(&f.sig.ident, whole);
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            let whole = self.span(f);
+            self.consider(&f.sig.ident, whole);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            let whole = self.span(f);
+            self.consider(&f.sig.ident, whole);
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let ast = syn::parse_file(&file.text).ok()?;
+    let mut v = Find {
+        file,
+        name,
+        found: None,
+    };
+    syn::visit::Visit::visit_file(&mut v, &ast);
+    v.found
+}
+
+/// Edits that complete `edits` (all in `file`, inside the function at `func`) by removing what
+/// they leave unused; `None` when something would be left unused that cannot go.
+pub fn complete(file: &FileRef, func: Span, edits: &[Edit]) -> Option<Vec<Edit>> {
+    let text = &file.text;
+    let toks = lex(text, 0);
+    let mut removed: Vec<Span> = edits
+        .iter()
+        .map(|e| e.location.span)
+        .filter(|s| !s.is_empty())
+        .collect();
+    // the code the edits write (not text they write inside string literals, such as SQL)
+    let in_literal = |s: Span| {
+        toks.iter().any(|t| {
+            matches!(t.kind, K::Literal { .. }) && t.span.start < s.start && s.end < t.span.end
+        })
+    };
+    let added: String = edits
+        .iter()
+        .filter(|e| !in_literal(e.location.span))
+        .map(|e| e.replacement.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let added_toks = lex(&added, 0);
+    let mut extra: Vec<Edit> = Vec::new();
+    let mut work: Vec<String> = toks
+        .iter()
+        .filter(|t| t.ident() && removed.iter().any(|r| inside(t.span, *r)))
+        .map(|t| t.text.to_string())
+        .collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut imported: Vec<String> = Vec::new();
+    let use_items = uses(&toks);
+    while let Some(name) = work.pop() {
+        if done.contains(&name) {
+            continue;
+        }
+        done.push(name.clone());
+        let live = |t: &Tok, removed: &[Span]| {
+            t.ident() && t.is(&name) && !removed.iter().any(|r| inside(t.span, *r))
+        };
+        let in_added = added_toks.iter().any(|t| t.ident() && t.is(&name));
+        let body: Vec<Tok> = toks
+            .iter()
+            .filter(|t| inside(t.span, func))
+            .copied()
+            .collect();
+        let bound = lets(&body, &name);
+        if bound.len() > 1 {
+            return None;
+        }
+        if let Some(l) = bound.first() {
+            // a use: not the binding itself, not in its own statement, not a path segment,
+            // field or method (`SystemTime::now`, `x.now`)
+            let used = body.iter().enumerate().any(|(i, t)| {
+                i != l.name && !inside(t.span, l.stmt) && !segment(&body, i) && live(t, &removed)
+            }) || formats(&body, &name, &removed);
+            if used || in_added || removed.iter().any(|r| inside(l.stmt, *r)) {
+                continue;
+            }
+            let init = &body[l.init.0..l.init.1];
+            if !pure(init) {
+                return None;
+            }
+            let gone = super::fixes::statement_removal(file, l.stmt);
+            removed.push(gone);
+            extra.push(super::fixes::edit(file, gone, ""));
+            work.extend(
+                init.iter()
+                    .filter(|t| t.ident())
+                    .map(|t| t.text.to_string()),
+            );
+            continue;
+        }
+        // a parameter: `name:` before the body
+        let body_open = body.iter().position(|t| t.is("{")).unwrap_or(0);
+        let param = body[..body_open]
+            .windows(2)
+            .any(|w| w[0].is(&name) && w[1].is(":"));
+        if param {
+            let used = body[body_open..].iter().any(|t| live(t, &removed))
+                || formats(&body[body_open..], &name, &removed);
+            if !used && !in_added && !name.starts_with('_') {
+                return None;
+            }
+            continue;
+        }
+        imported.push(name.clone());
+    }
+    // imports last, once every removed use is known
+    let mut gone_imports: Vec<usize> = Vec::new();
+    for name in imported {
+        let at: Vec<usize> = use_items
+            .iter()
+            .flat_map(|&(s, e)| {
+                (s + 1..e).filter(|&k| {
+                    toks[k].is(&name)
+                        && matches!(toks[k - 1].text, ":" | "{" | ",")
+                        && matches!(toks[k + 1].text, "," | "}" | ";")
+                })
+            })
+            .collect();
+        let [k] = at.as_slice() else {
+            if at.is_empty() {
+                continue;
+            }
+            return None;
+        };
+        let used = toks.iter().enumerate().any(|(i, t)| {
+            !use_items.iter().any(|&(a, b)| i >= a && i <= b)
+                && !segment(&toks, i)
+                && t.ident()
+                && t.is(&name)
+                && !removed.iter().any(|r| inside(t.span, *r))
+        });
+        if !used && !added_toks.iter().any(|t| t.ident() && t.is(&name)) {
+            gone_imports.push(*k);
+        }
+    }
+    for &(s, e) in &use_items {
+        let gone: Vec<usize> = gone_imports
+            .iter()
+            .copied()
+            .filter(|k| (s..e).contains(k))
+            .collect();
+        if gone.is_empty() || s.checked_sub(1).is_some_and(|p| toks[p].is("pub")) {
+            continue;
+        }
+        let whole =
+            super::fixes::statement_removal(file, Span::new(toks[s].span.start, toks[e].span.end));
+        let open = (s..e).find(|&k| toks[k].is("{"));
+        let Some(open) = open else {
+            // `use a::b::name;`
+            extra.push(super::fixes::edit(file, whole, ""));
+            continue;
+        };
+        // one group, `{a, b as c, d::e}`, rebuilt without the names that go
+        let close = (open..e).find(|&k| toks[k].is("}"))?;
+        if toks[open + 1..close].iter().any(|t| t.is("{")) || close + 1 != e {
+            return None;
+        }
+        let mut kept: Vec<&str> = Vec::new();
+        let mut from = open + 1;
+        for k in open + 1..=close {
+            if toks[k].is(",") || k == close {
+                if from < k && !gone.contains(&(k - 1)) {
+                    kept.push(&text[toks[from].span.start..toks[k - 1].span.end]);
+                }
+                from = k + 1;
+            }
+        }
+        let edit = if kept.is_empty() {
+            super::fixes::edit(file, whole, "")
+        } else {
+            super::fixes::edit(
+                file,
+                Span::new(toks[open].span.start, toks[close].span.end),
+                format!("{{{}}}", kept.join(", ")),
+            )
+        };
+        extra.push(edit);
+    }
+    Some(extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+    use std::path::PathBuf;
+
+    /// The text after `edits` and what they leave unused are removed.
+    fn completed(text: &str, cut: &str, with: &str) -> Option<String> {
+        let file = SourceFile::new(PathBuf::from("a.rs"), text.to_string());
+        let at = text.find(cut).unwrap();
+        let edits = vec![super::super::fixes::edit(
+            &file,
+            Span::new(at, at + cut.len()),
+            with,
+        )];
+        let name = text.find("fn ").unwrap() + 3;
+        let func = function_span(&file, Span::new(name, name + "take".len())).unwrap();
+        let extra = complete(&file, func, &edits)?;
+        let all: Vec<(Span, String)> = edits
+            .iter()
+            .chain(&extra)
+            .map(|e| (e.location.span, e.replacement.clone()))
+            .collect();
+        crate::fix::apply_to_text(text, &all).ok()
+    }
+
+    const TAKE_OVER: &str = "use std::time::{Duration, SystemTime};
+
+fn take(c: &Client) {
+    let now = SystemTime::now();
+    let ttl = Duration::from_secs(3);
+    c.execute(\"..\", &[&now, &ttl]);
+}
+";
+
+    #[test]
+    fn a_clock_read_and_its_import_go_with_their_last_use() {
+        assert_eq!(
+            completed(TAKE_OVER, "&now, ", "").unwrap(),
+            "use std::time::{Duration};
+
+fn take(c: &Client) {
+    let ttl = Duration::from_secs(3);
+    c.execute(\"..\", &[&ttl]);
+}
+"
+        );
+        let single = TAKE_OVER
+            .replace("{Duration, SystemTime}", "SystemTime")
+            .replace("    let ttl = Duration::from_secs(3);\n", "")
+            .replace(", &ttl", "");
+        assert_eq!(
+            completed(&single, "&[&now]", "&[]").unwrap(),
+            "\nfn take(c: &Client) {\n    c.execute(\"..\", &[]);\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_path_segment_of_the_same_name_is_not_a_use() {
+        let text = "use std::time::SystemTime;\n\nfn take(c: &Client, d: std::time::SystemTime) {\n    let now = SystemTime::now();\n    c.execute(\"..\", &[&now, &d]);\n}\n";
+        assert_eq!(
+            completed(text, "&now, ", "").unwrap(),
+            "\nfn take(c: &Client, d: std::time::SystemTime) {\n    c.execute(\"..\", &[&d]);\n}\n"
+        );
+        // a format string reads it
+        let logged = TAKE_OVER.replace(
+            "&[&now, &ttl]);",
+            "&[&now, &ttl]);\n    log::info!(\"{now:?}\");",
+        );
+        assert_eq!(
+            completed(&logged, "&now, ", "").unwrap(),
+            logged.replacen("&now, ", "", 1)
+        );
+        // `Struct { at: now }` uses `now`
+        let field = TAKE_OVER.replace(
+            "&[&now, &ttl]);",
+            "&[&now, &ttl]);\n    log(Entry { at: now });",
+        );
+        assert_eq!(
+            completed(&field, "&now, ", "").unwrap(),
+            field.replacen("&now, ", "", 1)
+        );
+    }
+
+    #[test]
+    fn a_name_still_used_stays() {
+        let text = TAKE_OVER.replace("&[&now, &ttl]", "&[&now, &ttl]); log(now");
+        assert_eq!(
+            completed(&text, "&now, ", "").unwrap(),
+            text.replacen("&now, ", "", 1)
+        );
+    }
+
+    #[test]
+    fn a_parameter_or_a_binding_with_effects_cannot_be_left_unused() {
+        let effect = TAKE_OVER.replace("SystemTime::now()", "fetch_time(c)");
+        assert_eq!(completed(&effect, "&now, ", ""), None);
+        let param = "fn take(c: &Client, now: u64) {\n    c.execute(\"..\", &[&now]);\n}\n";
+        assert_eq!(completed(param, "&now", ""), None);
+    }
+}
