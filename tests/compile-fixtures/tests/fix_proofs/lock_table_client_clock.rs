@@ -1,8 +1,9 @@
 //! `lock-table-client-clock`: the fix compares and computes lock expiries with the
 //! database's clock (`now()`) instead of a time the client computed. Interleaving
 //! (rules/lock-table-client-clock.md): the client's clock and the database's disagree by
-//! 40 s; the original takes a live lock (client ahead) or writes an expiry that has already
-//! passed (client behind); the fixed statements use the database's clock only.
+//! 40 s; the original takes a live lock (client ahead) or writes a lease that runs on the
+//! client's clock; the fixed statements use the database's clock only, with the caller's
+//! duration.
 
 use locklint_compile_fixtures::lock_table_client_clock as fx;
 use sqlx::PgPool;
@@ -71,68 +72,77 @@ async fn take_over_client_now_postgres() {
     db.cleanup().await;
 }
 
-/// A's clock runs 40 s behind the database's: A renews for 30 s by its own clock, which by
-/// the database's clock expired 10 s ago, and B (taking over by the database's clock) takes
-/// the lock A believes it holds.
-#[tokio::test]
-async fn renew_client_time_sqlx() {
-    let db = db().await;
-    let pg = client(&db, false).await;
-    let a_clock_until =
-        chrono::Utc::now() - chrono::Duration::seconds(40) + chrono::Duration::seconds(30);
-    let b_takes_over = |name: &'static str| {
-        let pg = &pg;
-        async move {
-            fx::bad_take_over_client_now_postgres_fixed::take_over(pg, name, "b")
-                .await
-                .unwrap()
-        }
-    };
+/// A pool whose connections call the schema's `now()` (see [`set_clock_behind`]).
+async fn shadowed_pool(db: &crate::sql_support::PgDb) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(
+            db.options
+                .clone()
+                .options([("search_path", format!("{},pg_catalog", db.schema))]),
+        )
+        .await
+        .expect("a pool on the schema's clock")
+}
 
-    held_by_a(&pg, "original", "5 seconds").await;
+/// Seconds left on the lock `name` by the database's clock.
+async fn seconds_left(pool: &PgPool, name: &str) -> f64 {
+    sqlx::query_scalar(
+        "SELECT extract(epoch FROM expires_at - now())::float8 FROM job_locks WHERE name = $1",
+    )
+    .bind(name)
+    .fetch_one(pool)
+    .await
+    .expect("read the lease")
+}
+
+/// A's clock runs 40 s ahead of the database's: A acquires an expired lock for 30 s. The
+/// original writes A's time plus 30 s, a lease of 70 s by the database's clock; the fixed
+/// acquire writes the database's time plus the caller's 30 s, takes an expired lock and
+/// refuses a live one.
+#[tokio::test]
+async fn acquire_client_time_plus_duration() {
+    let db = db().await;
+    set_clock_behind(&db, "40 seconds").await;
+    let pool = shadowed_pool(&db).await;
+    let pg = client(&db, true).await;
+    let ttl = std::time::Duration::from_secs(30);
+
+    held_by_a(&pg, "original", "-1 second").await;
     assert!(
-        fx::bad_renew_client_time_sqlx::renew(&db.pool, "original", "a", a_clock_until)
+        fx::bad_acquire_client_time_plus_duration::acquire(&pool, "original", "b", ttl)
             .await
             .unwrap()
     );
+    let left = seconds_left(&pool, "original").await;
     assert!(
-        b_takes_over("original").await,
-        "the original's renewal left a lock B can take"
-    );
-    assert_eq!(
-        owner(&db.pool, "original").await,
-        "b",
-        "two holders: A renewed, B took it"
+        left > 60.0,
+        "the original's lease runs on the client's clock ({left} s by the database's)"
     );
 
-    held_by_a(&pg, "fixed", "5 seconds").await;
+    held_by_a(&pg, "fixed", "-1 second").await;
     assert!(
-        fx::bad_renew_client_time_sqlx_fixed::renew(&db.pool, "fixed", "a", a_clock_until)
+        fx::bad_acquire_client_time_plus_duration_fixed::acquire(&pool, "fixed", "b", ttl)
             .await
             .unwrap(),
-        "the fixed renewal renews A's own lock"
+        "the fixed acquire takes an expired lock"
     );
-    let left: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM expires_at - now())::float8 FROM job_locks WHERE name = 'fixed'",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    assert_eq!(owner(&db.pool, "fixed").await, "b");
+    let left = seconds_left(&pool, "fixed").await;
     assert!(
-        left > 5.0,
-        "the fixed renewal extended the lease by the database's clock ({left} s left)"
+        left > 25.0 && left <= 30.0,
+        "the fixed lease is the caller's 30 s by the database's clock ({left} s)"
     );
+
+    held_by_a(&pg, "fixed", "30 seconds").await;
     assert!(
-        !b_takes_over("fixed").await,
-        "B cannot take the renewed lock"
-    );
-    assert!(
-        !fx::bad_renew_client_time_sqlx_fixed::renew(&db.pool, "fixed", "c", a_clock_until)
+        !fx::bad_acquire_client_time_plus_duration_fixed::acquire(&pool, "fixed", "b", ttl)
             .await
             .unwrap(),
-        "the fixed renewal refuses a foreign lock"
+        "the fixed acquire refuses a live lock"
     );
     assert_eq!(owner(&db.pool, "fixed").await, "a");
     drop(pg);
+    pool.close().await;
     db.cleanup().await;
 }

@@ -80,14 +80,41 @@ async fn check_after_expire() {
     .await;
 }
 
+/// The script's `ARGV[1]` is the TTL and `ARGV[2]` the token: the guard compares with the token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renew_lock_plain_pexpire() {
-    lua_file(
-        "lua-renew-no-compare/bad_renew_lock_plain_pexpire.lua",
-        "fix-lua-renew-pexpire",
-        "30000",
-    )
-    .await;
+async fn pexpire_token_is_argv2() {
+    let redis = redis();
+    let mut con = redis.conn().await;
+    let key = format!("{}:lock", redis.unique("fix-lua-renew-argv2"));
+
+    hold(&mut con, &key, TOKEN).await;
+    expire_and_take_over(&mut con, &key, OTHER).await;
+    fx::bad_pexpire_token_is_argv2::renew_lock(&mut con, &key, 30_000, TOKEN)
+        .await
+        .unwrap();
+    assert!(
+        pttl(&mut con, &key).await > OTHER_TTL_MS,
+        "the original extended the other holder's lock"
+    );
+
+    hold(&mut con, &key, TOKEN).await;
+    expire_and_take_over(&mut con, &key, OTHER).await;
+    let reply = fx::bad_pexpire_token_is_argv2_fixed::renew_lock(&mut con, &key, 30_000, TOKEN)
+        .await
+        .unwrap();
+    assert_eq!(reply, 0, "the fixed renewal reports the lock lost");
+    untouched(&mut con, &key).await;
+
+    hold(&mut con, &key, TOKEN).await;
+    shorten(&mut con, &key).await;
+    let reply = fx::bad_pexpire_token_is_argv2_fixed::renew_lock(&mut con, &key, 30_000, TOKEN)
+        .await
+        .unwrap();
+    assert_eq!(reply, 1, "the fixed renewal renews its own lock");
+    assert!(
+        pttl(&mut con, &key).await > SHORT_MS,
+        "the fixed renewal extended the TTL"
+    );
 }
 
 /// The script re-writes the lock's value with `KEEPTTL`: run on another holder's lock, it

@@ -18,8 +18,8 @@ pub const PROOFS: &[(&str, &str)] = &[
         "setnx_without_expiry::const_option_words",
     ),
     (
-        "lock-table-client-clock/bad_renew_client_time_sqlx.rs.fixed",
-        "lock_table_client_clock::renew_client_time_sqlx",
+        "lock-table-client-clock/bad_acquire_client_time_plus_duration.rs.fixed",
+        "lock_table_client_clock::acquire_client_time_plus_duration",
     ),
     (
         "lock-table-client-clock/bad_take_over_client_now_postgres.rs.fixed",
@@ -58,8 +58,8 @@ pub const PROOFS: &[(&str, &str)] = &[
         "lua_renew_no_compare::fred_set_xx_px",
     ),
     (
-        "lua-renew-no-compare/bad_renew_lock_plain_pexpire.lua.fixed",
-        "lua_renew_no_compare::renew_lock_plain_pexpire",
+        "lua-renew-no-compare/bad_pexpire_token_is_argv2.rs.fixed",
+        "lua_renew_no_compare::pexpire_token_is_argv2",
     ),
     (
         "separate-expire/bad_fred_set_then_pexpire.rs.fixed",
