@@ -300,6 +300,8 @@ pub struct Op {
     pub channel: Channel,
     /// Inside an optimistic transaction (`WATCH`/`redis::transaction`), where a read-compare-write is atomic.
     pub watched: bool,
+    /// The receiver of a typed command method: `self.con` of `self.con.del(..)`.
+    pub receiver: Option<Span>,
 }
 
 /// A call to a function or method that may be a lock helper.
@@ -347,7 +349,10 @@ pub struct Function {
     pub impl_type: Option<String>,
     pub has_self: bool,
     pub params: Vec<String>,
+    /// The function's name.
     pub span: Span,
+    /// The whole function, from its signature to the end of its body.
+    pub whole: Span,
     pub events: Vec<Event>,
     /// Identifiers used in the body with their byte offsets, to tell whether a binding is read
     /// later; sorted by name, then offset (see [`Function::uses_of`]).

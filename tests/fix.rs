@@ -424,7 +424,9 @@ fn release_fixes_follow_the_redis_version() {
     );
     let text = String::from_utf8_lossy(&before.stdout);
     assert!(
-        squeezed(&added(&text)).contains("invoke_script(&redis::Script::new(COMPARE_AND_DELETE)"),
+        squeezed(&added(&text)).contains(
+            "redis::Script::new(COMPARE_AND_DELETE).key(\"lock:report\").arg(token).invoke_async(con).await?"
+        ),
         "{text}"
     );
     let after = locklint(
@@ -452,6 +454,51 @@ fn release_fixes_follow_the_redis_version() {
         std::fs::read_to_string(dir.path().join("a.rs")).unwrap(),
         PLAIN_DEL
     );
+}
+
+/// Typed redis-rs releases and renewals on connections of each kind: a `&mut` parameter, an
+/// owned local, a struct field, a blocking connection.
+const TYPED_SCRIPT_FIXES: &str = r#"use redis::{AsyncCommands, Commands};
+
+pub struct Lock {
+    con: redis::aio::MultiplexedConnection,
+}
+
+impl Lock {
+    pub async fn release(&mut self, token: &str) -> redis::RedisResult<i64> {
+        self.con.del::<_, i64>("lock:report").await
+    }
+}
+
+pub async fn renew(mut con: redis::aio::MultiplexedConnection, token: &str) -> redis::RedisResult<()> {
+    con.pexpire::<_, ()>("lock:report", 30_000).await?;
+    Ok(())
+}
+
+pub fn release(con: &mut redis::Connection, token: &str) -> redis::RedisResult<bool> {
+    let n: i32 = con.del("lock:report")?;
+    Ok(n == 1)
+}
+"#;
+
+/// redis-rs's `invoke_script` sends a bare `EVALSHA`, which fails with `NOSCRIPT` on a server
+/// that never loaded the script: the fixes run their scripts with `Script::invoke_async` /
+/// `invoke`, which load the script on `NOSCRIPT`.
+#[test]
+fn script_fixes_load_their_script_on_noscript() {
+    let fixed = fixed_file(TYPED_SCRIPT_FIXES);
+    assert!(!fixed.contains("invoke_script"), "{fixed}");
+    let code = squeezed(&fixed);
+    for expected in [
+        // a field: borrowed; the reply type stays the turbofish's
+        "redis::Script::new(COMPARE_AND_DELETE).key(\"lock:report\").arg(token).invoke_async::<i64>(&mutself.con).await",
+        // an owned connection: borrowed; a dropped reply is `()`
+        "redis::Script::new(COMPARE_AND_PEXPIRE).key(\"lock:report\").arg(token).arg(30_000).invoke_async::<()>(&mutcon).await?;",
+        // a `&mut` parameter on a blocking connection: passed as it is, with `invoke`
+        "letn:i32=redis::Script::new(COMPARE_AND_DELETE).key(\"lock:report\").arg(token).invoke(con)?;",
+    ] {
+        assert!(code.contains(&squeezed(expected)), "{expected}\n{fixed}");
+    }
 }
 
 /// A release through `redis::cmd` in a file with only `//!` docs before its code.

@@ -1,5 +1,5 @@
 //! Which client a typed Redis command is called on, as far as the code shows: a fix that
-//! writes redis-rs methods (`invoke_script`, `del_ex`) is only offered where the receiver is a
+//! writes redis-rs methods (`Script::invoke`, `del_ex`) is only offered where the receiver is a
 //! redis-rs connection, never on another client that happens to have a `del` or `expire`.
 //!
 //! redis-rs's typed methods need one of its command traits in scope (`use redis::Commands`,
@@ -114,6 +114,15 @@ pub fn is_redis_rs(o: &TraceOp) -> bool {
         Some(ty) => redis_type(ty),
         None => true,
     }
+}
+
+/// Whether `name` is a parameter of the operation's function declared as a `&mut` reference.
+pub fn is_mut_ref_param(o: &TraceOp, name: &str) -> bool {
+    let text = &o.file.text;
+    let before = text.get(o.func.span.start..o.op.span.start).unwrap_or("");
+    let body = before.find('{').unwrap_or(before.len());
+    param_type(&before[..body], name)
+        .is_some_and(|ty| ty.starts_with("&mut") || ty.starts_with("& mut"))
 }
 
 #[cfg(test)]

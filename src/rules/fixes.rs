@@ -131,7 +131,7 @@ fn condition_of(o: &TraceOp) -> Option<Span> {
             syn::visit::visit_arm(self, a);
         }
     }
-    let func = super::leftovers::function_span(&o.file, o.func.span)?;
+    let func = o.func.whole;
     let text = o.file.text.get(func.start..func.end)?;
     let item: syn::ItemFn = syn::parse_str(text).ok()?;
     let mut v = Conditions {
@@ -749,6 +749,7 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
     let file = &o.file;
     let key = snippet(file, o.op.key_span);
     let delex = settings.has_delex();
+    let mut span = o.op.span;
     let mut edits = Vec::new();
     let mut script = || {
         let (expr, define) = script_expr(o, &release_script());
@@ -765,9 +766,11 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
                 "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
             )
         } else {
+            let (at, call) = invocation(o)?;
+            span = at;
             (
                 format!(
-                    "invoke_script(&redis::Script::new({}).key({key}).arg({token}))",
+                    "redis::Script::new({}).key({key}).arg({token}){call}",
                     script()
                 ),
                 "delete only while the lock holds this holder's token (a compare-and-delete script)",
@@ -800,8 +803,75 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
     } else {
         format!("{message}; pass the token this holder wrote when it acquired the lock")
     };
-    edits.push(edit(file, o.op.span, replacement));
+    edits.push(edit(file, span, replacement));
     fix(message, applicability, reflow(o, edits))
+}
+
+/// How a typed redis-rs command becomes a script invocation: the span from its receiver to
+/// the end of the call, and the tail that runs the script on the receiver,
+/// `.invoke_async(&mut con)` before an `.await`, else `.invoke(&mut con)`. redis-rs's
+/// `invoke`/`invoke_async` send `EVALSHA` and load the script when the server answers
+/// `NOSCRIPT` (its `invoke_script` command sends `EVALSHA` alone). A receiver that is a
+/// `&mut` parameter is passed as it is (reborrowed); another is borrowed. The reply type
+/// comes from the call's turbofish, or is `()` when the statement discards the reply.
+fn invocation(o: &TraceOp) -> Option<(Span, String)> {
+    let file = &o.file;
+    let receiver = o.op.receiver?;
+    let recv = snippet(file, receiver).trim();
+    if recv.is_empty() || recv.starts_with('&') || recv.starts_with('*') {
+        return None;
+    }
+    let after = file.text.get(o.op.span.end..)?.trim_start();
+    let method = if after.starts_with(".await") {
+        "invoke_async"
+    } else {
+        "invoke"
+    };
+    let call = snippet(file, o.op.span);
+    let reply = reply_type(call).or_else(|| {
+        let stmt = o.op.stmt?;
+        let stmt_text = snippet(file, stmt);
+        // `con.del(&key)?;` / `con.del(&key).await?;`: the reply is dropped
+        (stmt.start == receiver.start && !stmt_text.contains('=')).then(|| "()".to_string())
+    });
+    let turbofish = reply.map(|t| format!("::<{t}>")).unwrap_or_default();
+    let plain = recv.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let con = if plain && super::client::is_mut_ref_param(o, recv) {
+        recv.to_string()
+    } else {
+        format!("&mut {recv}")
+    };
+    Some((
+        Span::new(receiver.start, o.op.span.end),
+        format!(".{method}{turbofish}({con})"),
+    ))
+}
+
+/// The reply type a typed command names in its turbofish (`del::<_, i64>(..)` → `i64`);
+/// `None` without one, or when it is left to inference.
+fn reply_type(call: &str) -> Option<String> {
+    let name_end = call.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    let rest = call[name_end..]
+        .trim_start()
+        .strip_prefix("::")?
+        .trim_start();
+    let inner = rest.strip_prefix('<')?;
+    let mut depth = 0usize;
+    let mut last_comma = 0;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            '>' if depth == 0 => {
+                let last = inner[last_comma..i].trim();
+                return (!last.is_empty() && last != "_").then(|| last.to_string());
+            }
+            '>' => depth -= 1,
+            ',' if depth == 0 => last_comma = i + 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
@@ -831,11 +901,14 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     let key = snippet(file, o.op.key_span);
     let ttl = args[1].trim();
     let (lua, define) = script_expr(o, &renew_script(lua_cmd));
+    let mut span = o.op.span;
     let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
         if !super::client::is_redis_rs(o) {
             return None;
         }
-        format!("invoke_script(&redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}))")
+        let (at, call) = invocation(o)?;
+        span = at;
+        format!("redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}){call}")
     } else {
         let text = snippet(file, o.op.span);
         let base = text.find(['"'])?;
@@ -848,7 +921,7 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
         format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); pass the token this holder wrote when it acquired the lock")
     };
     let mut edits: Vec<Edit> = define.into_iter().collect();
-    edits.push(edit(file, o.op.span, replacement));
+    edits.push(edit(file, span, replacement));
     fix(message, applicability, reflow(o, edits))
 }
 

@@ -184,7 +184,8 @@ fn uses(toks: &[Tok]) -> Vec<(usize, usize)> {
 }
 
 /// The whole function (signature and body) whose name is at `name`.
-pub(super) fn function_span(file: &FileRef, name: Span) -> Option<Span> {
+#[cfg(test)]
+fn function_span(file: &FileRef, name: Span) -> Option<Span> {
     struct Find<'a> {
         file: &'a FileRef,
         name: Span,

@@ -140,7 +140,7 @@ fn database_clock(
     let func = emb
         .func
         .and_then(|f| file.functions.get(f))
-        .and_then(|f| super::leftovers::function_span(&file.file, f.span));
+        .map(|f| f.whole);
     if let Some(settings) = written {
         if let Some(fix) = param
             .zip(func)

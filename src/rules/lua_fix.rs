@@ -162,7 +162,8 @@ impl Shape {
     fn of(text: &str) -> Option<Shape> {
         let mut s = Shape::default();
         for (start, end) in crate::frontend::lua::guard::pieces(text) {
-            let ast = full_moon::parse_fallible(text.get(start..end)?, full_moon::LuaVersion::lua51());
+            let ast =
+                full_moon::parse_fallible(text.get(start..end)?, full_moon::LuaVersion::lua51());
             if !ast.errors().is_empty() {
                 return None;
             }
@@ -190,11 +191,7 @@ pub struct Facts {
 
 impl Facts {
     /// Read a script once; `sites` gives the call sites of the Rust file holding it.
-    pub fn of(
-        file: &FileIr,
-        script: &Script,
-        sites: impl FnOnce() -> Option<usize>,
-    ) -> Facts {
+    pub fn of(file: &FileIr, script: &Script, sites: impl FnOnce() -> Option<usize>) -> Facts {
         let text = file
             .embedded
             .get(script.embedded)
@@ -248,10 +245,15 @@ impl Facts {
         let n = (|| {
             let emb = file.embedded.get(script.embedded)?;
             let at = script.check_of(key)?;
-            let mut ns = self.shape.as_ref()?.compares.iter().filter_map(|&((s, e), n)| {
-                let sp = emb.map.span(s, e);
-                (sp.start < at.end && at.start < sp.end).then_some(n)
-            });
+            let mut ns = self
+                .shape
+                .as_ref()?
+                .compares
+                .iter()
+                .filter_map(|&((s, e), n)| {
+                    let sp = emb.map.span(s, e);
+                    (sp.start < at.end && at.start < sp.end).then_some(n)
+                });
             let n = ns.next()?;
             ns.all(|m| m == n).then_some(n)
         })();
@@ -279,7 +281,10 @@ pub fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite, facts: &mut Facts
     }
     let compared = facts.compared(file, script, &w.key);
     let shape = facts.shape.as_ref()?;
-    let call = facts.calls_at.get(&w.range).and_then(|&i| shape.calls.get(i));
+    let call = facts
+        .calls_at
+        .get(&w.range)
+        .and_then(|&i| shape.calls.get(i));
     let release = matches!(w.kind, crate::frontend::lua::WriteKind::Release);
     if release && call.is_none_or(|c| c.args.len() != 1) {
         return None;

@@ -37,7 +37,11 @@ impl CallSites {
             out: CallSites::default(),
         };
         v.visit_file(&ast);
-        v.out
+        let out = v.out;
+        drop(ast);
+        // the call sites hold no syntax; the parse's spans are not needed again
+        proc_macro2::extra::invalidate_current_thread_spans();
+        out
     }
 
     /// The 1-based `ARGV` index every call site of the script (its literal at `literal`, or a
@@ -63,7 +67,8 @@ impl CallSites {
 }
 
 /// [`CallSites::token_argv`] of one script, reading the file's call sites.
-pub fn token_argv(file: &SourceFile, literal: Span, names: &[String]) -> Option<usize> {
+#[cfg(test)]
+fn token_argv(file: &SourceFile, literal: Span, names: &[String]) -> Option<usize> {
     CallSites::of(file).token_argv(literal, names)
 }
 

@@ -1,9 +1,10 @@
 //! Items of a file: consts, functions, impl methods, trait default methods, inline modules.
 
 use super::keys::{key_of, Scope};
+use super::spans;
 use super::walker::{FileCtx, FnWalker};
 use crate::ir::{FileIr, KeyRef, Value};
-use crate::source::SourceFile;
+use crate::source::{SourceFile, Span};
 use std::collections::HashMap;
 
 /// Whether an attribute marks test-only code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`).
@@ -335,6 +336,7 @@ fn walk_fn(
     let (function, nested, inits, embedded) = walker.run(body);
     fns[func_idx] = crate::ir::Function {
         item_slot: slot,
+        whole: Span::new(spans::of(cx.file, sig).start, spans::of(cx.file, body).end),
         ..function
     };
     ir.field_inits.extend(inits);

@@ -342,6 +342,7 @@ impl<'a> FnWalker<'a> {
             has_self: self.has_self,
             params: self.params.clone(),
             span: self.span,
+            whole: self.span,
             events: Vec::new(),
             uses: Vec::new(),
             returns_key: None,
@@ -423,6 +424,7 @@ impl<'a> FnWalker<'a> {
             has_self: self.has_self,
             params: self.params.clone(),
             span: self.span,
+            whole: self.span,
             events: std::mem::take(&mut self.events),
             uses,
             returns_key,
@@ -1130,7 +1132,14 @@ impl<'a> FnWalker<'a> {
                 for a in &args {
                     self.expr(a, ResultUse::Used);
                 }
+                let before = self.events.len();
                 self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
+                if self.events.len() > before {
+                    let receiver = self.span_of(&*m.receiver);
+                    if let Some(Event::Op(op)) = self.events.last_mut() {
+                        op.receiver = Some(receiver);
+                    }
+                }
                 return;
             }
         }
@@ -1466,6 +1475,7 @@ impl<'a> FnWalker<'a> {
             deps: self.current_deps(),
             channel,
             watched: self.watched > 0,
+            receiver: None,
         })));
     }
 

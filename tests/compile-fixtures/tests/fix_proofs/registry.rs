@@ -232,31 +232,9 @@ fn fixed_fixtures() -> Vec<String> {
 }
 
 /// Proofs that fail because the fix they prove is wrong: `#[ignore]`d until the fix is
-/// corrected, each with what goes wrong. A proof may be ignored only while listed here.
-pub const WRONG_FIXES: &[(&str, &str)] = &[
-    ("unconditional_release::get_compare_del", INVOKE_SCRIPT),
-    ("unconditional_release::plain_del_async", INVOKE_SCRIPT),
-    ("unconditional_release::redis_lock_release", INVOKE_SCRIPT),
-    (
-        "unconditional_release::release_in_inline_module",
-        INVOKE_SCRIPT,
-    ),
-    (
-        "unconditional_release::two_releases_one_file",
-        INVOKE_SCRIPT,
-    ),
-    (
-        "unconditional_renew::get_compare_pexpire_sync",
-        INVOKE_SCRIPT,
-    ),
-    ("unconditional_renew::heartbeat_pexpire", INVOKE_SCRIPT),
-    ("unconditional_renew::redis_lock_extend", INVOKE_SCRIPT),
-];
-
-/// redis-rs `invoke_script` sends `EVALSHA` only (no `EVAL` fallback, unlike
-/// `Script::invoke_async`).
-const INVOKE_SCRIPT: &str = "redis-rs `invoke_script` sends a bare EVALSHA: on a server that has \
-     not loaded the script the fixed release or renewal fails with NOSCRIPT and never happens";
+/// corrected, each with what goes wrong. A proof may be ignored only while listed here, and a
+/// listed proof must be ignored: a proof that runs again is dropped from the list.
+pub const WRONG_FIXES: &[(&str, &str)] = &[];
 
 /// Whether the test `module::name` exists in `tests/fix_proofs/<module>.rs`, and whether it
 /// is `#[ignore]`d.

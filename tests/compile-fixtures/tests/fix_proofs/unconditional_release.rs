@@ -24,7 +24,6 @@ async fn blocking<T: Send + 'static>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn get_compare_del() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
@@ -81,7 +80,6 @@ async fn get_compare_del() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn plain_del_async() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
@@ -137,7 +135,6 @@ async fn plain_del_async() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn redis_lock_release() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
@@ -215,7 +212,6 @@ async fn own_server() -> (RedisServer, redis::aio::MultiplexedConnection) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn release_in_inline_module() {
     let (server, mut con) = own_server().await;
     let key = "lock:settlement";
@@ -266,7 +262,6 @@ async fn release_in_inline_module() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn two_releases_one_file() {
     let (server, mut con) = own_server().await;
     for key in ["lock:search-index", "lock:session-vacuum"] {

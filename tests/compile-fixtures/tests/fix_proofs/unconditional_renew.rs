@@ -18,7 +18,6 @@ use crate::source::{method_args, script_calls};
 const TOKEN: &str = "this-holder-token";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn get_compare_pexpire_sync() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
@@ -77,7 +76,6 @@ async fn get_compare_pexpire_sync() {
 /// done, so its renewal is taken from the files: the original's `pexpire(..)` call and the
 /// fixed file's script call, with their arguments as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn heartbeat_pexpire() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
@@ -170,7 +168,6 @@ async fn heartbeat_pexpire() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fix runs its script with `invoke_script`, a bare EVALSHA: NOSCRIPT on a server that has not loaded it"]
 async fn redis_lock_extend() {
     // a server of its own: no script is loaded there unless the code under test loads it
     let redis = RedisServer::start();
