@@ -8,6 +8,7 @@
 //! (a redis type, a generic or `impl` type). A redis-rs pipeline has them as its own methods.
 
 use super::leftovers::lex;
+use crate::diagnostic::Edit;
 use crate::locks::TraceOp;
 
 const TRAITS: &[&str] = &[
@@ -114,6 +115,163 @@ pub fn is_redis_rs(o: &TraceOp) -> bool {
         Some(ty) => redis_type(ty),
         None => true,
     }
+}
+
+/// Methods no redis-rs command trait has: a file whose other method calls are all among these
+/// needs no command trait once the fixed call is gone.
+const NOT_COMMANDS: &[&str] = &[
+    "arg",
+    "key",
+    "query",
+    "query_async",
+    "invoke",
+    "invoke_async",
+    "prepare_invoke",
+    "cmd",
+    "to_string",
+    "to_owned",
+    "clone",
+    "into",
+    "unwrap",
+    "unwrap_or",
+    "unwrap_or_default",
+    "expect",
+    "is_some",
+    "is_none",
+    "is_ok",
+    "is_err",
+    "as_deref",
+    "as_ref",
+    "as_str",
+    "as_bytes",
+    "as_secs",
+    "as_millis",
+    "map",
+    "map_err",
+    "ok",
+    "ok_or",
+    "and_then",
+    "abort",
+    "await",
+    "iter",
+    "collect",
+    "push",
+    "parse",
+    "len",
+    "is_empty",
+    "contains",
+    "format",
+    "new_v4",
+    "from_secs",
+    "from_millis",
+    "elapsed",
+    "now",
+    "cancel",
+    "spawn",
+];
+
+/// The edit removing the command trait import (`use redis::AsyncCommands;`, or its name in a
+/// `use redis::{..}` list) that the fix leaves unused: the fixed call at `replaced` was the
+/// file's only use of the trait, the trait is not named anywhere else, and every other method
+/// called in the file is one no command trait has.
+pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option<Edit> {
+    let text = &o.file.text;
+    let toks = lex(text, 0);
+    // the `use redis::..;` items naming a command trait
+    let mut uses = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i].text == "use" {
+            let end = (i..toks.len()).find(|&k| toks[k].text == ";")?;
+            uses.push((i, end));
+            i = end;
+        }
+        i += 1;
+    }
+    let in_use = |k: usize| uses.iter().any(|&(s, e)| s <= k && k <= e);
+    let mut found: Option<(usize, usize, usize)> = None;
+    for &(s, e) in &uses {
+        let item = &toks[s + 1..e];
+        if item
+            .iter()
+            .find(|t| t.text != ":")
+            .is_none_or(|t| t.text != "redis")
+        {
+            continue;
+        }
+        for (k, t) in item.iter().enumerate() {
+            if TRAITS[..4].contains(&t.text) {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some((s, e, s + 1 + k));
+            }
+        }
+    }
+    let (s, e, at) = found?;
+    let name = toks[at].text;
+    for (k, t) in toks.iter().enumerate() {
+        if in_use(k) || (replaced.start <= t.span.start && t.span.end <= replaced.end) {
+            continue;
+        }
+        if t.text == name || t.text == "*" {
+            return None;
+        }
+        // `.method(` / `.method::<`
+        let method = k > 0
+            && toks[k - 1].text == "."
+            && matches!(t.kind, ra_ap_rustc_lexer::TokenKind::Ident)
+            && toks
+                .get(k + 1)
+                .is_some_and(|n| n.text == "(" || n.text == ":");
+        if method && !NOT_COMMANDS.contains(&t.text) {
+            return None;
+        }
+    }
+    let item = &toks[s..=e];
+    let names = item
+        .iter()
+        .filter(|t| matches!(t.kind, ra_ap_rustc_lexer::TokenKind::Ident))
+        .count();
+    if item.iter().any(|t| t.text == "{") && names > 3 {
+        // `use redis::{A, X, B};`: the name and one comma go
+        let next = toks.get(at + 1).filter(|t| t.text == ",");
+        let span = match next {
+            Some(comma) => {
+                let after = toks.get(at + 2).map_or(comma.span.end, |t| t.span.start);
+                crate::source::Span::new(toks[at].span.start, after)
+            }
+            None => {
+                let comma = toks.get(at - 1).filter(|t| t.text == ",")?;
+                crate::source::Span::new(comma.span.start, toks[at].span.end)
+            }
+        };
+        return Some(super::fixes::edit(&o.file, span, ""));
+    }
+    // `use redis::X;` / `use redis::{X};`: `use`, `redis` and the trait
+    if names != 3 {
+        return None;
+    }
+    // the whole `use` line, and a blank line it leaves doubled
+    let start = toks[s].span.start;
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    if !text[line_start..start].trim().is_empty() {
+        return None;
+    }
+    let end = toks[e].span.end;
+    let mut line_end = text[end..].find('\n').map_or(text.len(), |i| end + i + 1);
+    if !text[end..line_end].trim().is_empty() {
+        return None;
+    }
+    let blank_before = line_start == 0 || text[..line_start].ends_with("\n\n");
+    if blank_before && text[line_end..].starts_with('\n') {
+        line_end += 1;
+    }
+    Some(super::fixes::edit(
+        &o.file,
+        crate::source::Span::new(line_start, line_end),
+        "",
+    ))
 }
 
 /// Whether `name` is a parameter of the operation's function declared as a `&mut` reference.

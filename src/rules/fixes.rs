@@ -804,7 +804,46 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
         format!("{message}; pass the token this holder wrote when it acquired the lock")
     };
     edits.push(edit(file, span, replacement));
+    if span != o.op.span {
+        drop_trait_import(o, span, &mut edits);
+    }
     fix(message, applicability, reflow(o, edits))
+}
+
+/// Remove the command trait import a script fix leaves unused (see
+/// [`super::client::unused_trait_import`]). A script constant inserted at the end of that
+/// `use` line takes the line's place.
+fn drop_trait_import(o: &TraceOp, replaced: Span, edits: &mut Vec<Edit>) {
+    let Some(removal) = super::client::unused_trait_import(o, replaced) else {
+        return;
+    };
+    let r = removal.location.span;
+    let inside = |e: &Edit| {
+        e.location.span.start >= r.start
+            && e.location.span.start <= r.end
+            && e.location.span.end <= r.end
+    };
+    if let Some(define) = edits.iter_mut().find(|e| inside(e)) {
+        if define.location.span.start != define.location.span.end || r.is_empty() {
+            return;
+        }
+        let mut merged = define.replacement.trim_start_matches('\n').to_string();
+        merged.push('\n');
+        if !removal_leaves_blank(o, r) {
+            merged.push('\n');
+        }
+        *define = edit(&o.file, r, merged);
+        return;
+    }
+    edits.push(removal);
+}
+
+/// Whether the text after a removed `use` line starts with a blank line.
+fn removal_leaves_blank(o: &TraceOp, r: Span) -> bool {
+    o.file
+        .text
+        .get(r.end..)
+        .is_some_and(|t| t.starts_with('\n'))
 }
 
 /// How a typed redis-rs command becomes a script invocation: the span from its receiver to
@@ -922,6 +961,9 @@ pub fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     };
     let mut edits: Vec<Edit> = define.into_iter().collect();
     edits.push(edit(file, span, replacement));
+    if span != o.op.span {
+        drop_trait_import(o, span, &mut edits);
+    }
     fix(message, applicability, reflow(o, edits))
 }
 
