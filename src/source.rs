@@ -216,6 +216,9 @@ pub struct SourceFile {
     pub lines: LineIndex,
     /// What the text declares and names, indexed the first time a fix asks (Rust files).
     rust_names: std::sync::OnceLock<crate::frontend::rust::names::RustNames>,
+    /// Whether the file brings redis-rs's command traits into scope, read once by the fixes
+    /// that need to know.
+    pub redis_traits: std::sync::OnceLock<bool>,
 }
 
 pub type FileRef = Arc<SourceFile>;
@@ -230,6 +233,7 @@ impl SourceFile {
             text,
             lines,
             rust_names: Default::default(),
+            redis_traits: std::sync::OnceLock::new(),
         })
     }
 

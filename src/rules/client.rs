@@ -83,7 +83,11 @@ pub fn is_redis_rs(o: &TraceOp) -> bool {
     if matches!(o.op.channel, crate::ir::Channel::Pipeline { .. }) && text.contains("redis::") {
         return true;
     }
-    if !redis_traits_in_scope(text) {
+    if !*o
+        .file
+        .redis_traits
+        .get_or_init(|| redis_traits_in_scope(text))
+    {
         return false;
     }
     // the receiver's root: `con` of `con.del(..)`, `self` of `self.con.del(..)`

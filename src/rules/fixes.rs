@@ -41,6 +41,12 @@ const MAX_WIDTH: usize = 100;
 /// laid out the same way. Statements with comments, or that share their line with other code,
 /// are left as the edits make them.
 pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
+    // a line many times longer than rustfmt keeps lines is not code it lays out (generated
+    // or minified): leave it as the edits make it
+    let line = o.file.lines.line_span(&o.file.text, o.op.span.start);
+    if line.len() > 10 * MAX_WIDTH {
+        return edits;
+    }
     let region = match o.op.stmt {
         Some(stmt) => Some((stmt, false)),
         None => condition_of(o).map(|c| (c, true)),
@@ -95,12 +101,49 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
 
 /// The `if`/`while` condition or match guard the operation is in (the innermost one).
 fn condition_of(o: &TraceOp) -> Option<Span> {
+    let conditions = conditions_of_function(o)?;
+    let op = o.op.span;
+    // conditions that hold the operation nest: the one starting last is the innermost
+    let before = conditions.partition_point(|c| c.start <= op.start);
+    conditions[..before]
+        .iter()
+        .rev()
+        .take(64)
+        .find(|c| c.end >= op.end)
+        .copied()
+}
+
+/// The conditions of one function: its file (address, length), its span, and the spans.
+type FunctionConditions = (usize, usize, Span, std::rc::Rc<Vec<Span>>);
+
+thread_local! {
+    /// The conditions of the function last asked about.
+    static CONDITIONS: std::cell::RefCell<Option<FunctionConditions>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Every `if`/`while` condition and match guard of the operation's function, by start: parsed
+/// once for all the operations of a function.
+fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
+    let key = (
+        std::sync::Arc::as_ptr(&o.file) as usize,
+        o.file.text.len(),
+        o.func.whole,
+    );
+    let cached = CONDITIONS.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|(p, l, w, _)| (*p, *l, *w) == key)
+            .map(|(_, _, _, v)| v.clone())
+    });
+    if let Some(v) = cached {
+        return Some(v);
+    }
     struct Conditions<'a> {
         text: &'a str,
         lines: crate::source::LineIndex,
         base: usize,
-        op: Span,
-        found: Option<Span>,
+        found: Vec<Span>,
     }
     impl Conditions<'_> {
         fn consider(&mut self, e: &syn::Expr) {
@@ -108,11 +151,7 @@ fn condition_of(o: &TraceOp) -> Option<Span> {
             let at = |l: proc_macro2::LineColumn| {
                 self.base + self.lines.offset(self.text, l.line, l.column)
             };
-            let span = Span::new(at(sp.start()), at(sp.end()));
-            let inner = self.found.is_none_or(|f| f.len() > span.len());
-            if span.start <= self.op.start && self.op.end <= span.end && inner {
-                self.found = Some(span);
-            }
+            self.found.push(Span::new(at(sp.start()), at(sp.end())));
         }
     }
     impl<'ast> syn::visit::Visit<'ast> for Conditions<'_> {
@@ -133,16 +172,22 @@ fn condition_of(o: &TraceOp) -> Option<Span> {
     }
     let func = o.func.whole;
     let text = o.file.text.get(func.start..func.end)?;
-    let item: syn::ItemFn = syn::parse_str(text).ok()?;
-    let mut v = Conditions {
-        text,
-        lines: crate::source::LineIndex::new(text),
-        base: func.start,
-        op: o.op.span,
-        found: None,
+    let found = {
+        let item: syn::ItemFn = syn::parse_str(text).ok()?;
+        let mut v = Conditions {
+            text,
+            lines: crate::source::LineIndex::new(text),
+            base: func.start,
+            found: Vec::new(),
+        };
+        syn::visit::Visit::visit_item_fn(&mut v, &item);
+        v.found
     };
-    syn::visit::Visit::visit_item_fn(&mut v, &item);
-    v.found
+    let mut found = found;
+    found.sort_by_key(|s| s.start);
+    let found = std::rc::Rc::new(found);
+    CONDITIONS.with(|c| *c.borrow_mut() = Some((key.0, key.1, key.2, found.clone())));
+    Some(found)
 }
 
 /// An expression printed by prettyplease as it would be on the right of `let _ =`, its lines
