@@ -219,6 +219,10 @@ pub struct SourceFile {
     /// Whether the file brings redis-rs's command traits into scope, read once by the fixes
     /// that need to know.
     pub redis_traits: std::sync::OnceLock<bool>,
+    /// The redis-rs command trait import a fix may leave unused: the span that removes it, and
+    /// where the file's code may still need it (method calls no redis-rs trait lacks for sure,
+    /// the trait's name); read once by the fixes that need to know.
+    pub trait_import: std::sync::OnceLock<Option<(Span, Vec<usize>)>>,
 }
 
 pub type FileRef = Arc<SourceFile>;
@@ -234,6 +238,7 @@ impl SourceFile {
             lines,
             rust_names: Default::default(),
             redis_traits: std::sync::OnceLock::new(),
+            trait_import: std::sync::OnceLock::new(),
         })
     }
 

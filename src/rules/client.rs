@@ -179,7 +179,20 @@ const NOT_COMMANDS: &[&str] = &[
 /// file's only use of the trait, the trait is not named anywhere else, and every other method
 /// called in the file is one no command trait has.
 pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option<Edit> {
-    let text = &o.file.text;
+    let (removal, mentions) = o
+        .file
+        .trait_import
+        .get_or_init(|| trait_import(&o.file.text))
+        .as_ref()?;
+    let from = mentions.partition_point(|&m| m < replaced.start);
+    let to = mentions.partition_point(|&m| m < replaced.end);
+    (to - from == mentions.len()).then(|| super::fixes::edit(&o.file, *removal, ""))
+}
+
+/// The span removing the file's one redis-rs command trait import, and the starts of the
+/// tokens that may still need it: the trait's name outside `use` items, and calls of methods
+/// that are not known to be outside the command traits.
+fn trait_import(text: &str) -> Option<(crate::source::Span, Vec<usize>)> {
     let toks = lex(text, 0);
     // the `use redis::..;` items naming a command trait
     let mut uses = Vec::new();
@@ -214,12 +227,14 @@ pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option
     }
     let (s, e, at) = found?;
     let name = toks[at].text;
+    let mut mentions = Vec::new();
     for (k, t) in toks.iter().enumerate() {
-        if in_use(k) || (replaced.start <= t.span.start && t.span.end <= replaced.end) {
+        if in_use(k) {
             continue;
         }
-        if t.text == name || t.text == "*" {
-            return None;
+        if t.text == name {
+            mentions.push(t.span.start);
+            continue;
         }
         // `.method(` / `.method::<`
         let method = k > 0
@@ -229,7 +244,7 @@ pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option
                 .get(k + 1)
                 .is_some_and(|n| n.text == "(" || n.text == ":");
         if method && !NOT_COMMANDS.contains(&t.text) {
-            return None;
+            mentions.push(t.span.start);
         }
     }
     let item = &toks[s..=e];
@@ -250,7 +265,7 @@ pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option
                 crate::source::Span::new(comma.span.start, toks[at].span.end)
             }
         };
-        return Some(super::fixes::edit(&o.file, span, ""));
+        return Some((span, mentions));
     }
     // `use redis::X;` / `use redis::{X};`: `use`, `redis` and the trait
     if names != 3 {
@@ -271,11 +286,7 @@ pub fn unused_trait_import(o: &TraceOp, replaced: crate::source::Span) -> Option
     if blank_before && text[line_end..].starts_with('\n') {
         line_end += 1;
     }
-    Some(super::fixes::edit(
-        &o.file,
-        crate::source::Span::new(line_start, line_end),
-        "",
-    ))
+    Some((crate::source::Span::new(line_start, line_end), mentions))
 }
 
 /// Whether `name` is a parameter of the operation's function declared as a `&mut` reference.
