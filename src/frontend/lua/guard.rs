@@ -146,8 +146,36 @@ fn parse(text: &str) -> Result<full_moon::ast::Ast, Vec<SyntaxError>> {
     Ok(parsed.into_ast())
 }
 
-/// Keys known to hold the caller's token.
-type Facts = BTreeSet<String>;
+/// What is known about a key at a point of the script.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Fact {
+    /// The key holds the caller's token. `KEYS[*]`: every key in `KEYS`; `KEYS[each]`: the
+    /// element of `KEYS` of the current iteration of a loop over them.
+    Owned(String),
+    /// The key does not exist (`EXISTS key == 0`): whatever the script writes to it creates it.
+    Absent(String),
+    /// The caller was just found not to hold the key (`HEXISTS key ARGV[1] == 0`).
+    NotHeld(String),
+    /// The key exists without an expiry (`TTL key == -1`): giving it one is no renewal.
+    NoExpiry(String),
+    /// The script compared the number of the key's holders with a limit (`HLEN key >= n`): a
+    /// lock with several holders, which a caller joins by taking a free slot.
+    Bounded(String),
+}
+
+/// Facts that hold at a point of the script.
+type Facts = BTreeSet<Fact>;
+
+/// All keys the script received.
+const ALL_KEYS: &str = "KEYS[*]";
+/// The element of `KEYS` in the current iteration of a loop over `KEYS`.
+const EACH_KEY: &str = "KEYS[each]";
+
+/// Whether `key` is known to hold the caller's token.
+fn owned(facts: &Facts, key: &str) -> bool {
+    facts.contains(&Fact::Owned(key.to_string()))
+        || (key.starts_with("KEYS[") && facts.contains(&Fact::Owned(ALL_KEYS.to_string())))
+}
 
 /// The abstract value of an expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +193,21 @@ enum Val {
     Acquired(String),
     /// The reply of a `SET key ARGV[..]` that writes the caller's token unconditionally.
     Wrote(String),
+    /// The reply of `EXISTS key`; `true` when it names that key alone.
+    Exists(String, bool),
+    /// The reply of `TTL key` / `PTTL key`.
+    Ttl(String),
+    /// The reply of `HLEN key` / `SCARD key` / `ZCARD key`.
+    Count(String),
+    /// An index over `KEYS` (`for i = 1, #KEYS`, `for i in ipairs(KEYS)`).
+    KeyIndex,
+    /// The reply of `MGET` over every key (`MGET unpack(KEYS)`), indexed like `KEYS`.
+    AllValues,
+    /// `redis.call` / `redis.pcall` itself, kept in a local (`local rcall = redis.call`).
+    RedisCall,
+    /// A boolean: the facts it establishes when true and when false
+    /// (`local holds = redis.call('hexists', KEYS[1], ARGV[1]) == 1`).
+    Cond(Facts, Facts),
     Number(String),
     Other,
 }
@@ -179,6 +222,8 @@ struct Walker {
     checked: Vec<(String, (usize, usize))>,
     /// Offset of the parsed piece in the script text.
     base: usize,
+    /// A `break` was seen since the innermost loop started.
+    broke: bool,
 }
 
 /// A node's byte range, from its first token to the end of its last. `Node::range` can stop
@@ -226,7 +271,7 @@ fn intersect(a: &Facts, b: &Facts) -> Facts {
 }
 
 fn one(k: &str) -> Facts {
-    std::iter::once(k.to_string()).collect()
+    std::iter::once(Fact::Owned(k.to_string())).collect()
 }
 
 /// Whether a function call statement ends the script (`error(..)`).
@@ -237,6 +282,22 @@ fn is_error_call(c: &FunctionCall) -> bool {
 /// A range in the script text from a range in the parsed piece at `base`.
 fn shifted(base: usize, (s, e): (usize, usize)) -> (usize, usize) {
     (base + s, base + e)
+}
+
+/// `1`.
+fn is_one(e: &Expression) -> bool {
+    matches!(e, Expression::Number(n) if token_text(n).trim() == "1")
+}
+
+/// `#KEYS`.
+fn is_count_of_keys(e: &Expression) -> bool {
+    matches!(e, Expression::UnaryOperator { unop: UnOp::Hash(_), expression } if text_of(expression.as_ref()) == "KEYS")
+}
+
+/// `ipairs(KEYS)` / `pairs(KEYS)`.
+fn is_ipairs_of_keys(e: &Expression) -> bool {
+    let t = text_of(e).replace(' ', "");
+    t == "ipairs(KEYS)" || t == "pairs(KEYS)"
 }
 
 /// The condition of an `assert(cond, ..)` statement.
@@ -325,7 +386,10 @@ impl Walker {
                 }
                 None
             }
-            Some(LastStmt::Break(_)) => None,
+            Some(LastStmt::Break(_)) => {
+                self.broke = true;
+                None
+            }
             _ => Some(facts),
         }
     }
@@ -340,7 +404,7 @@ impl Walker {
                     .collect();
                 for v in &vals {
                     if let Val::Wrote(k) = v {
-                        facts.insert(k.clone());
+                        facts.insert(Fact::Owned(k.clone()));
                     }
                 }
                 for (i, n) in l.names().iter().enumerate() {
@@ -356,7 +420,7 @@ impl Walker {
                     .collect();
                 for v in &vals {
                     if let Val::Wrote(k) = v {
-                        facts.insert(k.clone());
+                        facts.insert(Fact::Owned(k.clone()));
                     }
                 }
                 for (i, var) in a.variables().iter().enumerate() {
@@ -385,7 +449,7 @@ impl Walker {
                     &facts,
                 );
                 if let Val::Wrote(k) = v {
-                    facts.insert(k);
+                    facts.insert(Fact::Owned(k));
                 }
                 if is_error_call(c) {
                     return None;
@@ -428,21 +492,32 @@ impl Walker {
                 if let Some(s) = n.step() {
                     self.expr(s, &facts);
                 }
+                // `for i = 1, #KEYS`: `KEYS[i]` is each key in turn
+                let over_keys =
+                    is_one(n.start()) && is_count_of_keys(n.end()) && n.step().is_none();
                 let depth = self.locals.len();
-                self.bind(token_text(n.index_variable()), Val::Other);
-                self.block(n.block(), facts.clone());
-                self.truncate(depth);
+                let index = if over_keys { Val::KeyIndex } else { Val::Other };
+                self.bind(token_text(n.index_variable()), index);
+                return Some(self.loop_body(n.block(), facts, over_keys, depth));
             }
             Stmt::GenericFor(g) => {
                 for e in g.expressions().iter() {
                     self.expr(e, &facts);
                 }
+                // `for i, key in ipairs(KEYS)`
+                let mut exprs = g.expressions().iter();
+                let over_keys =
+                    matches!((exprs.next(), exprs.next()), (Some(e), None) if is_ipairs_of_keys(e));
                 let depth = self.locals.len();
-                for n in g.names().iter() {
-                    self.bind(token_text(n), Val::Other);
+                for (i, n) in g.names().iter().enumerate() {
+                    let v = match i {
+                        0 if over_keys => Val::KeyIndex,
+                        1 if over_keys => Val::Key(EACH_KEY.to_string()),
+                        _ => Val::Other,
+                    };
+                    self.bind(token_text(n), v);
                 }
-                self.block(g.block(), facts.clone());
-                self.truncate(depth);
+                return Some(self.loop_body(g.block(), facts, over_keys, depth));
             }
             Stmt::FunctionDeclaration(f) => self.function(f.body()),
             Stmt::LocalFunction(f) => {
@@ -454,6 +529,20 @@ impl Walker {
         Some(facts)
     }
 
+    /// Walk a loop's body once. A loop over `KEYS` whose every iteration that goes on ends
+    /// owning its key (it returns or raises otherwise, and never breaks) leaves every key owned.
+    fn loop_body(&mut self, body: &Block, facts: Facts, over_keys: bool, depth: usize) -> Facts {
+        let outer_broke = std::mem::replace(&mut self.broke, false);
+        let end = self.block(body, facts.clone());
+        let broke = std::mem::replace(&mut self.broke, outer_broke);
+        self.truncate(depth);
+        let mut facts = facts;
+        if over_keys && !broke && end.is_some_and(|f| owned(&f, EACH_KEY)) {
+            facts.insert(Fact::Owned(ALL_KEYS.to_string()));
+        }
+        facts
+    }
+
     /// A function body can be called from anywhere: nothing is known on entry.
     fn function(&mut self, body: &FunctionBody) {
         let depth = self.locals.len();
@@ -462,7 +551,9 @@ impl Walker {
                 self.bind(token_text(n), Val::Other);
             }
         }
+        let outer_broke = std::mem::replace(&mut self.broke, false);
         self.block(body.block(), Facts::new());
+        self.broke = outer_broke;
         self.truncate(depth);
     }
 
@@ -496,10 +587,13 @@ impl Walker {
                 BinOp::LessThan(_)
                 | BinOp::LessThanEqual(_)
                 | BinOp::GreaterThan(_)
-                | BinOp::GreaterThanEqual(_) => {
-                    self.comparison_operands(lhs, rhs, facts);
-                    (Facts::new(), Facts::new())
-                }
+                | BinOp::GreaterThanEqual(_) => match self.comparison_operands(lhs, rhs, facts) {
+                    Some(k) => {
+                        let bounded: Facts = std::iter::once(Fact::Bounded(k)).collect();
+                        (bounded.clone(), bounded)
+                    }
+                    None => (Facts::new(), Facts::new()),
+                },
                 _ => {
                     self.expr(e, facts);
                     (Facts::new(), Facts::new())
@@ -507,15 +601,26 @@ impl Walker {
             },
             _ => match self.expr(e, facts) {
                 Val::Acquired(k) => (one(&k), Facts::new()),
+                Val::Cond(t, f) => (t, f),
                 _ => (Facts::new(), Facts::new()),
             },
         }
     }
 
     /// Evaluate both operands of an ordering comparison (`<`, `>=` ..): not an ownership check.
-    fn comparison_operands(&mut self, lhs: &Expression, rhs: &Expression, facts: &Facts) {
-        self.expr(lhs, facts);
-        self.expr(rhs, facts);
+    /// The key whose number of members is compared, if one is.
+    fn comparison_operands(
+        &mut self,
+        lhs: &Expression,
+        rhs: &Expression,
+        facts: &Facts,
+    ) -> Option<String> {
+        let a = self.expr(lhs, facts);
+        let b = self.expr(rhs, facts);
+        match (a, b) {
+            (Val::Count(k), _) | (_, Val::Count(k)) => Some(k),
+            _ => None,
+        }
     }
 
     /// `lhs == rhs`: keys owned when true, when false. An ownership comparison is noted as a
@@ -530,6 +635,7 @@ impl Walker {
         let a = self.expr(lhs, facts);
         let b = self.expr(rhs, facts);
         let zero = |n: &str| n.trim() == "0";
+        let only = |f: Fact| -> Facts { std::iter::once(f).collect() };
         let (key, when_equal) = match (a, b) {
             (Val::Get(k), Val::Argv) | (Val::Argv, Val::Get(k)) => (k, true),
             (Val::Owner(k), Val::Argv) | (Val::Argv, Val::Owner(k)) => (k, true),
@@ -546,14 +652,31 @@ impl Walker {
                     (Facts::new(), one(&k))
                 };
             }
+            // `EXISTS key == 0`: absent when true; `EXISTS key == 1` of one key: absent when
+            // false
+            (Val::Exists(k, single), Val::Number(n)) | (Val::Number(n), Val::Exists(k, single)) => {
+                let absent = only(Fact::Absent(k));
+                return if zero(&n) {
+                    (absent, Facts::new())
+                } else if single && n.trim() == "1" {
+                    (Facts::new(), absent)
+                } else {
+                    (Facts::new(), Facts::new())
+                };
+            }
+            // `TTL key == -1`: the key has no expiry
+            (Val::Ttl(k), Val::Number(n)) | (Val::Number(n), Val::Ttl(k)) if n.trim() == "-1" => {
+                return (only(Fact::NoExpiry(k)), Facts::new());
+            }
             _ => return (Facts::new(), Facts::new()),
         };
         let at = self.range(whole);
         self.note_check(&key, at);
+        let not_held = only(Fact::NotHeld(key.clone()));
         if when_equal {
-            (one(&key), Facts::new())
+            (one(&key), not_held)
         } else {
-            (Facts::new(), one(&key))
+            (not_held, one(&key))
         }
     }
 
@@ -562,8 +685,12 @@ impl Walker {
             Expression::Parentheses { expression, .. } => self.expr(expression, facts),
             Expression::BinaryOperator { lhs, binop, rhs } => match binop {
                 BinOp::And(_) | BinOp::Or(_) | BinOp::TwoEqual(_) | BinOp::TildeEqual(_) => {
-                    self.cond(e, facts);
-                    Val::Other
+                    let (t, f) = self.cond(e, facts);
+                    if t.is_empty() && f.is_empty() {
+                        Val::Other
+                    } else {
+                        Val::Cond(t, f)
+                    }
                 }
                 BinOp::TwoDots(_) => {
                     let a = self.expr(lhs, facts);
@@ -587,14 +714,24 @@ impl Walker {
                     Val::Other
                 }
             },
-            Expression::UnaryOperator { unop, expression } => {
-                if matches!(unop, UnOp::Not(_)) {
-                    self.cond(e, facts);
-                } else {
-                    self.expr(expression, facts);
+            Expression::UnaryOperator { unop, expression } => match unop {
+                UnOp::Not(_) => {
+                    let (t, f) = self.cond(e, facts);
+                    if t.is_empty() && f.is_empty() {
+                        Val::Other
+                    } else {
+                        Val::Cond(t, f)
+                    }
                 }
-                Val::Other
-            }
+                UnOp::Minus(_) => match self.expr(expression, facts) {
+                    Val::Number(n) => Val::Number(format!("-{}", n.trim())),
+                    _ => Val::Other,
+                },
+                _ => {
+                    self.expr(expression, facts);
+                    Val::Other
+                }
+            },
             Expression::Function(f) => {
                 self.function(f.body());
                 Val::Other
@@ -679,7 +816,9 @@ impl Walker {
             if self.lookup(b).is_none() {
                 match b {
                     "KEYS" => {
-                        self.expr(expression, facts);
+                        if self.expr(expression, facts) == Val::KeyIndex {
+                            return Val::Key(EACH_KEY.to_string());
+                        }
                         return Val::Key(format!("KEYS[{}]", text_of(expression.as_ref())));
                     }
                     "ARGV" => {
@@ -688,6 +827,29 @@ impl Walker {
                     }
                     _ => {}
                 }
+            }
+            // `values[i]` of `local values = redis.call('mget', unpack(KEYS))`
+            if self.lookup(b) == Some(&Val::AllValues)
+                && self.expr(expression, facts) == Val::KeyIndex
+            {
+                return Val::Get(EACH_KEY.to_string());
+            }
+        }
+        // `redis.call` kept as a value
+        if let ([Suffix::Index(Index::Dot { name, .. })], Some("redis")) =
+            (suffixes.as_slice(), base.as_deref())
+        {
+            if matches!(token_text(name).as_str(), "call" | "pcall") {
+                return Val::RedisCall;
+            }
+        }
+        // `rcall(..)` with `local rcall = redis.call`
+        if let ([Suffix::Call(Call::AnonymousCall(args))], Some(b)) =
+            (suffixes.as_slice(), base.as_deref())
+        {
+            if self.lookup(b) == Some(&Val::RedisCall) {
+                let args = self.args(args, facts);
+                return self.redis_call(&args, whole, facts);
             }
         }
         // `redis.call(..)`, `redis.pcall(..)`
@@ -707,6 +869,14 @@ impl Walker {
             let vals: Vec<Val> = self.args(args, facts).into_iter().map(|(_, v)| v).collect();
             if matches!(base.as_deref(), Some("tostring" | "tonumber")) && vals.len() == 1 {
                 return vals.into_iter().next().unwrap_or(Val::Other);
+            }
+            // `unpack(KEYS)`: every key
+            if matches!(base.as_deref(), Some("unpack")) && self.lookup("unpack").is_none() {
+                if let [arg] = self.args_text(args).as_slice() {
+                    if arg == "KEYS" && self.lookup("KEYS").is_none() {
+                        return Val::Key(ALL_KEYS.to_string());
+                    }
+                }
             }
             if vals.contains(&Val::Argv) {
                 return Val::Argv;
@@ -741,6 +911,14 @@ impl Walker {
         }
     }
 
+    /// The texts of a call's arguments, without evaluating them.
+    fn args_text(&self, args: &FunctionArgs) -> Vec<String> {
+        match args {
+            FunctionArgs::Parentheses { arguments, .. } => arguments.iter().map(text_of).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     fn args<'e>(&mut self, args: &'e FunctionArgs, facts: &Facts) -> Vec<(&'e Expression, Val)> {
         match args {
             FunctionArgs::Parentheses { arguments, .. } => {
@@ -764,9 +942,11 @@ impl Walker {
         let Some((key_expr, key_val)) = args.get(1) else {
             return Val::Other;
         };
-        let key = match key_val {
-            Val::Key(k) => k.clone(),
-            _ => text_of(*key_expr),
+        // the key's identity, and how messages name it
+        let (key, shown) = match key_val {
+            Val::Key(k) if k == ALL_KEYS || k == EACH_KEY => (k.clone(), text_of(*key_expr)),
+            Val::Key(k) => (k.clone(), k.clone()),
+            _ => (text_of(*key_expr), text_of(*key_expr)),
         };
         let words: Vec<String> = args
             .iter()
@@ -780,13 +960,33 @@ impl Walker {
         let write = |kind, command: String| KeyWrite {
             kind,
             command,
-            key: key.clone(),
+            key: shown.clone(),
             range: whole(),
-            guarded: facts.contains(&key),
+            guarded: owned(facts, &key)
+                || (kind == WriteKind::Renew && facts.contains(&Fact::NoExpiry(key.clone()))),
         };
+        let absent = facts.contains(&Fact::Absent(key.clone()));
+        // the caller is known not to hold the key, which exists: writing its field joins
+        // someone else's lock rather than taking a free one
+        let joins = facts.contains(&Fact::NotHeld(key.clone()))
+            && !absent
+            && !facts.contains(&Fact::Bounded(key.clone()));
         match cmd.as_str() {
             "GET" => Val::Get(key),
             "HGET" | "HEXISTS" | "SISMEMBER" | "ZSCORE" if any_argv => Val::Owner(key),
+            // the holder kept in a named field: `HGET key 'owner'`
+            "HGET"
+                if args.len() == 3
+                    && args
+                        .get(2)
+                        .is_some_and(|(e, _)| string_literal(e).is_some()) =>
+            {
+                Val::Get(key)
+            }
+            "EXISTS" => Val::Exists(key, args.len() == 2),
+            "TTL" | "PTTL" if args.len() == 2 => Val::Ttl(key),
+            "HLEN" | "SCARD" | "ZCARD" if args.len() == 2 => Val::Count(key),
+            "MGET" if key == ALL_KEYS && args.len() == 2 => Val::AllValues,
             "DEL" | "UNLINK" => {
                 self.writes.push(write(WriteKind::Release, cmd.clone()));
                 Val::Other
@@ -818,8 +1018,15 @@ impl Walker {
             }
             "SET" if value_is_argv => Val::Wrote(key),
             // a hash lock whose field is the holder (`HINCRBY lock ARGV[2] 1`): the script has
-            // just recorded the caller as a holder
-            "HSET" | "HINCRBY" if value_is_argv => Val::Wrote(key),
+            // just recorded the caller as a holder, unless it joined a lock held by others
+            "HSET" | "HINCRBY" if value_is_argv && !joins => Val::Wrote(key),
+            // a key known to be absent is created by the script: it holds what it wrote
+            "SET" | "SETEX" | "PSETEX" | "HSET" | "HMSET" | "HSETNX" | "HINCRBY" | "SADD"
+            | "ZADD" | "RPUSH" | "LPUSH" | "INCR" | "INCRBY"
+                if absent =>
+            {
+                Val::Wrote(key)
+            }
             _ => Val::Other,
         }
     }
@@ -932,6 +1139,67 @@ mod tests {
         unguarded("if redis.call('get', KEYS[1]) == ARGV[1] or true then return redis.call('del', KEYS[1]) end return 0");
         unguarded("return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])");
         unguarded("local function rel(k) return redis.call('del', k) end\nif redis.call('get', KEYS[1]) == ARGV[1] then return rel(KEYS[1]) end");
+    }
+
+    #[test]
+    fn multi_key_guards() {
+        all_guarded("local v = redis.call('mget', unpack(KEYS))\nfor i, _ in ipairs(KEYS) do if v[i] ~= ARGV[1] then return false end end\nredis.call('del', unpack(KEYS)) return 1");
+        all_guarded("for i = 1, #KEYS do if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end end\nfor _, k in ipairs(KEYS) do redis.call('pexpire', k, ARGV[2]) end return 1");
+        all_guarded("for _, k in ipairs(KEYS) do if redis.call('get', k) ~= ARGV[1] then return 0 end end\nreturn redis.call('del', KEYS[1], KEYS[2])");
+        // one key checked, all deleted
+        unguarded("if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\nreturn redis.call('del', unpack(KEYS))");
+        // a loop that stops early has not checked every key
+        unguarded("for i = 1, #KEYS do if redis.call('get', KEYS[i]) ~= ARGV[1] then break end end\nreturn redis.call('del', unpack(KEYS))");
+        // a check of the current key does not cover all keys
+        unguarded("for _, k in ipairs(KEYS) do if redis.call('get', k) ~= ARGV[1] then return 0 end redis.call('del', unpack(KEYS)) end");
+        // a loop over something else
+        unguarded("for _, k in ipairs(ARGV) do if redis.call('get', k) ~= ARGV[1] then return 0 end end\nreturn redis.call('del', unpack(KEYS))");
+        // the element of this iteration is checked before its own write
+        all_guarded("for _, k in ipairs(KEYS) do if redis.call('get', k) == ARGV[1] then redis.call('del', k) end end");
+        let s = scan("local v = redis.call('mget', unpack(KEYS))\nfor i, _ in ipairs(KEYS) do if v[i] ~= ARGV[1] then return false end end\nredis.call('del', unpack(KEYS))").unwrap();
+        assert_eq!(s.writes[0].key, "unpack(KEYS)");
+    }
+
+    #[test]
+    fn aliases_and_boolean_locals() {
+        all_guarded("local rcall = redis.call\nif rcall('GET', KEYS[1]) == ARGV[1] then return rcall('DEL', KEYS[1]) end return 0");
+        unguarded("local rcall = redis.call\nreturn rcall('DEL', KEYS[1])");
+        all_guarded("local holds = redis.call('hexists', KEYS[1], ARGV[1]) == 1\nif not holds then return nil end\nredis.call('hdel', KEYS[1], ARGV[1])\nif redis.call('hlen', KEYS[1]) == 0 then redis.call('unlink', KEYS[1]) end return 1");
+        all_guarded("local mine = redis.call('get', KEYS[1]) == ARGV[1]\nif mine then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0");
+        unguarded("local mine = redis.call('get', KEYS[1]) == ARGV[1]\nif not mine then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0");
+    }
+
+    #[test]
+    fn owner_in_a_named_hash_field() {
+        all_guarded("if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+        unguarded("if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+        let s = scan("if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end").unwrap();
+        assert!(s.check_of("KEYS[1]").is_some());
+    }
+
+    #[test]
+    fn expiry_of_a_key_the_script_creates_or_repairs() {
+        all_guarded("if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HMSET', KEYS[1], 'id', ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0");
+        all_guarded("if redis.call('exists', KEYS[1]) ~= 1 then redis.call('set', KEYS[1], 'x') redis.call('expire', KEYS[1], 10) end");
+        // exists, so the write does not create it
+        unguarded("if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HMSET', KEYS[1], 'id', ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) end");
+        // several keys: `~= 1` does not say which one is missing
+        unguarded("if redis.call('exists', KEYS[1], KEYS[2]) ~= 1 then redis.call('set', KEYS[1], 'x') redis.call('expire', KEYS[1], 10) end");
+        // no TTL at all: giving it one is a repair, not a renewal
+        all_guarded("if redis.call('ttl', KEYS[1]) == -1 then return redis.call('expire', KEYS[1], ARGV[1]) end return 0");
+        unguarded("if redis.call('ttl', KEYS[1]) == -2 then return redis.call('expire', KEYS[1], ARGV[1]) end return 0");
+        unguarded("if redis.call('ttl', KEYS[1]) == -1 then return redis.call('del', KEYS[1]) end return 0");
+    }
+
+    #[test]
+    fn joining_a_lock_held_by_others_is_not_owning_it() {
+        unguarded("if redis.call('exists', KEYS[1]) == 0 then redis.call('hset', KEYS[1], ARGV[2], 1) redis.call('expire', KEYS[1], ARGV[1]) return 1 end\nif redis.call('hexists', KEYS[1], ARGV[2]) == 0 then redis.call('hincrby', KEYS[1], ARGV[2], 1) redis.call('expire', KEYS[1], ARGV[1]) return 1 end return 0");
+        // free, or ours: taking it is fine
+        all_guarded("if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then redis.call('hincrby', KEYS[1], ARGV[2], 1) redis.call('pexpire', KEYS[1], ARGV[1]) return nil end return redis.call('pttl', KEYS[1])");
+        all_guarded("if redis.call('hexists', KEYS[1], ARGV[2]) == 0 and redis.call('exists', KEYS[1]) == 0 then redis.call('hset', KEYS[1], ARGV[2], 1) redis.call('pexpire', KEYS[1], ARGV[1]) end");
+        // a lock with a limited number of holders: a caller within the limit takes a slot
+        all_guarded("if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return 1 end\nif redis.call('hlen', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end\nredis.call('hset', KEYS[1], ARGV[1], 1)\nredis.call('pexpire', KEYS[1], ARGV[2]) return 1");
+        unguarded("if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then return 1 end\nredis.call('hset', KEYS[1], ARGV[1], 1)\nredis.call('pexpire', KEYS[1], ARGV[2]) return 1");
     }
 
     #[test]
