@@ -2,8 +2,8 @@
 //! checking that the caller still owns it.
 
 use super::sql_matching::{
-    end_before_semicolon, filter_mentions, has_owner_check, lock_table, lock_write,
-    next_placeholder, sql_diagnostic, sql_insert_fix, LockWrite,
+    end_before_semicolon, filter_mentions, has_holder_check, has_owner_check, lock_table,
+    lock_write, next_placeholder, sql_diagnostic, sql_insert_fix, LockWrite,
 };
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Diagnostic, Severity};
@@ -32,7 +32,7 @@ impl Rule for LockTableNoOwnerCheck {
             };
             let Some(filter) = &st.filter else { continue };
             let owner = lt.owner.as_deref().unwrap_or("owner");
-            if has_owner_check(st, owner) {
+            if has_owner_check(st, owner) || has_holder_check(st, &lt, &project.schema) {
                 continue;
             }
             let expiry: Vec<&str> = lt.expiry.iter().map(String::as_str).collect();

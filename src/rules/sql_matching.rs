@@ -106,6 +106,66 @@ pub fn has_owner_check(st: &Statement, owner: &str) -> bool {
     })
 }
 
+/// Words of a column name that say it identifies a lock's holder (`coordinator_id`,
+/// `leader_id`, `worker`, `claimed_by`).
+const HOLDER_WORDS: &[&str] = &[
+    "owner",
+    "holder",
+    "by",
+    "worker",
+    "leader",
+    "coordinator",
+    "instance",
+    "node",
+    "client",
+    "session",
+    "token",
+    "locker",
+    "runner",
+    "consumer",
+    "agent",
+];
+
+/// The `WHERE` pins the row to its holder by a column other than the lock's name: an equality
+/// of a column that is neither the table's key nor its expiry with an incoming value
+/// (`room = $1 AND coordinator_id = $2`). With the table's key known from the schema any such
+/// column counts; without it, only a second equality on a column named like a holder
+/// (`leader_id`, `worker`) does, next to another equality that can be the key.
+pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool {
+    let Some(f) = &st.filter else { return false };
+    let def = schema.table(&lt.table);
+    // a column of the lock table: with its definition known, one it has (a function's
+    // parameter `p_owner` is not one)
+    let of_table = |c: &Col| st.is_target(c) && def.is_none_or(|t| t.columns.contains(&c.name));
+    let outside = |v: &Value| !v.columns.iter().any(&of_table);
+    let mut pinned: Vec<&str> = Vec::new();
+    for c in f.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+        for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+            if let Some(col) = a.bare.as_ref().filter(|x| of_table(x) && outside(b)) {
+                if !pinned.contains(&col.name.as_str()) {
+                    pinned.push(col.name.as_str());
+                }
+            }
+        }
+    }
+    let expiry = lt.expiry.as_deref();
+    let keys: Vec<&str> = def
+        .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut holders = pinned
+        .iter()
+        .filter(|c| Some(**c) != expiry && !keys.contains(c));
+    if keys.is_empty() {
+        pinned.len() >= 2
+            && holders.any(|c| {
+                c.split('_')
+                    .any(|w| HOLDER_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+            })
+    } else {
+        holders.next().is_some()
+    }
+}
+
 /// The condition mentions one of these columns of the target table.
 pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
     st.filter.as_ref().is_some_and(|f| {

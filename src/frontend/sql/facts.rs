@@ -646,6 +646,38 @@ fn set_table(st: &mut Statement, n: &ast::ObjectName) {
     st.table = Some(name);
 }
 
+/// A named parameter the parser reads as an identifier: sqlc's `@name`.
+fn is_named_param(i: &ast::Ident) -> bool {
+    i.quote_style.is_none() && i.value.starts_with('@')
+}
+
+/// sqlc's `@name` where PostgreSQL's parser reads the prefix operator `@` (absolute value) on
+/// an identifier: the identifier, which names a parameter.
+fn at_param(e: &Expr) -> Option<&ast::Ident> {
+    match e {
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::PGAbs,
+            expr,
+        } => match strip(expr) {
+            Expr::Identifier(i) => Some(i),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// sqlc's parameter macros: `sqlc.arg(name)`, `sqlc.narg(name)`, `sqlc.slice(name)`.
+fn is_sqlc_param(f: &ast::Function) -> bool {
+    let parts: Vec<String> = f
+        .name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident())
+        .map(|i| i.value.to_lowercase())
+        .collect();
+    matches!(parts.as_slice(), [q, n] if q == "sqlc" && matches!(n.as_str(), "arg" | "narg" | "slice"))
+}
+
 /// The last part of a (possibly qualified) name, unquoted and lower case.
 fn object_name(n: &ast::ObjectName) -> String {
     n.0.last()
@@ -811,14 +843,26 @@ impl Exprs<'_, '_> {
             span: self.span_of(e.span()),
             ..Default::default()
         };
-        // identifiers inside `VALUES(x)` are the proposed row
+        // identifiers inside `VALUES(x)` are the proposed row; inside `sqlc.arg(x)` they name a
+        // parameter
         let mut incoming = Vec::new();
+        let mut named = Vec::new();
         let _ = ast::visit_expressions(e, |x| {
+            if let Some(i) = at_param(x) {
+                named.push(i.span);
+            }
             if let Expr::Function(f) = x {
-                if object_name(&f.name) == "values" {
+                let into = if object_name(&f.name) == "values" {
+                    Some(&mut incoming)
+                } else if is_sqlc_param(f) {
+                    Some(&mut named)
+                } else {
+                    None
+                };
+                if let Some(into) = into {
                     let _ = ast::visit_expressions(&f.args, |y| {
                         if let Expr::Identifier(i) = y {
-                            incoming.push(i.span);
+                            into.push(i.span);
                         }
                         ControlFlow::<()>::Continue(())
                     });
@@ -830,7 +874,9 @@ impl Exprs<'_, '_> {
             match x {
                 Expr::Identifier(i) => {
                     let name = i.value.to_lowercase();
-                    if i.quote_style.is_none() && CLOCK.contains(&name.as_str()) {
+                    if is_named_param(i) || named.contains(&i.span) {
+                        v.param = true;
+                    } else if i.quote_style.is_none() && CLOCK.contains(&name.as_str()) {
                         v.clock = true;
                     } else {
                         v.columns.push(Col {
@@ -855,6 +901,8 @@ impl Exprs<'_, '_> {
                     }
                     _ => {}
                 },
+                Expr::Function(f) if is_sqlc_param(f) => v.param = true,
+                x if at_param(x).is_some() => v.param = true,
                 Expr::Function(f) => {
                     let n = object_name(&f.name);
                     if CLOCK.contains(&n.as_str()) {
@@ -875,8 +923,12 @@ impl Exprs<'_, '_> {
             }
             _ => None,
         };
-        v.bare_param =
-            matches!(inner, Expr::Value(val) if matches!(val.value, ast::Value::Placeholder(_)));
+        v.bare_param = match inner {
+            Expr::Value(val) => matches!(val.value, ast::Value::Placeholder(_)),
+            Expr::Identifier(i) => is_named_param(i),
+            Expr::Function(f) => is_sqlc_param(f),
+            x => at_param(x).is_some(),
+        };
         v
     }
 
