@@ -309,7 +309,7 @@ pub fn analyze(ir: &mut FileIr) {
         let whole_file = e.origin == "file";
         // psql scripts: meta-commands and `COPY ... FROM stdin` data are not SQL
         let text = if whole_file {
-            mask_psql(&e.text)
+            mask_schema_variables(&mask_psql(&e.text))
         } else {
             e.text.clone()
         };
@@ -364,6 +364,46 @@ pub fn analyze(ir: &mut FileIr) {
         }));
 }
 
+/// Turn a schema given by a variable into a plain identifier of the same length, so the
+/// statement parses and keeps every offset: psql's `:SCHEMA.jobs` becomes `_SCHEMA.jobs`, a
+/// format placeholder `{schema}.job` becomes `_schema_.job`. Only a variable directly followed
+/// by `.` is touched (a bind parameter `:id` or a cast `x::int` is not).
+pub fn mask_schema_variables(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        let open = b[i];
+        let before_ok = i == 0 || !(ident(b[i - 1]) || matches!(b[i - 1], b':' | b'$' | b'{'));
+        if before_ok && (open == b':' || open == b'{') {
+            let start = i + 1;
+            let mut end = start;
+            while end < b.len() && ident(b[end]) {
+                end += 1;
+            }
+            let named = end > start && !b[start].is_ascii_digit();
+            let close = if open == b'{' {
+                (b.get(end) == Some(&b'}')).then_some(end + 1)
+            } else {
+                Some(end)
+            };
+            if let (true, Some(after)) = (named, close) {
+                if b.get(after) == Some(&b'.') {
+                    out[i] = b'_';
+                    if open == b'{' {
+                        out[end] = b'_';
+                    }
+                    i = after;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
 /// Blank out (keeping every offset) what a psql script holds besides SQL: meta-command lines
 /// (`\connect db`) and the data of `COPY ... FROM stdin;` up to its `\.` line.
 pub fn mask_psql(text: &str) -> String {
@@ -396,4 +436,24 @@ pub fn mask_psql(text: &str) -> String {
         at += line.len();
     }
     String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_variables_become_names_of_the_same_length() {
+        let src = "select * from :APP.jobs where id = :id and x::int = 1 and y = {schema}.f(1)";
+        let masked = mask_schema_variables(src);
+        assert_eq!(masked.len(), src.len());
+        assert_eq!(
+            masked,
+            "select * from _APP.jobs where id = :id and x::int = 1 and y = _schema_.f(1)"
+        );
+        // not a variable: `${x}` templates, casts, numbers, a bare `:name`
+        for s in ["${schema}.t", "a::b.c", ":1.5", "where a = :b", "{x} .t"] {
+            assert_eq!(mask_schema_variables(s), s);
+        }
+    }
 }
