@@ -60,23 +60,36 @@ impl Baseline {
         Ok(b)
     }
 
-    /// Keep the findings not in the baseline; also return how many baseline entries are gone.
-    pub fn filter(&self, findings: Vec<Diagnostic>) -> (Vec<Diagnostic>, usize) {
-        let mut left: HashMap<(String, String), usize> = HashMap::new();
+    /// Keep the findings not in the baseline; also return how many baseline entries are gone
+    /// among those whose path `checked` says was checked (a finding may still match an entry
+    /// recorded under another path: the file was renamed).
+    pub fn filter(
+        &self,
+        findings: Vec<Diagnostic>,
+        checked: &dyn Fn(&str) -> bool,
+    ) -> (Vec<Diagnostic>, usize) {
+        // per (rule, fingerprint): entries of checked files left, entries of other files left
+        let mut left: HashMap<(String, String), (usize, usize)> = HashMap::new();
         for e in &self.findings {
-            *left
+            let n = left
                 .entry((e.rule.clone(), e.fingerprint.clone()))
-                .or_default() += 1;
+                .or_default();
+            if checked(&e.path) {
+                n.0 += 1;
+            } else {
+                n.1 += 1;
+            }
         }
         let mut new = Vec::new();
         for d in findings {
             let key = (d.rule.to_string(), fingerprint(&d));
             match left.get_mut(&key) {
-                Some(n) if *n > 0 => *n -= 1,
+                Some((n, _)) if *n > 0 => *n -= 1,
+                Some((_, n)) if *n > 0 => *n -= 1,
                 _ => new.push(d),
             }
         }
-        let gone = left.values().sum();
+        let gone = left.values().map(|(n, _)| n).sum();
         (new, gone)
     }
 }

@@ -36,9 +36,16 @@ pub enum ConfigSource {
 /// What to analyse and which rules to run.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
+    /// The selection: the files and directories whose findings are reported.
     pub paths: Vec<PathBuf>,
-    /// Directories not to descend into.
+    /// Directories under `paths` that are not part of the selection (the other packages of a
+    /// workspace).
     pub exclude_dirs: Vec<PathBuf>,
+    /// The project root (see [`crate::project`]): every file discovery finds under it is
+    /// analysed for the facts findings rest on (lock helpers, consts, key builders, the SQL
+    /// schema, scripts), but findings are reported for the selection only. Its configuration
+    /// gives the project-wide settings. `None`: the selection is the whole project.
+    pub project_root: Option<PathBuf>,
     /// Only these rules (all when empty); replaces a configuration's `select`.
     pub select: Vec<String>,
     /// Rules not to run, on top of a configuration's `ignore`.
@@ -94,8 +101,13 @@ pub struct Report {
     pub fixed: Option<usize>,
     /// Unsafe fixes are applied (`--unsafe-fixes`).
     pub unsafe_fixes: bool,
-    /// Every analysed file's intermediate form, when [`Options::keep_irs`] asks for it.
+    /// Every analysed file's intermediate form (the selection's and the rest of the
+    /// project's), when [`Options::keep_irs`] asks for it.
     pub irs: Vec<FileIr>,
+    /// The selected files that were analysed (as [`SourceFile::path`]); `files` counts them.
+    pub selected: HashSet<PathBuf>,
+    /// Files analysed for facts, the selection included.
+    pub project_files: usize,
 }
 
 enum Loaded {
@@ -198,7 +210,15 @@ fn resolver(opts: &Options) -> Result<Resolver, String> {
     })
 }
 
-/// Analyse the paths in `opts`.
+/// The path whose configuration gives the project-wide settings: the project root, else the
+/// first named path.
+pub fn settings_path(opts: &Options) -> Option<&Path> {
+    opts.project_root
+        .as_deref()
+        .or(opts.paths.first().map(PathBuf::as_path))
+}
+
+/// Analyse the project of `opts` and report the findings of its selection.
 pub fn run(opts: &Options) -> Report {
     let resolver = match resolver(opts) {
         Ok(r) => r,
@@ -210,27 +230,27 @@ pub fn run(opts: &Options) -> Report {
         }
     };
     let resolver = Arc::new(resolver);
-    // Only a configuration that governs a named path or a file to analyse is read, and only
-    // its errors stop the run (each named once). Directories that a governing configuration
-    // excludes are not walked, so nothing under them is read.
+    // Only a configuration that governs a named path, the project root or a selected file is
+    // read before analysing, and only its errors stop the run (each named once). Directories
+    // that a governing configuration excludes are not walked, so nothing under them is read.
     let mut config_errors: Vec<Arc<config::ConfigError>> = Vec::new();
     let mut config_error = |e: Arc<config::ConfigError>| {
         if !config_errors.iter().any(|x| x.path == e.path) {
             config_errors.push(e);
         }
     };
-    for p in &opts.paths {
+    for p in opts.paths.iter().chain(&opts.project_root) {
         if let Err(e) = resolver.for_file(p) {
             config_error(e);
         }
     }
-    let excluded_dir = {
+    let excluded_dir: crate::discover::Prune = {
         let resolver = resolver.clone();
-        move |dir: &Path| {
+        Arc::new(move |dir: &Path| {
             dir.parent()
                 .and_then(|parent| resolver.for_file(parent).ok())
                 .is_some_and(|s| s.excludes(dir))
-        }
+        })
     };
     // an editor's unsaved buffer is a file to analyse though nothing is on disk yet
     let (in_memory, on_disk): (Vec<PathBuf>, Vec<PathBuf>) = opts
@@ -238,7 +258,7 @@ pub fn run(opts: &Options) -> Report {
         .iter()
         .cloned()
         .partition(|p| opts.overlay.as_ref().is_some_and(|o| o.contains_key(p)) && !p.exists());
-    let (mut paths, errors) = discover(&on_disk, &opts.exclude_dirs, Arc::new(excluded_dir));
+    let (mut paths, errors) = discover(&on_disk, &opts.exclude_dirs, excluded_dir.clone());
     paths.extend(in_memory);
     let mut kept = Vec::with_capacity(paths.len());
     for p in paths {
@@ -249,6 +269,8 @@ pub fn run(opts: &Options) -> Report {
         }
     }
     let empty_paths = empty_paths(&opts.paths, &kept);
+    // notes about the configurations of the selection only: the rest of the project is read
+    // for facts and says nothing
     let config_notes: Vec<Note> = resolver
         .notes()
         .into_iter()
@@ -264,9 +286,8 @@ pub fn run(opts: &Options) -> Report {
             ..Default::default()
         };
     }
-    let mut project_settings = opts
-        .paths
-        .first()
+    let files = project_files(opts, kept, &excluded_dir, &resolver);
+    let mut project_settings = settings_path(opts)
         .and_then(|p| resolver.for_file(p).ok())
         .unwrap_or_default();
     if opts.redis_version.is_some() || opts.default_ttl.is_some() {
@@ -279,7 +300,7 @@ pub fn run(opts: &Options) -> Report {
         }
         project_settings = Arc::new(s);
     }
-    let mut report = pool().install(|| analyze_paths(kept, opts, &project_settings));
+    let mut report = pool().install(|| analyze_paths(files, opts, &project_settings));
     report.help_uri = project_settings.help_uri.clone();
     report.errors.splice(0..0, errors);
     report.notes.splice(0..0, config_notes);
@@ -313,6 +334,51 @@ pub fn run(opts: &Options) -> Report {
     report
 }
 
+/// The key files of the selection and of the rest of the project are matched by: the
+/// canonical path, else the path made absolute (an editor's buffer not on disk).
+fn file_key(p: &Path) -> PathBuf {
+    p.canonicalize()
+        .unwrap_or_else(|_| crate::project::absolute(p))
+}
+
+/// Every file of the project, each with whether it is selected: the selected files (as
+/// named), then the files under the project root that are not selected (not excluded by
+/// their configuration; a file whose configuration is broken is left out, as are paths the
+/// walk cannot read: they are reported only for the selection). Ordered by canonical path, so
+/// that the order does not depend on the selection or the current directory.
+fn project_files(
+    opts: &Options,
+    selected: Vec<PathBuf>,
+    prune: &crate::discover::Prune,
+    resolver: &Resolver,
+) -> Vec<(PathBuf, bool)> {
+    let mut files: Vec<(PathBuf, PathBuf, bool)> = selected
+        .into_iter()
+        .map(|p| (file_key(&p), p, true))
+        .collect();
+    // nothing selected: nothing to report, so nothing to read for facts
+    if let Some(root) = opts.project_root.as_ref().filter(|_| !files.is_empty()) {
+        let whole = opts.exclude_dirs.is_empty()
+            && opts.paths.len() == 1
+            && file_key(&opts.paths[0]) == file_key(root);
+        if !whole {
+            let known: HashSet<PathBuf> = files.iter().map(|(k, ..)| k.clone()).collect();
+            let (walked, _unreadable) = discover(std::slice::from_ref(root), &[], prune.clone());
+            for p in walked {
+                let key = file_key(&p);
+                if known.contains(&key) {
+                    continue;
+                }
+                if resolver.for_file(&p).is_ok_and(|s| !s.excludes(&p)) {
+                    files.push((key, p, false));
+                }
+            }
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files.into_iter().map(|(_, p, sel)| (p, sel)).collect()
+}
+
 /// The roots that exist but yield no file to analyse.
 fn empty_paths(roots: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
@@ -336,7 +402,16 @@ fn empty_paths(roots: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
 fn filter_reported(report: &mut Report, opts: &Options) {
     if let Some(b) = &opts.baseline {
         let before = report.findings.len();
-        let (new, gone) = b.filter(std::mem::take(&mut report.findings));
+        // an entry of a file outside the selection is not gone: that file was not checked
+        let whole = report.selected.len() == report.project_files;
+        let shown: HashSet<String> = if whole {
+            HashSet::new()
+        } else {
+            report.selected.iter().map(|p| display_path(p)).collect()
+        };
+        let (new, gone) = b.filter(std::mem::take(&mut report.findings), &|path| {
+            whole || shown.contains(path)
+        });
         report.baselined = before - new.len();
         report.baseline_gone = gone;
         report.findings = new;
@@ -349,26 +424,43 @@ fn filter_reported(report: &mut Report, opts: &Options) {
     }
 }
 
-fn analyze_paths(paths: Vec<PathBuf>, opts: &Options, settings: &Settings) -> Report {
+fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options, settings: &Settings) -> Report {
     let overlay = opts.overlay.as_deref();
-    let loaded: Vec<Loaded> = paths.into_par_iter().map(|p| load(p, overlay)).collect();
+    let loaded: Vec<(Loaded, bool)> = paths
+        .into_par_iter()
+        .map(|(p, selected)| (load(p, overlay), selected))
+        .collect();
     let mut report = Report::default();
     let mut sources = Vec::new();
-    for l in loaded {
+    for (l, selected) in loaded {
         match l {
-            Loaded::File(f) => sources.push(f),
-            Loaded::Skipped(n) => report.notes.push(n),
-            Loaded::Failed(e) => report.errors.push(e),
+            Loaded::File(f) => {
+                if selected {
+                    report.files += 1;
+                    report.lines += f.lines.line_count();
+                    report.selected.insert(f.path.clone());
+                }
+                sources.push(f);
+            }
+            // problems reading files outside the selection are not the run's to report
+            Loaded::Skipped(n) if selected => report.notes.push(n),
+            Loaded::Failed(e) if selected => report.errors.push(e),
+            Loaded::Skipped(_) | Loaded::Failed(_) => {}
         }
     }
-    report.files = sources.len();
-    report.lines = sources.iter().map(|s| s.lines.line_count()).sum();
+    report.project_files = sources.len();
     let irs: Vec<FileIr> = sources
         .into_par_iter()
         .enumerate()
         .map(|(i, f)| analyze_file(i, f))
         .collect();
     report.findings = findings_with(&irs, opts, settings);
+    // findings are reported for the selected files only; the others gave facts
+    if report.selected.len() < irs.len() {
+        report
+            .findings
+            .retain(|d| report.selected.contains(&d.primary.file.path));
+    }
     if opts.keep_irs {
         report.irs = irs;
     }

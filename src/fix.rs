@@ -204,7 +204,10 @@ pub fn plan(
                 continue;
             }
             let Some(file) = fix_file(f) else { continue };
-            if refused.contains(&file.path) {
+            // only the selected files are edited (a report not made by the engine selects
+            // nothing and restricts nothing)
+            let outside = !report.selected.is_empty() && !report.selected.contains(&file.path);
+            if outside || refused.contains(&file.path) {
                 continue;
             }
             let offer = Offer::of(d, f);

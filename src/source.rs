@@ -266,13 +266,15 @@ impl SourceFile {
     }
 }
 
-/// The path relative to the current directory when it lies under it, with `/` separators.
+/// The path relative to the current directory when it lies under it (`..` resolved, so that
+/// `../../crates/a/src/x.rs` seen from `crates/a` is `src/x.rs`), else as given, with `/`
+/// separators.
 pub fn display_path(path: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     let abs = if path.is_absolute() {
-        path.to_path_buf()
+        crate::project::lexical(path)
     } else if let Some(cwd) = &cwd {
-        cwd.join(path)
+        crate::project::lexical(&cwd.join(path))
     } else {
         path.to_path_buf()
     };

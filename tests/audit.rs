@@ -23,7 +23,11 @@ fn locklint(dir: &Path, args: &[&str]) -> Output {
 /// `locklint audit fixtures/audit/<name> --format <format>` from the repository root.
 fn audit(name: &str, format: &str) -> String {
     let path = format!("fixtures/audit/{name}");
-    let o = locklint(&root(), &["audit", &path, "--format", format]);
+    // the fixture is its own project, not part of the repository around it
+    let o = locklint(
+        &root(),
+        &["audit", &path, "--project-root", &path, "--format", format],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -310,6 +314,8 @@ fn html_renders_in_a_browser() {
         &root(),
         &[
             "audit",
+            "fixtures/audit",
+            "--project-root",
             "fixtures/audit",
             "--format",
             "html",

@@ -67,8 +67,11 @@ fn snapshot(rule: &str, example: &Path, report: &engine::Report) {
 }
 
 fn check_example(rule: &'static str, example: &Path, bad: bool) -> Result<(), Failed> {
+    // the example is its own project: facts come from its files only, never from the rest of
+    // the repository around it
     let report = engine::run(&Options {
         paths: vec![relative(example)],
+        project_root: example.is_dir().then(|| relative(example)),
         ..Default::default()
     });
     let shown = relative(example).display().to_string();

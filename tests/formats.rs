@@ -197,6 +197,8 @@ fn output_file_and_statistics() {
         .args([
             "check",
             "fixtures/separate-expire",
+            "--project-root",
+            "fixtures/separate-expire",
             "--format",
             "sarif",
             "--statistics",
@@ -222,6 +224,8 @@ fn output_file_and_statistics() {
     let o = Command::new(env!("CARGO_BIN_EXE_locklint"))
         .args([
             "check",
+            "fixtures/separate-expire",
+            "--project-root",
             "fixtures/separate-expire",
             "--format",
             "json",

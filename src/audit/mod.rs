@@ -328,6 +328,17 @@ pub struct Lock {
 }
 
 impl Lock {
+    /// Every place the lock is taken (and the calls that lead there), released, renewed or
+    /// written under.
+    pub fn sites(&self) -> impl Iterator<Item = &Site> {
+        self.acquires
+            .iter()
+            .flat_map(|a| std::iter::once(&a.site).chain(&a.called_from))
+            .chain(self.releases.iter().map(|r| &r.site))
+            .chain(self.renewals.iter().map(|r| &r.site))
+            .chain(self.protects.iter().map(|w| &w.site))
+    }
+
     /// The first acquire site, for sorting and tables.
     pub fn first_site(&self) -> Option<&Site> {
         self.acquires.first().map(|a| &a.site)

@@ -25,11 +25,22 @@ pub struct AuditArgs {
     /// Ignore all configuration files.
     #[arg(long)]
     pub isolated: bool,
+    /// The project the paths belong to: every file under it gives facts, the inventory lists
+    /// the locks the paths take, release, renew or protect. Default: the Cargo workspace,
+    /// `locklint.toml` directory or repository above the paths.
+    #[arg(long, value_name = "DIR")]
+    pub project_root: Option<PathBuf>,
 }
 
-/// Run the audit over `paths` (or `args.paths` when empty) and print it; exit 0 unless a
-/// path or the configuration cannot be read.
-pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &AuditArgs) -> ExitCode {
+/// Run the audit over `paths` (or `args.paths` when empty) in the project of `root` (else
+/// the one detected above the paths; `--project-root` wins over both) and print it; exit 0
+/// unless a path or the configuration cannot be read.
+pub fn run(
+    paths: &[PathBuf],
+    exclude_dirs: &[PathBuf],
+    root: Option<PathBuf>,
+    args: &AuditArgs,
+) -> ExitCode {
     let config = if args.isolated {
         ConfigSource::Isolated
     } else if let Some(p) = &args.config {
@@ -42,7 +53,16 @@ pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &AuditArgs) -> Exi
     } else {
         paths
     };
-    let result = audit::run(&audit::model::options(paths, exclude_dirs, config));
+    let explicit = match super::project_root_arg(args.project_root.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let root = explicit
+        .or(root)
+        .or_else(|| crate::project::root_for(paths, None));
+    let mut opts = audit::model::options(paths, exclude_dirs, config);
+    opts.project_root = root;
+    let result = audit::run(&opts);
     for e in &result.errors {
         if e.starts_with("error") {
             eprintln!("{e}");

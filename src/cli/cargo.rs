@@ -105,6 +105,8 @@ struct CargoAuditArgs {
 
 /// The directories of the selected packages, and all member directories (to keep walks apart).
 pub struct Selection {
+    /// The workspace root: the project root.
+    pub root: PathBuf,
     pub dirs: Vec<PathBuf>,
     pub members: Vec<PathBuf>,
     /// The selected packages as cargo describes them (for cargo's JSON messages).
@@ -222,8 +224,20 @@ pub fn select(
                 .unwrap_or(serde_json::Value::Null),
         })
         .collect();
+    // paths relative to the current directory when it lies in the workspace, as `locklint
+    // check` names them, so that both show a finding the same way
+    let root = meta.workspace_root.as_std_path().to_path_buf();
+    let style = if crate::project::lexical(&cwd).starts_with(&root) {
+        PathBuf::from(".")
+    } else {
+        root.clone()
+    };
     Ok(Selection {
-        dirs: selected.iter().map(|p| dir_of(p)).collect(),
+        root: crate::project::in_style_of(&root, &style),
+        dirs: selected
+            .iter()
+            .map(|p| crate::project::in_style_of(&dir_of(p), &style))
+            .collect(),
         members: member_dirs,
         packages,
     })
@@ -261,7 +275,7 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
         }
         Some(CargoCommand::Audit(args)) => {
             return match select(args.manifest_path.as_deref(), &args.package, args.workspace) {
-                Ok(sel) => super::audit::run(&sel.dirs, &sel.members, &args.audit),
+                Ok(sel) => super::audit::run(&sel.dirs, &sel.members, Some(sel.root), &args.audit),
                 Err(e) => fail(e),
             }
         }
@@ -277,7 +291,12 @@ pub fn main(mut args: Vec<OsString>) -> ExitCode {
     if check.message_format == MessageFormat::Json {
         return json_messages(&check, &sel);
     }
-    super::check::run(&sel.dirs, &sel.members, &check.report)
+    super::check::run(
+        &sel.dirs,
+        &sel.members,
+        Some(sel.root.clone()),
+        &check.report,
+    )
 }
 
 /// `--message-format=json`: cargo's message stream, optionally after `cargo check`'s own.
@@ -315,10 +334,11 @@ fn json_messages(a: &CargoCheckArgs, sel: &Selection) -> ExitCode {
             Err(e) => return fail(format!("cannot run cargo: {e}")),
         }
     }
-    let opts = match super::check::options(&sel.dirs, &sel.members, &a.report) {
-        Ok(o) => o,
-        Err(code) => return code,
-    };
+    let opts =
+        match super::check::options(&sel.dirs, &sel.members, Some(sel.root.clone()), &a.report) {
+            Ok(o) => o,
+            Err(code) => return code,
+        };
     let report = crate::engine::run(&opts);
     if let Some(e) = &report.config_error {
         eprint!("{e}");

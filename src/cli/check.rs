@@ -173,14 +173,18 @@ fn fix_files(
     Ok((report, failed))
 }
 
-/// The engine's options for `paths` per the flags: rules, configuration, fix flavour, and the
-/// findings to leave out (`--baseline`, `--changed-since`). A usage or I/O error is printed and
-/// becomes the exit code.
+/// The engine's options for `paths` per the flags: the project root (`--project-root`, else
+/// `root`), rules, configuration, fix flavour, and the findings to leave out (`--baseline`,
+/// `--changed-since`). A usage or I/O error is printed and becomes the exit code.
 pub fn options(
     paths: &[PathBuf],
     exclude_dirs: &[PathBuf],
+    root: Option<PathBuf>,
     args: &ReportArgs,
 ) -> Result<Options, ExitCode> {
+    let project_root = super::project_root_arg(args.project_root.as_deref())
+        .map_err(fail)?
+        .or(root);
     crate::rules::validate(&args.select, "--select").map_err(fail)?;
     crate::rules::validate(&args.ignore, "--ignore").map_err(fail)?;
     let baseline = match &args.baseline {
@@ -196,6 +200,7 @@ pub fn options(
     Ok(Options {
         paths: paths.to_vec(),
         exclude_dirs: exclude_dirs.to_vec(),
+        project_root,
         select: args.select.clone(),
         ignore: args.ignore.clone(),
         config: config_source(args),
@@ -207,9 +212,15 @@ pub fn options(
     })
 }
 
-/// Analyse `paths` and print the report; returns the process exit code.
-pub fn run(paths: &[PathBuf], exclude_dirs: &[PathBuf], args: &ReportArgs) -> ExitCode {
-    let opts = match options(paths, exclude_dirs, args) {
+/// Analyse the project of `paths` (`root`, unless `--project-root` says otherwise), print the
+/// report of `paths`; returns the process exit code.
+pub fn run(
+    paths: &[PathBuf],
+    exclude_dirs: &[PathBuf],
+    root: Option<PathBuf>,
+    args: &ReportArgs,
+) -> ExitCode {
+    let opts = match options(paths, exclude_dirs, root, args) {
         Ok(o) => o,
         Err(code) => return code,
     };

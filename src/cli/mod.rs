@@ -112,6 +112,11 @@ pub struct ReportArgs {
     /// Ignore all configuration files.
     #[arg(long)]
     pub isolated: bool,
+    /// The project the paths belong to: every file under it gives facts (helpers, consts,
+    /// schema, scripts), findings come from the paths only. Default: the Cargo workspace,
+    /// `locklint.toml` directory or repository above the paths.
+    #[arg(long, value_name = "DIR")]
+    pub project_root: Option<PathBuf>,
     /// Apply safe fixes to the files.
     #[arg(long)]
     pub fix: bool,
@@ -146,6 +151,15 @@ fn parse_ttl(s: &str) -> Result<String, String> {
 pub fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(EXIT_ERROR)
+}
+
+/// `--project-root`: an existing directory, or a usage error.
+pub fn project_root_arg(dir: Option<&std::path::Path>) -> Result<Option<PathBuf>, String> {
+    match dir {
+        None => Ok(None),
+        Some(d) if d.is_dir() => Ok(Some(d.to_path_buf())),
+        Some(d) => Err(format!("--project-root {}: not a directory", d.display())),
+    }
 }
 
 /// The warning for a named path that yields nothing to analyse (the run exits 2).
@@ -191,8 +205,11 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         Err(e) => return exit_clap(e),
     };
     match cli.command {
-        Command::Check(a) => check::run(&a.paths, &[], &a.report),
-        Command::Audit(a) => audit::run(&[], &[], &a),
+        Command::Check(a) => {
+            let root = crate::project::root_for(&a.paths, None);
+            check::run(&a.paths, &[], root, &a.report)
+        }
+        Command::Audit(a) => audit::run(&[], &[], None, &a),
         Command::Rules => {
             print!("{}", list_rules());
             ExitCode::from(EXIT_CLEAN)

@@ -18,15 +18,19 @@ pub struct Outcome {
     pub log: Vec<String>,
 }
 
-/// How a document is analysed: the path it is analysed under and its text. The server takes
-/// this as a parameter so that its handling of failures can be exercised.
-pub type Analyser = fn(&Path, &str) -> Outcome;
+/// How a document is analysed: the path it is analysed under, its text, and the root of the
+/// project it belongs to (`None`: the document alone). The server takes this as a parameter
+/// so that its handling of failures can be exercised.
+pub type Analyser = fn(&Path, &str, Option<&Path>) -> Outcome;
 
-/// The engine over one document, with the configuration that governs its path.
-pub fn analyse(path: &Path, text: &str) -> Outcome {
+/// The engine over a document's project, with the document's text in place of its file, and
+/// the configuration that governs each file; the findings of the document only. The whole
+/// project is read and analysed each time (its other files give the facts).
+pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
     let overlay: HashMap<PathBuf, String> = [(path.to_path_buf(), text.to_string())].into();
     let report = engine::run(&Options {
         paths: vec![path.to_path_buf()],
+        project_root: root.map(Path::to_path_buf),
         config: ConfigSource::Discover,
         overlay: Some(Arc::new(overlay)),
         ..Default::default()
@@ -62,8 +66,8 @@ pub fn analyse(path: &Path, text: &str) -> Outcome {
 
 /// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document and a
 /// log line.
-pub fn guarded(analyser: Analyser, file: &FileRef) -> Outcome {
-    match isolate::catch(|| analyser(&file.path, &file.text)) {
+pub fn guarded(analyser: Analyser, file: &FileRef, root: Option<&Path>) -> Outcome {
+    match isolate::catch(|| analyser(&file.path, &file.text, root)) {
         Ok(outcome) => outcome,
         Err(why) => {
             let finding = isolate::file_finding(file, &why);
@@ -94,7 +98,7 @@ mod tests {
     /// Whether the panic hook was silenced when [`explode`] panicked.
     static SILENCED: AtomicBool = AtomicBool::new(false);
 
-    fn explode(_: &Path, _: &str) -> Outcome {
+    fn explode(_: &Path, _: &str, _: Option<&Path>) -> Outcome {
         SILENCED.store(isolate::catching(), Ordering::SeqCst);
         panic!("a front-end bug")
     }
@@ -102,7 +106,7 @@ mod tests {
     #[test]
     fn a_panic_becomes_a_finding_and_a_log_line_and_is_not_printed() {
         let file = SourceFile::new(PathBuf::from("/ws/a.lua"), "x".into());
-        let out = guarded(explode, &file);
+        let out = guarded(explode, &file, None);
         assert_eq!(out.findings.len(), 1);
         assert_eq!(out.findings[0].rule, PARSE_ERROR.name);
         assert!(isolate::is_caught(&out.findings[0]));

@@ -26,6 +26,8 @@ pub struct Job {
     pub uri: String,
     pub version: i64,
     pub file: FileRef,
+    /// The root of the document's project (`None`: the document alone).
+    pub root: Option<std::path::PathBuf>,
 }
 
 /// A finished analysis.
@@ -51,7 +53,7 @@ impl Worker {
             .stack_size(STACK_BYTES)
             .spawn(move || {
                 for job in incoming {
-                    let outcome = analysis::guarded(analyser, &job.file);
+                    let outcome = analysis::guarded(analyser, &job.file, job.root.as_deref());
                     let done = Done {
                         uri: job.uri,
                         version: job.version,

@@ -35,6 +35,8 @@ enum State {
 struct Open {
     uri: String,
     doc: Document,
+    /// The root of the project the document belongs to (`None`: the document alone).
+    root: Option<PathBuf>,
     analysis: Option<Analysis>,
     /// Requests held until an analysis of at least this version is done.
     waiting: Vec<(Request, i64)>,
@@ -43,7 +45,11 @@ struct Open {
 struct Server {
     out: Output,
     state: State,
+    /// Where unsaved buffers are analysed: the first workspace folder, else the current
+    /// directory.
     root: PathBuf,
+    /// The client's workspace folders (or its root).
+    folders: Vec<PathBuf>,
     docs: HashMap<String, Open>,
     scheduler: Scheduler,
     worker: Worker,
@@ -124,6 +130,7 @@ pub fn run(
         out,
         state: State::Uninitialised,
         root: std::env::current_dir().unwrap_or_default(),
+        folders: Vec::new(),
         docs: HashMap::new(),
         scheduler: Scheduler::new(config.debounce),
         worker,
@@ -271,15 +278,41 @@ impl Server {
 
     fn initialize(&mut self, params: &Value) {
         self.state = State::Running;
-        let root = params["workspaceFolders"][0]["uri"]
-            .as_str()
-            .or(params["rootUri"].as_str())
-            .and_then(|u| url::Url::parse(u).ok())
-            .and_then(|u| u.to_file_path().ok())
-            .or_else(|| params["rootPath"].as_str().map(PathBuf::from));
-        if let Some(root) = root {
-            self.root = root;
+        let dir = |u: &str| url::Url::parse(u).ok().and_then(|u| u.to_file_path().ok());
+        let mut folders: Vec<PathBuf> = params["workspaceFolders"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["uri"].as_str().and_then(dir))
+            .collect();
+        if folders.is_empty() {
+            folders.extend(
+                params["rootUri"]
+                    .as_str()
+                    .and_then(dir)
+                    .or_else(|| params["rootPath"].as_str().map(PathBuf::from)),
+            );
         }
+        if let Some(root) = folders.first() {
+            self.root = root.clone();
+        }
+        self.folders = folders;
+    }
+
+    /// The root of the project of a document analysed under `path`: the deepest workspace
+    /// folder that holds it, else (a file) the root detected from its path, else none (an
+    /// unsaved buffer outside any folder is analysed alone).
+    fn project_root(&self, path: &std::path::Path, is_file: bool) -> Option<PathBuf> {
+        self.folders
+            .iter()
+            .filter(|f| path.starts_with(f))
+            .max_by_key(|f| f.components().count())
+            .cloned()
+            .or_else(|| {
+                is_file
+                    .then(|| crate::project::detect(path).map(|r| r.dir))
+                    .flatten()
+            })
     }
 
     /// A request about one document: answered now if its analysis is current, else held
@@ -367,11 +400,17 @@ impl Server {
                 if doc.path.is_some() {
                     self.scheduler.now(&uri);
                 }
+                let is_file = url::Url::parse(&uri).is_ok_and(|u| u.scheme() == "file");
+                let root = doc
+                    .path
+                    .as_deref()
+                    .and_then(|p| self.project_root(p, is_file));
                 let old = self.docs.insert(
                     uri.clone(),
                     Open {
                         uri,
                         doc,
+                        root,
                         analysis: None,
                         waiting: Vec::new(),
                     },
@@ -462,6 +501,7 @@ impl Server {
                 uri,
                 version: open.doc.version,
                 file: SourceFile::new(path, open.doc.text.clone()),
+                root: open.root.clone(),
             };
             if !self.worker.submit(job) {
                 self.scheduler.finished();
@@ -581,7 +621,7 @@ mod tests {
         (code, msgs)
     }
 
-    fn explode(_: &Path, _: &str) -> Outcome {
+    fn explode(_: &Path, _: &str, _: Option<&Path>) -> Outcome {
         panic!("a front-end bug")
     }
 
@@ -636,7 +676,7 @@ mod tests {
     /// How many analyses [`counted`] ran, and the text of the last one.
     static ANALYSES: Mutex<(usize, String)> = Mutex::new((0, String::new()));
 
-    fn counted(_: &Path, text: &str) -> Outcome {
+    fn counted(_: &Path, text: &str, _: Option<&Path>) -> Outcome {
         let mut a = ANALYSES.lock().unwrap();
         a.0 += 1;
         a.1 = text.to_string();

@@ -67,6 +67,17 @@ pub fn run(opts: &Options) -> Audit {
     audit.files = report.files;
     let irs = std::mem::take(&mut report.irs);
     audit.locks = inventory(&irs, &settings, &report.findings);
+    // the locks of the selection: those it takes, releases, renews or protects (their other
+    // sites, elsewhere in the project, are still listed)
+    if report.selected.len() < report.project_files {
+        audit.locks.retain(|l| {
+            l.sites().any(|s| {
+                s.file
+                    .as_ref()
+                    .is_some_and(|f| report.selected.contains(&f.path))
+            })
+        });
+    }
     audit
 }
 
@@ -79,8 +90,7 @@ fn project_settings(opts: &Options) -> Settings {
             _ => return Settings::default(),
         },
     };
-    opts.paths
-        .first()
+    engine::settings_path(opts)
         .and_then(|p| resolver.for_file(p).ok())
         .map(|s| (*s).clone())
         .unwrap_or_default()

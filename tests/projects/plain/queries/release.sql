@@ -1,0 +1,1 @@
+DELETE FROM job_locks WHERE name = $1;

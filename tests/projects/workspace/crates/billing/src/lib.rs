@@ -1,0 +1,2 @@
+pub mod invoices;
+pub mod keys;
