@@ -9,6 +9,10 @@
 //! or runs longer than the timeout is reported as such. Positional arguments select cases
 //! whose name contains one of them.
 //!
+//! Some cases go on after the analysis, as the command line would: `+human` renders every
+//! finding as the human output does, `+add-suppressions` computes the `--add-suppressions`
+//! edits. Their `stage s` column is the wall time of that step alone.
+//!
 //! `LOCKLINT_PATHO_SIZE` sets the input size in bytes (default 1000000), or several sizes
 //! separated by commas (`1000000,2000000`): each case then runs at every size and the last
 //! column gives its CPU time over the CPU time at the first size (about the ratio of the sizes
@@ -27,10 +31,40 @@ use std::time::{Duration, Instant};
 /// Builds an input from a repetition count.
 type Generator = fn(usize) -> String;
 
+/// What the child does after analysing the input.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Nothing: the analysis alone.
+    Analyse,
+    /// Render every finding as human output.
+    Human,
+    /// Compute the `--add-suppressions` edits.
+    AddSuppressions,
+}
+
+impl Stage {
+    fn arg(self) -> &'static str {
+        match self {
+            Stage::Analyse => "analyse",
+            Stage::Human => "human",
+            Stage::AddSuppressions => "add-suppressions",
+        }
+    }
+
+    fn of(arg: &str) -> Stage {
+        match arg {
+            "human" => Stage::Human,
+            "add-suppressions" => Stage::AddSuppressions,
+            _ => Stage::Analyse,
+        }
+    }
+}
+
 struct Case {
     name: String,
     file: &'static str,
     text: String,
+    stage: Stage,
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -51,12 +85,14 @@ fn cases(size: usize) -> Vec<Case> {
         name: "empty".to_string(),
         file: "empty.rs",
         text: "fn main() {}\n".to_string(),
+        stage: Stage::Analyse,
     }];
     for form in p::FORMS {
         out.push(Case {
             name: format!("rust/{}", form.name),
             file: "deep.rs",
             text: (form.build)(depth_for(form.build, size)),
+            stage: Stage::Analyse,
         });
     }
     let per_line = |f: Generator| p::count_for(size, f(11).len() - f(1).len()) * 10;
@@ -78,48 +114,83 @@ fn cases(size: usize) -> Vec<Case> {
             name: format!("rust/{name}"),
             file: "big.rs",
             text: f(n),
+            stage: Stage::Analyse,
+        });
+    }
+    // every finding of one file rendered, or given a suppression comment
+    for stage in [Stage::Human, Stage::AddSuppressions] {
+        out.push(Case {
+            name: format!("rust/many_findings+{}", stage.arg()),
+            file: "big.rs",
+            text: p::many_findings(per_line(p::many_findings)),
+            stage,
         });
     }
     out.push(Case {
         name: "rust/long_line_ascii".to_string(),
         file: "line.rs",
         text: p::long_line(size, false),
+        stage: Stage::Analyse,
     });
     out.push(Case {
         name: "rust/long_line_non_ascii".to_string(),
         file: "line.rs",
         text: p::long_line(size, true),
+        stage: Stage::Analyse,
     });
     out.push(Case {
         name: "rust/sql_literal_statements".to_string(),
         file: "queries.rs",
         text: p::sql_literal_statements(per_line(p::sql_literal_statements)),
+        stage: Stage::Analyse,
     });
     out.push(Case {
         name: "sql/advisory_statements".to_string(),
         file: "locks.sql",
         text: p::advisory_statements(per_line(p::advisory_statements)),
+        stage: Stage::Analyse,
     });
     out.push(Case {
         name: "sql/lock_table_updates".to_string(),
         file: "locks.sql",
         text: p::lock_table_updates(per_line(p::lock_table_updates)),
+        stage: Stage::Analyse,
     });
     out.push(Case {
         name: "lua/large_file".to_string(),
         file: "script.lua",
         text: p::lua_file(size * 27 / 10),
+        stage: Stage::Analyse,
     });
     out
 }
 
 /// In the child: analyse `dir` and print one result line.
-fn child(dir: &Path) {
+fn child(dir: &Path, stage: Stage) {
     let start = Instant::now();
     let report = engine::run(&Options {
         paths: vec![dir.to_path_buf()],
         ..Default::default()
     });
+    let stage_start = Instant::now();
+    let produced = match stage {
+        Stage::Analyse => 0,
+        Stage::Human => locklint::output::human::render(
+            &report,
+            locklint::output::human::Style {
+                color: false,
+                width: 100,
+            },
+            false,
+        )
+        .len(),
+        Stage::AddSuppressions => locklint::suppress::insertions(&report.findings, "bench")
+            .iter()
+            .map(|(_, edits)| edits.len())
+            .sum(),
+    };
+    std::hint::black_box(produced);
+    let stage_wall = stage_start.elapsed().as_secs_f64();
     let wall = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds();
     let hwm = std::fs::read_to_string("/proc/self/status")
@@ -137,7 +208,7 @@ fn child(dir: &Path) {
         .filter(|f| f.rule == "parse-error")
         .count();
     println!(
-        "RESULT {wall} {hwm} {} {parse_errors} {cpu}",
+        "RESULT {wall} {hwm} {} {parse_errors} {cpu} {stage_wall}",
         report.findings.len()
     );
 }
@@ -161,6 +232,7 @@ fn cpu_seconds() -> f64 {
 enum Outcome {
     Done {
         wall: f64,
+        stage: f64,
         cpu: f64,
         hwm_kb: u64,
         findings: usize,
@@ -170,7 +242,7 @@ enum Outcome {
     Failed(String),
 }
 
-fn run_child(dir: &Path, timeout: Duration) -> Outcome {
+fn run_child(dir: &Path, stage: Stage, timeout: Duration) -> Outcome {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => return Outcome::Failed(e.to_string()),
@@ -178,6 +250,7 @@ fn run_child(dir: &Path, timeout: Duration) -> Outcome {
     let mut child = match Command::new(exe)
         .arg("--child")
         .arg(dir)
+        .arg(stage.arg())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -208,6 +281,7 @@ fn run_child(dir: &Path, timeout: Duration) -> Outcome {
             let f: Vec<&str> = l.split_whitespace().collect();
             Outcome::Done {
                 wall: f[0].parse().unwrap_or(f64::NAN),
+                stage: f.get(5).and_then(|c| c.parse().ok()).unwrap_or(f64::NAN),
                 cpu: f.get(4).and_then(|c| c.parse().ok()).unwrap_or(f64::NAN),
                 hwm_kb: f[1].parse().unwrap_or(0),
                 findings: f[2].parse().unwrap_or(0),
@@ -227,7 +301,10 @@ fn run_child(dir: &Path, timeout: Duration) -> Outcome {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(Path::new(&args[i + 1]));
+        child(
+            Path::new(&args[i + 1]),
+            Stage::of(args.get(i + 2).map_or("", String::as_str)),
+        );
         return;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
@@ -239,8 +316,17 @@ fn main() {
     let timeout = Duration::from_secs(env_num("LOCKLINT_PATHO_TIMEOUT", 60));
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pathological");
     println!(
-        "{:<34} {:>10} {:>8} {:>8} {:>10} {:>10} {:>8} {:>9} {:>6}",
-        "case", "size", "wall s", "cpu s", "peak RSS", "growth", "growth/B", "findings", "cpu x"
+        "{:<40} {:>10} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8} {:>9} {:>6}",
+        "case",
+        "size",
+        "wall s",
+        "stage s",
+        "cpu s",
+        "peak RSS",
+        "growth",
+        "growth/B",
+        "findings",
+        "cpu x"
     );
     let mut baseline_kb = 0u64;
     let per_size: Vec<Vec<Case>> = sizes.iter().map(|&s| cases(s)).collect();
@@ -263,13 +349,14 @@ fn main() {
             if let Err(e) = std::fs::create_dir_all(&dir)
                 .and_then(|_| std::fs::write(dir.join(case.file), &case.text))
             {
-                println!("{:<34} cannot write the input: {e}", case.name);
+                println!("{:<40} cannot write the input: {e}", case.name);
                 continue;
             }
             let bytes = case.text.len();
-            match run_child(&dir, timeout) {
+            match run_child(&dir, case.stage, timeout) {
                 Outcome::Done {
                     wall,
+                    stage,
                     cpu,
                     hwm_kb,
                     findings,
@@ -285,10 +372,15 @@ fn main() {
                     };
                     first_cpu.get_or_insert(cpu);
                     println!(
-                        "{:<34} {:>10} {:>8.3} {:>8.2} {:>9}K {:>9}K {:>8.1} {:>9} {:>6}",
+                        "{:<40} {:>10} {:>8.3} {:>8} {:>8.2} {:>9}K {:>9}K {:>8.1} {:>9} {:>6}",
                         case.name,
                         bytes,
                         wall,
+                        if case.stage == Stage::Analyse {
+                            String::new()
+                        } else {
+                            format!("{stage:.3}")
+                        },
                         cpu,
                         hwm_kb,
                         growth / 1024,
@@ -302,14 +394,14 @@ fn main() {
                     );
                 }
                 Outcome::Timeout => println!(
-                    "{:<34} {:>10} {:>8} (killed after {} s)",
+                    "{:<40} {:>10} {:>8} (killed after {} s)",
                     case.name,
                     bytes,
                     "timeout",
                     timeout.as_secs()
                 ),
                 Outcome::Failed(why) => {
-                    println!("{:<34} {:>10} {:>8} ({why})", case.name, bytes, "crashed")
+                    println!("{:<40} {:>10} {:>8} ({why})", case.name, bytes, "crashed")
                 }
             }
             let _ = std::fs::remove_dir_all(&dir);

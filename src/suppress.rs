@@ -484,37 +484,50 @@ pub fn apply(
     kept
 }
 
-/// Start of the Rust string literal (or block comment) that contains `offset`, if any.
-fn literal_around(file: &FileRef, offset: usize) -> Option<usize> {
+/// The multi-line string literals and block comments of a Rust file, in text order: a
+/// finding inside one (embedded SQL or Lua) gets its comment above the token. Lexed once per
+/// file, however many findings it has.
+fn multi_line_tokens(file: &FileRef) -> Vec<Span> {
     use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
     if file.path.extension().and_then(|e| e.to_str()) != Some("rs") {
-        return None;
+        return Vec::new();
     }
+    let mut out = Vec::new();
     let mut pos = 0usize;
     for t in tokenize(&file.text, FrontmatterAllowed::No) {
         let start = pos;
         pos += t.len as usize;
-        if pos <= offset {
-            continue;
+        if matches!(t.kind, K::Literal { .. } | K::BlockComment { .. })
+            && file.text[start..pos].contains('\n')
+        {
+            out.push(Span::new(start, pos));
         }
-        if start > offset {
-            return None;
-        }
-        let multi_line = file.text[start..pos].contains('\n');
-        return (multi_line
-            && matches!(t.kind, K::Literal { .. } | K::BlockComment { .. })
-            && start < offset)
-            .then_some(start);
     }
-    None
+    out
+}
+
+/// Start of the token of `tokens` (from [`multi_line_tokens`]) that contains `offset` past
+/// its first byte, if any.
+fn literal_around(tokens: &[Span], offset: usize) -> Option<usize> {
+    let i = tokens
+        .partition_point(|t| t.start < offset)
+        .checked_sub(1)?;
+    (offset < tokens[i].end).then_some(tokens[i].start)
 }
 
 /// Edits that insert a suppression (with `reason`) above every finding, one comment per line
 /// naming all rules found there, indented like the line. Grouped by file.
 pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(Span, String)>)> {
-    // per file: insertion offsets with the rules found on that line
-    type Lines = Vec<(usize, Vec<&'static str>)>;
-    let mut out: Vec<(FileRef, Lines)> = Vec::new();
+    /// One file's insertions: offsets with the rules found on that line, in the order first
+    /// seen, the index of each offset, and the file's multi-line tokens once lexed.
+    struct PerFile {
+        file: FileRef,
+        lines: Vec<(usize, Vec<&'static str>)>,
+        by_start: HashMap<usize, usize>,
+        tokens: Option<Vec<Span>>,
+    }
+    let mut out: Vec<PerFile> = Vec::new();
+    let mut by_path: HashMap<&std::path::Path, usize> = HashMap::new();
     for d in findings {
         if matches!(
             d.rule,
@@ -523,28 +536,41 @@ pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(S
             continue;
         }
         let file = &d.primary.file;
-        let text = &file.text;
+        let fi = *by_path.entry(file.path.as_path()).or_insert_with(|| {
+            out.push(PerFile {
+                file: file.clone(),
+                lines: Vec::new(),
+                by_start: HashMap::new(),
+                tokens: None,
+            });
+            out.len() - 1
+        });
+        let entry = &mut out[fi];
+        let text = &entry.file.text;
         let mut at = d.primary.span.start.min(text.len());
         // a finding inside a multi-line string (embedded SQL or Lua): comment above the literal
-        if let Some(lit) = literal_around(file, at) {
+        let tokens = entry
+            .tokens
+            .get_or_insert_with(|| multi_line_tokens(&entry.file));
+        if let Some(lit) = literal_around(tokens, at) {
             at = lit;
         }
-        let line_start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let entry = match out.iter_mut().find(|(f, _)| f.path == file.path) {
-            Some(e) => e,
-            None => {
-                out.push((file.clone(), Vec::new()));
-                out.last_mut().expect("just pushed")
+        let line_start = entry.file.line_span(at).start;
+        match entry.by_start.get(&line_start) {
+            Some(&li) => {
+                let rules = &mut entry.lines[li].1;
+                if !rules.contains(&d.rule) {
+                    rules.push(d.rule);
+                }
             }
-        };
-        match entry.1.iter_mut().find(|(at, _)| *at == line_start) {
-            Some((_, rules)) if !rules.contains(&d.rule) => rules.push(d.rule),
-            Some(_) => {}
-            None => entry.1.push((line_start, vec![d.rule])),
+            None => {
+                entry.by_start.insert(line_start, entry.lines.len());
+                entry.lines.push((line_start, vec![d.rule]));
+            }
         }
     }
     out.into_iter()
-        .map(|(file, lines)| {
+        .map(|PerFile { file, lines, .. }| {
             let dash = matches!(
                 file.path.extension().and_then(|e| e.to_str()),
                 Some("sql") | Some("lua")
@@ -569,4 +595,141 @@ pub fn insertions(findings: &[Diagnostic], reason: &str) -> Vec<(FileRef, Vec<(S
             (file, edits)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+    use std::path::PathBuf;
+
+    fn finding(file: &FileRef, rule: &'static str, at: usize) -> Diagnostic {
+        let mut d = meta(
+            &WITHOUT_REASON,
+            file,
+            Span::new(at, at + 1),
+            "",
+            String::new(),
+            "",
+        );
+        d.rule = rule;
+        d
+    }
+
+    /// Where a finding's comment goes, worked out alone: the start of the line holding the
+    /// finding, or holding the start of the multi-line literal or block comment around it.
+    fn line_alone(text: &str, offset: usize) -> usize {
+        use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+        let mut at = offset;
+        let mut pos = 0;
+        for t in tokenize(text, FrontmatterAllowed::No) {
+            let start = pos;
+            pos += t.len as usize;
+            if start < offset && offset < pos {
+                if matches!(t.kind, K::Literal { .. } | K::BlockComment { .. })
+                    && text[start..pos].contains('\n')
+                {
+                    at = start;
+                }
+                break;
+            }
+        }
+        text[..at].rfind('\n').map_or(0, |i| i + 1)
+    }
+
+    const TEXT: &str = "fn f(con: &mut C) {
+    let a = con.set_nx(\"lock:a\", \"1\"); let b = con.set_nx(\"lock:b\", \"1\");
+    sqlx::query(\"UPDATE jobs
+        SET owner = 1
+        WHERE id = 2\").execute(&pool);
+    /* a comment
+       over lines */
+    let one_line = \"UPDATE t SET a = 1\";
+        tabbed();
+}
+";
+
+    #[test]
+    fn each_line_gets_one_comment_naming_every_rule_found_there() {
+        let file = SourceFile::new(PathBuf::from("a.rs"), TEXT.to_string());
+        let at = |s: &str| TEXT.find(s).unwrap();
+        let findings = vec![
+            finding(&file, "setnx-without-expiry", at("con.set_nx(\"lock:a")),
+            finding(&file, "setnx-without-expiry", at("con.set_nx(\"lock:b")),
+            finding(&file, "constant-lock-value", at("\"1\"); let b")),
+            finding(&file, "unfenced-write", at("SET owner")),
+            finding(&file, "lock-table-no-owner-check", at("WHERE id")),
+            finding(&file, "unfenced-write", at("over lines")),
+            finding(&file, "unfenced-write", at("SET a = 1")),
+            finding(&file, "get-then-set", at("tabbed")),
+            finding(&file, "unused-suppression", at("tabbed")),
+        ];
+        let out = insertions(&findings, "known");
+        assert_eq!(out.len(), 1);
+        let edits: Vec<(usize, &str)> = out[0]
+            .1
+            .iter()
+            .map(|(s, r)| (s.start, r.as_str()))
+            .collect();
+        let line = |s: &str| TEXT[..at(s)].rfind('\n').unwrap() + 1;
+        assert_eq!(
+            edits,
+            vec![
+                (
+                    line("let a"),
+                    "    // locklint: allow(setnx-without-expiry, constant-lock-value) -- known\n"
+                ),
+                (
+                    line("sqlx::query"),
+                    "    // locklint: allow(unfenced-write, lock-table-no-owner-check) -- known\n"
+                ),
+                (
+                    line("/* a comment"),
+                    "    // locklint: allow(unfenced-write) -- known\n"
+                ),
+                (
+                    line("let one_line"),
+                    "    // locklint: allow(unfenced-write) -- known\n"
+                ),
+                (
+                    line("tabbed"),
+                    "        // locklint: allow(get-then-set) -- known\n"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn many_findings_land_where_each_would_alone() {
+        let mut text = String::from("fn f(con: &mut C) {\n");
+        for i in 0..300 {
+            if i % 3 == 0 {
+                text.push_str(&format!(
+                    "    sqlx::query(\"UPDATE t{i}\n        SET a = 1\").execute(&p);\n"
+                ));
+            } else {
+                text.push_str(&format!("    let _ = con.set_nx(\"lock:{i}\", \"1\");\n"));
+            }
+        }
+        text.push_str("}\n");
+        let file = SourceFile::new(PathBuf::from("big.rs"), text.clone());
+        let offsets: Vec<usize> = text
+            .match_indices("SET a")
+            .chain(text.match_indices("set_nx"))
+            .map(|(i, _)| i)
+            .collect();
+        let findings: Vec<Diagnostic> = offsets
+            .iter()
+            .map(|&o| finding(&file, "unfenced-write", o))
+            .collect();
+        let out = insertions(&findings, "r");
+        let mut got: Vec<usize> = out[0].1.iter().map(|(s, _)| s.start).collect();
+        let mut want: Vec<usize> = offsets.iter().map(|&o| line_alone(&text, o)).collect();
+        want.dedup();
+        assert_eq!(got.len(), 300);
+        got.sort_unstable();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(got, want);
+    }
 }

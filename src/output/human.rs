@@ -4,8 +4,10 @@ use crate::diagnostic::{Applicability, Diagnostic, Severity};
 use crate::engine::Report;
 use crate::source::FileRef;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Rendering choices.
 #[derive(Debug, Clone, Copy)]
@@ -14,9 +16,36 @@ pub struct Style {
     pub width: usize,
 }
 
-/// A file's text as a miette source.
+/// A file's text as a miette source. miette reads a span by scanning the text from its start
+/// (counting lines as it goes); this reads it from a few lines above the span instead, through
+/// the file's line index, so rendering every finding of a file stays linear in its size.
+/// miette's own reading runs on that window and its positions are shifted back: the output is
+/// the same as miette reading the whole text.
 #[derive(Clone)]
-struct FileSource(FileRef);
+struct FileSource {
+    file: FileRef,
+    /// Offsets of the carriage returns not followed by a line feed: miette counts them as line
+    /// breaks, the line index does not.
+    lone_cr: Arc<Vec<usize>>,
+}
+
+impl FileSource {
+    fn new(file: FileRef) -> FileSource {
+        let lone_cr = lone_carriage_returns(&file.text);
+        FileSource {
+            file,
+            lone_cr: Arc::new(lone_cr),
+        }
+    }
+}
+
+fn lone_carriage_returns(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    text.match_indices('\r')
+        .map(|(i, _)| i)
+        .filter(|&i| bytes.get(i + 1) != Some(&b'\n'))
+        .collect()
+}
 
 impl SourceCode for FileSource {
     fn read_span<'a>(
@@ -25,7 +54,39 @@ impl SourceCode for FileSource {
         before: usize,
         after: usize,
     ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        self.0.text.as_str().read_span(span, before, after)
+        let text = self.file.text.as_str();
+        // the start of the line `before + 1` lines above the span's (miette counts at least as
+        // many lines in between: it also breaks lines at a lone carriage return); one more
+        // than the context because miette ends an empty span's read at the byte before it
+        let line = self.file.line_col(span.offset()).line;
+        let first = line.saturating_sub(before + 1).max(1);
+        let base = self.file.lines.offset(text, first, 0).min(span.offset());
+        if base == 0 {
+            return text.read_span(span, before, after);
+        }
+        let lines_before = first - 1 + self.lone_cr.partition_point(|&i| i < base);
+        let local = miette::SourceSpan::new((span.offset() - base).into(), span.len());
+        let read = text[base..].read_span(&local, before, after)?;
+        Ok(Box::new(miette::MietteSpanContents::new(
+            read.data(),
+            miette::SourceSpan::new((read.span().offset() + base).into(), read.span().len()),
+            read.line() + lines_before,
+            read.column(),
+            read.line_count() + lines_before,
+        )))
+    }
+}
+
+/// The miette source of each file, made once per file.
+#[derive(Default)]
+struct Sources(HashMap<PathBuf, FileSource>);
+
+impl Sources {
+    fn of(&mut self, file: &FileRef) -> FileSource {
+        self.0
+            .entry(file.path.clone())
+            .or_insert_with(|| FileSource::new(file.clone()))
+            .clone()
     }
 }
 
@@ -85,7 +146,7 @@ fn span(start: usize, end: usize) -> miette::SourceSpan {
     miette::SourceSpan::new(start.into(), end.saturating_sub(start))
 }
 
-fn rendered(d: &Diagnostic) -> Rendered {
+fn rendered(d: &Diagnostic, sources: &mut Sources) -> Rendered {
     let file = d.primary.file.clone();
     let mut labels = vec![LabeledSpan::new_primary_with_span(
         Some(d.label.clone()),
@@ -104,7 +165,7 @@ fn rendered(d: &Diagnostic) -> Rendered {
                 code: String::new(),
                 severity: miette::Severity::Advice,
                 help: None,
-                source: NamedSource::new(r.location.path(), FileSource(r.location.file.clone())),
+                source: NamedSource::new(r.location.path(), sources.of(&r.location.file)),
                 labels: vec![LabeledSpan::new_primary_with_span(
                     Some(r.label.clone()),
                     span(r.location.span.start, r.location.span.end),
@@ -126,7 +187,7 @@ fn rendered(d: &Diagnostic) -> Rendered {
             fix_line(d),
             d.rule
         )),
-        source: NamedSource::new(d.primary.path(), FileSource(file)).with_language("Rust"),
+        source: NamedSource::new(d.primary.path(), sources.of(&file)).with_language("Rust"),
         labels,
         related,
     }
@@ -184,6 +245,11 @@ fn plain(d: &Diagnostic) -> String {
 
 /// Render one finding.
 pub fn render_one(d: &Diagnostic, style: Style) -> String {
+    render_with(d, style, &mut Sources::default())
+}
+
+/// Render one finding, with the sources of the files already seen.
+fn render_with(d: &Diagnostic, style: Style, sources: &mut Sources) -> String {
     let too_long = std::iter::once(&d.primary)
         .chain(d.related.iter().map(|r| &r.location))
         .any(|l| {
@@ -202,7 +268,10 @@ pub fn render_one(d: &Diagnostic, style: Style) -> String {
         .with_width(style.width)
         .with_links(false);
     let mut out = String::new();
-    if handler.render_report(&mut out, &rendered(d)).is_err() {
+    if handler
+        .render_report(&mut out, &rendered(d, sources))
+        .is_err()
+    {
         out = plain(d);
     }
     out
@@ -302,8 +371,9 @@ pub fn summary(report: &Report) -> String {
 /// Render every finding followed by the summary line (unless `quiet`).
 pub fn render(report: &Report, style: Style, quiet: bool) -> String {
     let mut out = String::new();
+    let mut sources = Sources::default();
     for d in &report.findings {
-        out.push_str(&render_one(d, style));
+        out.push_str(&render_with(d, style, &mut sources));
         out.push('\n');
     }
     if !quiet {
@@ -311,4 +381,64 @@ pub fn render(report: &Report, style: Style, quiet: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+
+    /// What a read gives, position by position.
+    fn seen(
+        source: &dyn SourceCode,
+        offset: usize,
+        len: usize,
+        context: usize,
+    ) -> Option<(Vec<u8>, usize, usize, usize, usize, usize)> {
+        let read = source
+            .read_span(
+                &miette::SourceSpan::new(offset.into(), len),
+                context,
+                context,
+            )
+            .ok()?;
+        Some((
+            read.data().to_vec(),
+            read.span().offset(),
+            read.span().len(),
+            read.line(),
+            read.column(),
+            read.line_count(),
+        ))
+    }
+
+    #[test]
+    fn spans_read_from_nearby_lines_as_from_the_whole_text() {
+        let texts = [
+            "fn a() {\n    x();\n\n    y(1,\n      2);\n}\n".to_string(),
+            "a\r\nbb\r\n\r\nccc\r\nd".to_string(),
+            "one\rtwo\r\nthree\nfo\rur\n\nfive\r".to_string(),
+            "é\nçà\n  ü\n\n".to_string(),
+            (0..40).map(|i| format!("line {i}\n")).collect(),
+        ];
+        for text in texts {
+            let file = SourceFile::new(PathBuf::from("a.rs"), text.clone());
+            let source = FileSource::new(file);
+            // spans inside the text (miette's own reading panics on some outside it)
+            for offset in 0..=text.len() {
+                for len in [0, 1, 3, 9]
+                    .into_iter()
+                    .filter(|l| offset + l <= text.len())
+                {
+                    for context in 0..4 {
+                        assert_eq!(
+                            seen(&source, offset, len, context),
+                            seen(&text.as_str(), offset, len, context),
+                            "{text:?} at {offset}+{len}, {context} lines of context"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
