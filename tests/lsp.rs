@@ -1,19 +1,114 @@
 //! `locklint lsp` end to end: a real client conversation over stdio (initialize, didOpen,
 //! publishDiagnostics, codeAction, hover, executeCommand → workspace/applyEdit, shutdown),
 //! floods of edits, incremental sync, unsaved buffers, the protocol's lifecycle and errors,
-//! malformed input written as raw bytes.
+//! malformed input written as raw bytes; and, with the server run in this process over
+//! in-memory pipes, a document whose analysis panics.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
 struct Client {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// The `locklint lsp` process (none for a server run in this process).
+    child: Option<Child>,
+    stdin: Option<Box<dyn Write + Send>>,
     incoming: Receiver<Value>,
     next_id: i64,
+}
+
+/// One end of an in-memory pipe: the bytes written to a [`PipeWriter`].
+struct PipeReader {
+    chunks: Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl Read for PipeReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.chunks.recv() {
+                Ok(c) => {
+                    self.chunk = c;
+                    self.at = 0;
+                }
+                // the writer is gone: the end of the input
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+struct PipeWriter(Sender<Vec<u8>>);
+
+impl Write for PipeWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .send(buf.to_vec())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn pipe() -> (PipeWriter, PipeReader) {
+    let (tx, rx) = channel();
+    (
+        PipeWriter(tx),
+        PipeReader {
+            chunks: rx,
+            chunk: Vec::new(),
+            at: 0,
+        },
+    )
+}
+
+/// A client of a server run in this process (`locklint::lsp::run`, as `locklint lsp` runs it)
+/// with the analyser given: its messages, and the server's exit status when it ends.
+struct InProcess {
+    client: Client,
+    server: std::thread::JoinHandle<u8>,
+}
+
+impl InProcess {
+    fn start(analyser: locklint::lsp::analysis::Analyser) -> InProcess {
+        let (to_server, server_input) = pipe();
+        let (server_output, from_server) = pipe();
+        let server = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || {
+                locklint::lsp::run(
+                    BufReader::new(server_input),
+                    Box::new(server_output),
+                    locklint::lsp::Config {
+                        debounce: locklint::lsp::DEBOUNCE,
+                        analyser,
+                    },
+                )
+            })
+            .unwrap();
+        let mut client = Client::over(None, Box::new(to_server), from_server);
+        let id = client.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": null, "capabilities": {} }),
+        );
+        client.response(id);
+        client.notify("initialized", json!({}));
+        InProcess { client, server }
+    }
+
+    /// Ends the input and returns the server's exit status.
+    fn end(mut self) -> u8 {
+        self.client.close();
+        self.server.join().expect("the server thread did not panic")
+    }
 }
 
 impl Client {
@@ -27,6 +122,15 @@ impl Client {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
+        Client::over(Some(child), Box::new(stdin), stdout)
+    }
+
+    /// A client writing to `stdin` and reading the server's frames from `stdout`.
+    fn over(
+        child: Option<Child>,
+        stdin: Box<dyn Write + Send>,
+        stdout: impl Read + Send + 'static,
+    ) -> Client {
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
@@ -114,12 +218,13 @@ impl Client {
     /// The server's exit status, once it has ended by itself.
     fn exit_status(&mut self) -> Option<i32> {
         for _ in 0..600 {
-            if let Some(s) = self.child.try_wait().unwrap() {
+            let child = self.child.as_mut().expect("a server process");
+            if let Some(s) = child.try_wait().unwrap() {
                 return s.code();
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = self.child.kill();
+        let _ = self.child.as_mut().map(Child::kill);
         panic!("the server did not end");
     }
 
@@ -275,7 +380,7 @@ fn a_client_sees_diagnostics_fixes_and_docs() {
     let id = c.request("shutdown", Value::Null);
     c.response(id);
     c.notify("exit", Value::Null);
-    let status = c.child.wait().unwrap();
+    let status = c.child.as_mut().unwrap().wait().unwrap();
     assert!(status.success());
 }
 
@@ -649,4 +754,77 @@ fn a_document_of_three_megabytes_is_answered_with_exact_positions() {
         c.response(id)["range"]["start"],
         json!({ "line": last, "character": 24 })
     );
+}
+
+/// A document holding this text makes [`explodes_on_marker`] panic.
+const EXPLODE: &str = "// explode here";
+
+/// The language server's own analysis, except that it panics on a document holding
+/// [`EXPLODE`] (a defect the analysis could have).
+fn explodes_on_marker(
+    path: &std::path::Path,
+    text: &str,
+    root: Option<&std::path::Path>,
+) -> locklint::lsp::analysis::Outcome {
+    if text.contains(EXPLODE) {
+        panic!("a defect met in {}", path.display());
+    }
+    locklint::lsp::analysis::analyse(path, text, root)
+}
+
+#[test]
+fn a_panic_in_one_documents_analysis_is_published_and_logged_and_the_server_goes_on() {
+    let mut server = InProcess::start(explodes_on_marker);
+    let c = &mut server.client;
+    c.open("untitled:broken", "rust", &format!("{EXPLODE}\n{CODE}"));
+    // the log line comes before the diagnostics
+    let logged = c.wait(|m| {
+        m["method"] == "window/logMessage"
+            && m["params"]["message"]
+                .as_str()
+                .is_some_and(|l| l.contains("a defect met in"))
+    });
+    let line = logged["params"]["message"].as_str().unwrap();
+    assert!(
+        line.contains("locklint could not analyse this file"),
+        "{logged}"
+    );
+    let published = c.diagnostics("untitled:broken");
+    assert_eq!(codes(&published), ["parse-error"], "{published}");
+    let d = &published["params"]["diagnostics"][0];
+    assert!(
+        d["message"].as_str().unwrap().contains("a defect met in"),
+        "{d}"
+    );
+    assert_eq!(d["range"], range(0, 0, 0, 1));
+
+    // another document is analysed as usual
+    c.open("untitled:fine", "rust", CODE);
+    assert!(codes(&c.diagnostics("untitled:fine")).contains(&"separate-expire".to_string()));
+    // requests about the failed document are answered from its finding
+    let id = c.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "untitled:broken" }, "position": { "line": 0, "character": 0 } }),
+    );
+    let hover = c.response(id);
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("parse-error"),
+        "{hover}"
+    );
+    // once its text no longer makes the analysis panic, it is analysed again
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": "untitled:broken", "version": 2 }, "contentChanges": [{ "text": CODE }] }),
+    );
+    let again = c.diagnostics("untitled:broken");
+    assert!(
+        codes(&again).contains(&"separate-expire".to_string()),
+        "{again}"
+    );
+    let id = c.request("shutdown", Value::Null);
+    assert!(c.response(id).is_null());
+    assert_eq!(server.end(), 0, "the input ended after shutdown");
 }
