@@ -177,7 +177,8 @@ struct Applied {
 }
 
 /// Apply the fixes of `report` (and of every report after them) in memory: per pass, the
-/// non-overlapping fixes of each file, then analyse again, until nothing changes. A file whose
+/// non-overlapping fixes of each file (with the redis-rs command trait import they leave
+/// unused together), then analyse again, until nothing changes. A file whose
 /// new text no longer parses is backed out and left alone. A fix whose result offers the same
 /// fix at the same place again is undone (with the other fixes of its file in that pass, which
 /// the next pass applies again) and not offered again. `analyse` runs the analysis over the
@@ -277,6 +278,10 @@ pub fn plan(
                 );
                 offers.push((Offer::of(d, f), f.message.clone()));
             }
+            // an import the fixes of this pass leave unused together goes with them
+            chosen.extend(crate::rules::leftovers::trait_import_left_unused(
+                &file, &chosen,
+            ));
             let Ok(new) = apply_to_text(&file.text, &chosen) else {
                 continue;
             };

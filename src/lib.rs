@@ -23,6 +23,7 @@ pub mod lsp;
 pub mod output;
 pub mod project;
 pub mod rules;
+pub mod scripts;
 pub mod source;
 pub mod suggest;
 pub mod suppress;

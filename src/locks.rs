@@ -1,6 +1,8 @@
 //! Project-wide facts: resolves key templates across files, expands lock helpers at their
 //! call sites into per-function traces, and decides which keys are locks.
 
+pub mod ttl;
+
 use crate::ir::{Call, Event, FileIr, Function, KeyRef, NodeId, Op, OpKind, Part, ResultUse};
 use crate::source::{FileRef, Span};
 use crate::vocabulary::{self, words};
@@ -48,6 +50,11 @@ pub struct TraceOp<'a> {
 }
 
 impl TraceOp<'_> {
+    /// The TTL the operation sets, as the code writes it (see [`ttl::of`]).
+    pub fn ttl(&self) -> Option<ttl::Ttl> {
+        ttl::of(&self.file, self.op)
+    }
+
     /// Where to report a problem with the reply: the outermost call site when expanded.
     pub fn reply_site(&self) -> (FileRef, Span) {
         match self.via.first() {

@@ -37,9 +37,9 @@ const MAX_WIDTH: usize = 100;
 /// Lays out the operation's statement again when the fix would push one of its lines past
 /// [`MAX_WIDTH`] columns: the edits inside the statement become one edit of the whole
 /// statement, printed by `prettyplease` (the layout rustfmt gives it) at the statement's
-/// indentation. An operation in an `if`/`while` condition or a match guard has its condition
-/// laid out the same way. Statements with comments, or that share their line with other code,
-/// are left as the edits make them.
+/// indentation. An operation in an `if`/`while` condition, a match guard, a block's tail
+/// expression or a returned value has that expression laid out the same way. Statements
+/// with comments, or that share their line with other code, are left as the edits make them.
 pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     // a line many times longer than rustfmt keeps lines is not code it lays out (generated
     // or minified): leave it as the edits make it
@@ -49,9 +49,9 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     }
     let region = match o.op.stmt {
         Some(stmt) => Some((stmt, false)),
-        None => condition_of(o).map(|c| (c, true)),
+        None => expression_of(o).map(|c| (c, true)),
     };
-    let Some((stmt, condition)) = region else {
+    let Some((stmt, expression)) = region else {
         return edits;
     };
     let within = |e: &Edit| e.location.span.start >= stmt.start && e.location.span.end <= stmt.end;
@@ -64,7 +64,7 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     let before = &text[line_start..stmt.start];
     let indent = &before[..before.len() - before.trim_start().len()];
     let old = &text[stmt.start..stmt.end];
-    if (!condition && !before.trim().is_empty()) || has_comments(old) {
+    if (!expression && !before.trim().is_empty()) || has_comments(old) {
         return edits;
     }
     let relative: Vec<(Span, String)> = edits
@@ -85,7 +85,7 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     if whole.lines().all(|l| l.chars().count() <= MAX_WIDTH) {
         return edits;
     }
-    let laid_out = if condition {
+    let laid_out = if expression {
         layout_expression(&new, indent)
     } else {
         layout_statement(&new, indent)
@@ -99,13 +99,14 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     out
 }
 
-/// The `if`/`while` condition or match guard the operation is in (the innermost one).
-fn condition_of(o: &TraceOp) -> Option<Span> {
-    let conditions = conditions_of_function(o)?;
+/// The `if`/`while` condition, match guard, tail expression or returned value the operation
+/// is in (the innermost one).
+fn expression_of(o: &TraceOp) -> Option<Span> {
+    let expressions = expressions_of_function(o)?;
     let op = o.op.span;
-    // conditions that hold the operation nest: the one starting last is the innermost
-    let before = conditions.partition_point(|c| c.start <= op.start);
-    conditions[..before]
+    // expressions that hold the operation nest: the one starting last is the innermost
+    let before = expressions.partition_point(|c| c.start <= op.start);
+    expressions[..before]
         .iter()
         .rev()
         .take(64)
@@ -113,24 +114,45 @@ fn condition_of(o: &TraceOp) -> Option<Span> {
         .copied()
 }
 
-/// The conditions of one function: its file (address, length), its span, and the spans.
-type FunctionConditions = (usize, usize, Span, std::rc::Rc<Vec<Span>>);
+/// The expressions of one function that [`reflow`] lays out: its file (address, length), its
+/// span, and the spans.
+type FunctionExpressions = (usize, usize, Span, std::rc::Rc<Vec<Span>>);
 
 thread_local! {
-    /// The conditions of the function last asked about.
-    static CONDITIONS: std::cell::RefCell<Option<FunctionConditions>> =
+    /// The expressions of the function last asked about.
+    static EXPRESSIONS: std::cell::RefCell<Option<FunctionExpressions>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Every `if`/`while` condition and match guard of the operation's function, by start: parsed
-/// once for all the operations of a function.
-fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
+/// Whether an expression is control flow or a block (laid out as a whole, it would re-print
+/// more than the operation's own code).
+fn block_like(e: &syn::Expr) -> bool {
+    matches!(
+        e,
+        syn::Expr::If(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::ForLoop(_)
+            | syn::Expr::Match(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::Unsafe(_)
+            | syn::Expr::Closure(_)
+            | syn::Expr::Async(_)
+            | syn::Expr::TryBlock(_)
+            | syn::Expr::Const(_)
+    )
+}
+
+/// Every `if`/`while` condition, match guard, block tail expression (not itself a block or
+/// control flow) and returned value of the operation's function, by start: parsed once for
+/// all the operations of a function.
+fn expressions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
     let key = (
         std::sync::Arc::as_ptr(&o.file) as usize,
         o.file.text.len(),
         o.func.whole,
     );
-    let cached = CONDITIONS.with(|c| {
+    let cached = EXPRESSIONS.with(|c| {
         c.borrow()
             .as_ref()
             .filter(|(p, l, w, _)| (*p, *l, *w) == key)
@@ -139,13 +161,13 @@ fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
     if let Some(v) = cached {
         return Some(v);
     }
-    struct Conditions<'a> {
+    struct Expressions<'a> {
         text: &'a str,
         lines: crate::source::LineIndex,
         base: usize,
         found: Vec<Span>,
     }
-    impl Conditions<'_> {
+    impl Expressions<'_> {
         fn consider(&mut self, e: &syn::Expr) {
             let sp = syn::spanned::Spanned::span(e);
             let at = |l: proc_macro2::LineColumn| {
@@ -154,7 +176,7 @@ fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
             self.found.push(Span::new(at(sp.start()), at(sp.end())));
         }
     }
-    impl<'ast> syn::visit::Visit<'ast> for Conditions<'_> {
+    impl<'ast> syn::visit::Visit<'ast> for Expressions<'_> {
         fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
             self.consider(&i.cond);
             syn::visit::visit_expr_if(self, i);
@@ -169,12 +191,26 @@ fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
             }
             syn::visit::visit_arm(self, a);
         }
+        fn visit_block(&mut self, b: &'ast syn::Block) {
+            if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last() {
+                if !block_like(tail) {
+                    self.consider(tail);
+                }
+            }
+            syn::visit::visit_block(self, b);
+        }
+        fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+            if let Some(value) = r.expr.as_deref().filter(|e| !block_like(e)) {
+                self.consider(value);
+            }
+            syn::visit::visit_expr_return(self, r);
+        }
     }
     let func = o.func.whole;
     let text = o.file.text.get(func.start..func.end)?;
     let found = {
         let item: syn::ItemFn = syn::parse_str(text).ok()?;
-        let mut v = Conditions {
+        let mut v = Expressions {
             text,
             lines: crate::source::LineIndex::new(text),
             base: func.start,
@@ -186,7 +222,7 @@ fn conditions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
     let mut found = found;
     found.sort_by_key(|s| s.start);
     let found = std::rc::Rc::new(found);
-    CONDITIONS.with(|c| *c.borrow_mut() = Some((key.0, key.1, key.2, found.clone())));
+    EXPRESSIONS.with(|c| *c.borrow_mut() = Some((key.0, key.1, key.2, found.clone())));
     Some(found)
 }
 
@@ -239,37 +275,10 @@ fn snippet(file: &FileRef, span: Span) -> &str {
     file.text.get(span.start..span.end).unwrap_or("")
 }
 
-/// The unit of an expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    Seconds,
-    Millis,
-}
+pub use crate::locks::ttl::Ttl;
 
-impl Unit {
-    pub fn word(self) -> &'static str {
-        match self {
-            Unit::Seconds => "EX",
-            Unit::Millis => "PX",
-        }
-    }
-}
-
-/// An expiry as source text.
-#[derive(Debug, Clone)]
-pub struct Ttl {
-    pub text: String,
-    pub unit: Unit,
-}
-
+/// How a fix writes a TTL.
 impl Ttl {
-    pub fn millis(ms: u64) -> Ttl {
-        Ttl {
-            text: group_digits(ms),
-            unit: Unit::Millis,
-        }
-    }
-
     fn is_literal(&self) -> bool {
         self.text.chars().all(|c| c.is_ascii_digit() || c == '_')
     }
@@ -298,90 +307,19 @@ impl Ttl {
     }
 }
 
-/// `30000` → `30_000`.
-fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    if s.len() <= 4 {
-        return s;
-    }
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push('_');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Arguments of a command as source texts: typed `name(a, b)` or a builder
-/// `cmd("NAME").arg(a).arg(b)`, without the command name.
+/// Arguments of a command as source texts (see [`crate::locks::ttl::command_args`]).
 fn command_args(file: &FileRef, o: &TraceOp) -> Option<Vec<String>> {
-    let text = snippet(file, o.op.span);
-    let src = if text.starts_with("redis::") || text.starts_with("::") {
-        text.to_string()
-    } else {
-        format!("__receiver.{text}")
-    };
-    let expr: syn::Expr = syn::parse_str(&src).ok()?;
-    let mut chain = Vec::new();
-    let mut cur = &expr;
-    loop {
-        match cur {
-            syn::Expr::MethodCall(m) => {
-                chain.push((m.method.to_string(), m.args.iter().cloned().collect()));
-                cur = &m.receiver;
-            }
-            syn::Expr::Call(c) => {
-                chain.push(("cmd".to_string(), c.args.iter().cloned().collect()));
-                break;
-            }
-            _ => break,
-        }
-    }
-    chain.reverse();
-    let lines = crate::source::LineIndex::new(&src);
-    let show = |e: &syn::Expr| -> String {
-        // the argument's own text, from the snippet
-        let sp = syn::spanned::Spanned::span(e);
-        let (s, t) = (sp.start(), sp.end());
-        let a = lines.offset(&src, s.line, s.column);
-        let b = lines.offset(&src, t.line, t.column);
-        src.get(a..b).unwrap_or("").to_string()
-    };
-    let mut out: Vec<String> = Vec::new();
-    let builder = o.op.command.chars().any(|c| c.is_ascii_uppercase());
-    for (name, args) in &chain {
-        let args: &Vec<syn::Expr> = args;
-        if builder {
-            if name == "arg" || name == "cmd" {
-                out.extend(args.iter().map(show));
-            }
-        } else if chain.len() == 1 || name == &o.op.command {
-            out.extend(args.iter().map(show));
-        }
-    }
-    if builder && !out.is_empty() {
-        // drop the command name
-        out.remove(0);
-    }
-    Some(out)
+    let args = crate::locks::ttl::command_args(file, o.op)?;
+    Some(args.into_iter().map(|(text, _)| text).collect())
 }
 
 /// The expiry a separate `EXPIRE`/`PEXPIRE` sets.
 pub fn expire_ttl(o: &TraceOp) -> Option<Ttl> {
     let cmd = o.op.command.to_ascii_lowercase();
-    let unit = match cmd.as_str() {
-        "expire" => Unit::Seconds,
-        "pexpire" => Unit::Millis,
-        _ => return None,
-    };
-    let args = command_args(&o.file, o)?;
-    let text = args.get(1)?.trim().to_string();
-    if text.is_empty() {
+    if !matches!(cmd.as_str(), "expire" | "pexpire") {
         return None;
     }
-    Some(Ttl { text, unit })
+    o.ttl()
 }
 
 /// Whether the command's reply type changes when SETNX becomes `SET .. NX`: integer `1`/`0`
@@ -650,20 +588,11 @@ pub fn random_token(o: &TraceOp) -> Option<Fix> {
     )
 }
 
-/// Compare-and-delete: deletes the key only while it holds the caller's token.
-pub const RELEASE_LUA: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-
-/// Compare-and-expire, for `EXPIRE` (`expire`) or `PEXPIRE` (`pexpire`).
-fn renew_lua(command: &str) -> String {
-    format!("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{command}', KEYS[1], ARGV[2]) else return 0 end")
-}
-
 /// A Lua script the fix refers to by a module-level constant.
 struct ScriptConst {
     name: &'static str,
     doc: &'static str,
-    lua: String,
+    lua: &'static str,
 }
 
 /// The expression that names `script` at `o`, and the edit that defines it when the file does
@@ -705,26 +634,24 @@ fn release_script() -> ScriptConst {
     ScriptConst {
         name: "COMPARE_AND_DELETE",
         doc: "Deletes KEYS[1] only while it holds this holder's token (ARGV[1]).",
-        lua: RELEASE_LUA.to_string(),
+        lua: crate::scripts::COMPARE_AND_DELETE,
     }
 }
 
 fn renew_script(command: &'static str) -> ScriptConst {
-    let (name, doc) = match command {
+    let (name, doc, lua) = match command {
         "expire" => (
             "COMPARE_AND_EXPIRE",
             "Sets KEYS[1]'s TTL to ARGV[2] s only while it holds this holder's token (ARGV[1]).",
+            crate::scripts::COMPARE_AND_EXPIRE,
         ),
         _ => (
             "COMPARE_AND_PEXPIRE",
             "Sets KEYS[1]'s TTL to ARGV[2] ms only while it holds this holder's token (ARGV[1]).",
+            crate::scripts::COMPARE_AND_PEXPIRE,
         ),
     };
-    ScriptConst {
-        name,
-        doc,
-        lua: renew_lua(command),
-    }
+    ScriptConst { name, doc, lua }
 }
 
 /// A variable or field that holds the holder's token, as an argument expression
@@ -856,10 +783,10 @@ pub fn guarded_release(o: &TraceOp, settings: &crate::locks::FixSettings) -> Opt
 }
 
 /// Remove the command trait import a script fix leaves unused (see
-/// [`super::client::unused_trait_import`]). A script constant inserted at the end of that
+/// [`super::leftovers::unused_trait_import`]). A script constant inserted at the end of that
 /// `use` line takes the line's place.
 fn drop_trait_import(o: &TraceOp, replaced: Span, edits: &mut Vec<Edit>) {
-    let Some(removal) = super::client::unused_trait_import(o, replaced) else {
+    let Some(removal) = super::leftovers::unused_trait_import(o, replaced) else {
         return;
     };
     let r = removal.location.span;
@@ -1017,17 +944,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digits_are_grouped_like_rust_literals() {
-        assert_eq!(group_digits(30_000), "30_000");
-        assert_eq!(group_digits(1500), "1500");
-        assert_eq!(group_digits(1_234_567), "1_234_567");
-    }
-
-    #[test]
     fn ttl_texts_are_cast_when_not_literals() {
         let t = |s: &str| Ttl {
             text: s.to_string(),
-            unit: Unit::Seconds,
+            span: Span::default(),
+            unit: crate::locks::ttl::Unit::Seconds,
+            value: None,
         };
         assert_eq!(t("60").typed("u64"), "60");
         assert_eq!(t("TTL_SECS").typed("u64"), "TTL_SECS as u64");

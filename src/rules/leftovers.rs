@@ -3,6 +3,11 @@
 //! effects, such as a clock read) and the import, so the fixed code still compiles without
 //! warnings. A fix that would leave a parameter, or a binding with side effects, unused cannot
 //! be completed.
+//!
+//! A redis-rs command trait import (`use redis::AsyncCommands;`) goes when no code left in the
+//! file may call the trait's methods: with the fix that replaced its last call
+//! ([`unused_trait_import`]), or with the fixes applied to the file in one pass that together
+//! replaced every call ([`trait_import_left_unused`], asked by [`crate::fix::plan`]).
 
 use crate::diagnostic::Edit;
 use crate::source::{FileRef, Span};
@@ -397,6 +402,254 @@ pub fn complete(file: &FileRef, func: Span, edits: &[Edit]) -> Option<Vec<Edit>>
     Some(extra)
 }
 
+/// Methods no redis-rs command trait has: a file whose other method calls are all among these
+/// needs no command trait once the fixed call is gone.
+const NOT_COMMANDS: &[&str] = &[
+    "arg",
+    "key",
+    "query",
+    "query_async",
+    "invoke",
+    "invoke_async",
+    "prepare_invoke",
+    "cmd",
+    "to_string",
+    "to_owned",
+    "clone",
+    "into",
+    "unwrap",
+    "unwrap_or",
+    "unwrap_or_default",
+    "expect",
+    "is_some",
+    "is_none",
+    "is_ok",
+    "is_err",
+    "as_deref",
+    "as_ref",
+    "as_str",
+    "as_bytes",
+    "as_secs",
+    "as_millis",
+    "map",
+    "map_err",
+    "ok",
+    "ok_or",
+    "and_then",
+    "abort",
+    "await",
+    "iter",
+    "collect",
+    "push",
+    "parse",
+    "len",
+    "is_empty",
+    "contains",
+    "format",
+    "new_v4",
+    "from_secs",
+    "from_millis",
+    "elapsed",
+    "now",
+    "cancel",
+    "spawn",
+];
+
+/// The edit removing the command trait import (`use redis::AsyncCommands;`, or its name in a
+/// `use redis::{..}` list) that the fix leaves unused: the fixed call at `replaced` was the
+/// file's only use of the trait, the trait is not named anywhere else, and every other method
+/// called in the file is one no command trait has.
+pub fn unused_trait_import(o: &crate::locks::TraceOp, replaced: Span) -> Option<Edit> {
+    let (removal, mentions) = o
+        .file
+        .trait_import
+        .get_or_init(|| trait_import(&o.file.text))
+        .as_ref()?;
+    let from = mentions.partition_point(|&m| m < replaced.start);
+    let to = mentions.partition_point(|&m| m < replaced.end);
+    (to - from == mentions.len()).then(|| super::fixes::edit(&o.file, *removal, ""))
+}
+
+/// The removal of the redis-rs command trait import that the edits applied to `file` together
+/// leave unused: every place the file may need the trait (see [`trait_import`]) lies in text
+/// the edits replace, and nothing they write calls a method outside [`NOT_COMMANDS`] or names
+/// the trait. One fix cannot know this when other fixes of the same pass replace the other
+/// calls; the edits of a pass together do. `None` when the import is still needed or may be,
+/// when the file has no such import (or more than one), when the import was not used to begin
+/// with, and when an edit touches the import's line.
+pub fn trait_import_left_unused(
+    file: &FileRef,
+    edits: &[(Span, String)],
+) -> Option<(Span, String)> {
+    if file.path.extension().and_then(|e| e.to_str()) != Some("rs") {
+        return None;
+    }
+    let (removal, mentions) = file
+        .trait_import
+        .get_or_init(|| trait_import(&file.text))
+        .as_ref()?;
+    if mentions.is_empty() {
+        return None;
+    }
+    let touches = |s: &Span| s.start <= removal.end && removal.start <= s.end;
+    if edits.iter().any(|(s, _)| touches(s)) {
+        return None;
+    }
+    let replaced = |m: usize| edits.iter().any(|(s, _)| s.start <= m && m < s.end);
+    if !mentions.iter().all(|&m| replaced(m)) {
+        return None;
+    }
+    let name = file
+        .text
+        .get(removal.start..removal.end)
+        .and_then(trait_named)?;
+    // what the edits write, with the `.` before and the `(` after each that make a method
+    // call of a name it writes (`.del(..)` renamed to `.del_ex(..)`)
+    let text = &file.text;
+    let written: String = edits
+        .iter()
+        .map(|(s, r)| {
+            let dot = if text.get(..s.start).unwrap_or("").trim_end().ends_with('.') {
+                "."
+            } else {
+                ""
+            };
+            let after = text.get(s.end..).unwrap_or("").trim_start();
+            let call = ["(", "::"]
+                .into_iter()
+                .find(|c| after.starts_with(c))
+                .unwrap_or("");
+            format!("{dot}{r}{call}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !needs_no_trait(&written, name) {
+        return None;
+    }
+    Some((*removal, String::new()))
+}
+
+/// The command trait a removed `use` text names.
+fn trait_named(removed: &str) -> Option<&'static str> {
+    let toks = lex(removed, 0);
+    super::client::TRAITS[..4]
+        .iter()
+        .copied()
+        .find(|t| toks.iter().any(|k| k.text == *t))
+}
+
+/// Whether Rust code calls no method outside [`NOT_COMMANDS`] and does not name the trait.
+fn needs_no_trait(code: &str, name: &str) -> bool {
+    let toks = lex(code, 0);
+    !toks.iter().enumerate().any(|(k, t)| {
+        t.text == name
+            || (k > 0
+                && toks[k - 1].text == "."
+                && matches!(t.kind, K::Ident)
+                && toks
+                    .get(k + 1)
+                    .is_some_and(|n| n.text == "(" || n.text == ":")
+                && !NOT_COMMANDS.contains(&t.text))
+    })
+}
+
+/// The span removing the file's one redis-rs command trait import, and the starts of the
+/// tokens that may still need it: the trait's name outside `use` items, and calls of methods
+/// that are not known to be outside the command traits.
+fn trait_import(text: &str) -> Option<(Span, Vec<usize>)> {
+    let toks = lex(text, 0);
+    // the `use redis::..;` items naming a command trait
+    let mut uses = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i].text == "use" {
+            let end = (i..toks.len()).find(|&k| toks[k].text == ";")?;
+            uses.push((i, end));
+            i = end;
+        }
+        i += 1;
+    }
+    let in_use = |k: usize| uses.iter().any(|&(s, e)| s <= k && k <= e);
+    let mut found: Option<(usize, usize, usize)> = None;
+    for &(s, e) in &uses {
+        let item = &toks[s + 1..e];
+        if item
+            .iter()
+            .find(|t| t.text != ":")
+            .is_none_or(|t| t.text != "redis")
+        {
+            continue;
+        }
+        for (k, t) in item.iter().enumerate() {
+            if super::client::TRAITS[..4].contains(&t.text) {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some((s, e, s + 1 + k));
+            }
+        }
+    }
+    let (s, e, at) = found?;
+    let name = toks[at].text;
+    let mut mentions = Vec::new();
+    for (k, t) in toks.iter().enumerate() {
+        if in_use(k) {
+            continue;
+        }
+        if t.text == name {
+            mentions.push(t.span.start);
+            continue;
+        }
+        // `.method(` / `.method::<`
+        let method = k > 0
+            && toks[k - 1].text == "."
+            && matches!(t.kind, K::Ident)
+            && toks
+                .get(k + 1)
+                .is_some_and(|n| n.text == "(" || n.text == ":");
+        if method && !NOT_COMMANDS.contains(&t.text) {
+            mentions.push(t.span.start);
+        }
+    }
+    let item = &toks[s..=e];
+    let names = item.iter().filter(|t| matches!(t.kind, K::Ident)).count();
+    if item.iter().any(|t| t.text == "{") && names > 3 {
+        // `use redis::{A, X, B};`: the name and one comma go
+        let next = toks.get(at + 1).filter(|t| t.text == ",");
+        let span = match next {
+            Some(comma) => {
+                let after = toks.get(at + 2).map_or(comma.span.end, |t| t.span.start);
+                Span::new(toks[at].span.start, after)
+            }
+            None => {
+                let comma = toks.get(at - 1).filter(|t| t.text == ",")?;
+                Span::new(comma.span.start, toks[at].span.end)
+            }
+        };
+        return Some((span, mentions));
+    }
+    // `use redis::X;` / `use redis::{X};`: `use`, `redis` and the trait
+    if names != 3 {
+        return None;
+    }
+    // the whole `use` line, and a blank line it leaves doubled
+    let start = toks[s].span.start;
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    if !text[line_start..start].trim().is_empty() {
+        return None;
+    }
+    let end = toks[e].span.end;
+    let mut line_end = text[end..].find('\n').map_or(text.len(), |i| end + i + 1);
+    if !text[end..line_end].trim().is_empty() {
+        return None;
+    }
+    let blank_before = line_start == 0 || text[..line_start].ends_with("\n\n");
+    if blank_before && text[line_end..].starts_with('\n') {
+        line_end += 1;
+    }
+    Some((Span::new(line_start, line_end), mentions))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,5 +749,81 @@ fn take(c: &Client) {
         assert_eq!(completed(&effect, "&now, ", ""), None);
         let param = "fn take(c: &Client, now: u64) {\n    c.execute(\"..\", &[&now]);\n}\n";
         assert_eq!(completed(param, "&now", ""), None);
+    }
+
+    const TWO_RELEASES: &str = "use redis::AsyncCommands;
+
+async fn a(con: &mut C, token: &str) {
+    let _: i64 = con.del(\"lock:a\").await?;
+}
+
+async fn b(con: &mut C, token: &str) {
+    let _: i64 = con.del(\"lock:b\").await?;
+}
+";
+
+    /// What `trait_import_left_unused` removes after replacing each of `cuts` with its text.
+    fn left_unused(text: &str, cuts: &[(&str, &str)]) -> Option<String> {
+        let file = SourceFile::new(PathBuf::from("a.rs"), text.to_string());
+        let edits: Vec<(Span, String)> = cuts
+            .iter()
+            .map(|(cut, with)| {
+                let at = text.find(cut).unwrap();
+                (Span::new(at, at + cut.len()), with.to_string())
+            })
+            .collect();
+        let (gone, _) = trait_import_left_unused(&file, &edits)?;
+        Some(text[gone.start..gone.end].to_string())
+    }
+
+    #[test]
+    fn a_command_trait_import_goes_when_the_edits_together_replace_every_call() {
+        let script =
+            |key: &str| format!("redis::Script::new(S).key({key}).arg(token).invoke_async(con)");
+        let a = script("\"lock:a\"");
+        let b = script("\"lock:b\"");
+        assert_eq!(
+            left_unused(
+                TWO_RELEASES,
+                &[("con.del(\"lock:a\")", &a), ("con.del(\"lock:b\")", &b)]
+            )
+            .as_deref(),
+            Some("use redis::AsyncCommands;\n\n")
+        );
+        // one call left
+        assert_eq!(
+            left_unused(TWO_RELEASES, &[("con.del(\"lock:a\")", &a)]),
+            None
+        );
+        // a call renamed to another command, or only its name replaced
+        assert_eq!(
+            left_unused(
+                TWO_RELEASES,
+                &[
+                    ("del(\"lock:a\")", "del_ex(\"lock:a\", ifeq(token))"),
+                    ("con.del(\"lock:b\")", &b)
+                ]
+            ),
+            None
+        );
+        assert_eq!(
+            left_unused(
+                TWO_RELEASES,
+                &[("del", "unlink"), ("con.del(\"lock:b\")", &b)]
+            ),
+            None
+        );
+        // an edit on the import's line
+        assert_eq!(
+            left_unused(
+                TWO_RELEASES,
+                &[
+                    ("con.del(\"lock:a\")", &a),
+                    ("con.del(\"lock:b\")", &b),
+                    ("AsyncCommands", "Commands")
+                ]
+            ),
+            None
+        );
     }
 }

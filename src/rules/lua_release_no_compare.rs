@@ -24,7 +24,11 @@ static RULE: LuaRule = LuaRule {
     verb: "deletes",
     label: "deletes whatever lock is there",
     read_label: "compared here, but the delete does not depend on the comparison",
-    help: "compare before deleting, in the same script: `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`, with the holder's token as `ARGV[1]`",
+    help: concat!(
+        "compare before deleting, in the same script: `",
+        crate::scripts::compare_and_delete!(),
+        "`, with the holder's token as `ARGV[1]`"
+    ),
 };
 
 impl Rule for LuaReleaseNoCompare {

@@ -24,7 +24,11 @@ static RULE: LuaRule = LuaRule {
     verb: "extends",
     label: "extends whatever lock is there",
     read_label: "compared here, but the extension does not depend on the comparison",
-    help: "compare before extending, in the same script: `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`, with the holder's token as `ARGV[1]` and the TTL in milliseconds as `ARGV[2]`",
+    help: concat!(
+        "compare before extending, in the same script: `",
+        crate::scripts::compare_and_renew!("pexpire"),
+        "`, with the holder's token as `ARGV[1]` and the TTL in milliseconds as `ARGV[2]`"
+    ),
 };
 
 impl Rule for LuaRenewNoCompare {

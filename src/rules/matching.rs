@@ -125,7 +125,15 @@ pub fn in_pipeline(o: &TraceOp) -> Option<bool> {
 }
 
 /// Help text for an atomic compare-and-delete release.
-pub const RELEASE_HELP: &str = "release atomically with the holder's token: a Lua script `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`, or `DELEX key IFEQ token` on Redis 8.4+ (redis-rs `del_ex` with `ValueComparison::ifeq`)";
+pub const RELEASE_HELP: &str = concat!(
+    "release atomically with the holder's token: a Lua script `",
+    crate::scripts::compare_and_delete!(),
+    "`, or `DELEX key IFEQ token` on Redis 8.4+ (redis-rs `del_ex` with `ValueComparison::ifeq`)"
+);
 
 /// Help text for an atomic compare-and-pexpire renewal.
-pub const RENEW_HELP: &str = "renew atomically with the holder's token: a Lua script `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`";
+pub const RENEW_HELP: &str = concat!(
+    "renew atomically with the holder's token: a Lua script `",
+    crate::scripts::compare_and_renew!("pexpire"),
+    "`"
+);

@@ -6,7 +6,7 @@ mod client;
 mod constant_lock_value;
 mod fixes;
 mod get_then_set;
-mod leftovers;
+pub(crate) mod leftovers;
 mod lock_result_ignored;
 mod lock_table_client_clock;
 mod lock_table_no_owner_check;

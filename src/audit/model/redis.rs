@@ -33,73 +33,22 @@ fn is_fence_key(o: &TraceOp) -> bool {
     vocabulary::has_fence_word(&words_of(o))
 }
 
-/// The literal number following `marker` in `text` (`"PX").arg(30_000)`, `PX(30)`).
-fn number_after(text: &str, marker: &str) -> Option<Option<u64>> {
-    let upper = text.to_ascii_uppercase();
-    let mut from = 0;
-    while let Some(i) = upper[from..].find(marker) {
-        let at = from + i;
-        from = at + marker.len();
-        // a whole word: `PX` but not `PXAT`, not `SPX`
-        let before = upper[..at].chars().last();
-        let after = upper[at + marker.len()..].chars().next();
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-            || after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            continue;
-        }
-        let mut rest = &text[at + marker.len()..];
-        loop {
-            let t = rest
-                .trim_start_matches([' ', '\t', '\n', '\r', '"', '\'', ')', '(', ',', '.', '&']);
-            let t = t.strip_prefix("arg").unwrap_or(t);
-            if t.len() == rest.len() {
-                break;
+/// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
+/// expression that is not a literal), or `none`.
+fn ttl_of(o: &TraceOp) -> String {
+    match o.ttl() {
+        Some(t) => match (t.value, t.unit) {
+            (Some(n), crate::locks::ttl::Unit::Millis) => format!("{n} ms"),
+            (Some(n), crate::locks::ttl::Unit::Seconds) => format!("{n} s"),
+            (None, _) => "dynamic".to_string(),
+        },
+        None => match o.op.kind {
+            OpKind::Write {
+                expiry: Some(_), ..
             }
-            rest = t;
-        }
-        let digits: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '_')
-            .filter(|c| *c != '_')
-            .collect();
-        return Some(digits.parse().ok());
-    }
-    None
-}
-
-/// The last argument of a call snippet, when it is a number literal.
-fn last_number_arg(text: &str) -> Option<u64> {
-    let inner = text.trim_end().strip_suffix(')')?;
-    let last = inner.rsplit(',').next()?.trim();
-    let digits: String = last.chars().filter(|c| *c != '_').collect();
-    digits.parse().ok()
-}
-
-fn ttl_of(o: &TraceOp, text: &str) -> String {
-    let unit = |n: Option<u64>, ms: bool| match n {
-        Some(n) if ms => format!("{n} ms"),
-        Some(n) => format!("{n} s"),
-        None => "dynamic".to_string(),
-    };
-    for (m, ms) in [("PX", true), ("EX", false)] {
-        if let Some(n) = number_after(text, m) {
-            return unit(n, ms);
-        }
-    }
-    let cmd = o.op.command.to_ascii_lowercase();
-    if cmd.contains("pset_ex") || cmd.contains("pexpire") {
-        return unit(last_number_arg(text), true);
-    }
-    if cmd.contains("set_ex") || cmd.contains("expire") {
-        return unit(last_number_arg(text), false);
-    }
-    match o.op.kind {
-        OpKind::Write {
-            expiry: Some(_), ..
-        }
-        | OpKind::Expire => "dynamic".to_string(),
-        _ => "none".to_string(),
+            | OpKind::Expire => "dynamic".to_string(),
+            _ => "none".to_string(),
+        },
     }
 }
 
@@ -173,13 +122,13 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                         }
                         continue;
                     }
-                    let mut ttl = ttl_of(o, o.file.snippet(o.op.span));
+                    let mut ttl = ttl_of(o);
                     if mech == Mechanism::RedisSetnxExpire {
                         // the TTL is in the separate expiry
                         if let Some(i) = t.ops.iter().position(|x| std::ptr::eq(x, *o)) {
                             if let Some(e) = t.later_on_key(i).find(|x| x.op.kind == OpKind::Expire)
                             {
-                                ttl = ttl_of(e, e.file.snippet(e.op.span));
+                                ttl = ttl_of(e);
                             }
                         }
                     }

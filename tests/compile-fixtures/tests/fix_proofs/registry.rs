@@ -98,6 +98,10 @@ pub const PROOFS: &[(&str, &str)] = &[
         "setnx_without_expiry::set_options_nx_only",
     ),
     (
+        "setnx-without-expiry/bad_set_nx_tail_expression.rs.fixed",
+        "setnx_without_expiry::set_nx_tail_expression",
+    ),
+    (
         "setnx-without-expiry/bad_try_lock_helper.rs.fixed",
         "setnx_without_expiry::try_lock_helper",
     ),
@@ -120,6 +124,10 @@ pub const PROOFS: &[(&str, &str)] = &[
     (
         "unconditional-release/bad_release_in_inline_module.rs.fixed",
         "unconditional_release::release_in_inline_module",
+    ),
+    (
+        "unconditional-release/bad_three_releases_one_import.rs.fixed",
+        "unconditional_release::three_releases_one_import",
     ),
     (
         "unconditional-release/bad_two_releases_one_file.rs.fixed",
@@ -175,6 +183,10 @@ pub const EXEMPT: &[(&str, &str)] = &[
     ),
     (
         "unconditional-release/bad_release_in_inline_module.rs.redis-8.4.fixed",
+        REDIS_8_4_REASON,
+    ),
+    (
+        "unconditional-release/bad_three_releases_one_import.rs.redis-8.4.fixed",
         REDIS_8_4_REASON,
     ),
     (

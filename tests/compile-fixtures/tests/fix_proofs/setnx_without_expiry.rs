@@ -302,3 +302,55 @@ async fn typo() {
         "refused while held"
     );
 }
+
+/// The acquires are the functions' returned values (a tail expression, a `return` in a match
+/// arm): the holder that dies after acquiring leaves a lock that never expires before the fix,
+/// one that expires after it; the fixed acquire still refuses a held lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_nx_tail_expression() {
+    use fx::bad_set_nx_tail_expression as bad;
+    use fx::bad_set_nx_tail_expression_fixed as fixed;
+    let redis = redis();
+    let mut con = redis.conn().await;
+    // never 0: report 0 is never built
+    let id = crate::redis_state::random_id() | 1;
+    for export in [true, false] {
+        let key = if export {
+            format!("lock:export:{id}")
+        } else {
+            format!("lock:report:{id}:build")
+        };
+        let original = if export {
+            bad::try_lock_export(&mut con, id, TOKEN).await
+        } else {
+            bad::try_lock_report(&mut con, id, TOKEN).await
+        };
+        assert!(original.unwrap(), "{key}: the original took a free lock");
+        // the holder dies here: the lock is never released
+        assert_never_expires(&mut con, &key, "original").await;
+        delete(&mut con, &[&key]).await;
+
+        let take = |con: &mut redis::aio::MultiplexedConnection, token: &'static str| {
+            let mut con = con.clone();
+            async move {
+                if export {
+                    fixed::try_lock_export(&mut con, id, token).await
+                } else {
+                    fixed::try_lock_report(&mut con, id, token).await
+                }
+                .unwrap()
+            }
+        };
+        assert!(
+            take(&mut con, TOKEN).await,
+            "{key}: the fixed acquire took a free lock"
+        );
+        assert!(
+            !take(&mut con, OTHER).await,
+            "{key}: the fixed acquire refused a held lock"
+        );
+        assert_expires_within(&mut con, &key, 30_000, "fixed").await;
+        assert_eq!(value(&mut con, &key).await.as_deref(), Some(TOKEN));
+        delete(&mut con, &[&key]).await;
+    }
+}

@@ -307,3 +307,54 @@ async fn two_releases_one_file() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_releases_one_import() {
+    use fx::bad_three_releases_one_import as bad;
+    use fx::bad_three_releases_one_import_fixed as fixed;
+    let (server, mut con) = own_server().await;
+    for key in [
+        "lock:ledger-compaction",
+        "lock:key-rotation",
+        "lock:trial-expiry",
+    ] {
+        let run = |which: &'static str, url: String| async move {
+            let mut c = connect(&url).await;
+            match (which, key) {
+                ("bad", "lock:ledger-compaction") => bad::compact_ledger(&mut c, TOKEN).await,
+                ("bad", "lock:key-rotation") => bad::rotate_keys(&mut c, TOKEN).await,
+                ("bad", _) => bad::expire_trials(&mut c, TOKEN).await,
+                (_, "lock:ledger-compaction") => fixed::compact_ledger(&mut c, TOKEN).await,
+                (_, "lock:key-rotation") => fixed::rotate_keys(&mut c, TOKEN).await,
+                (_, _) => fixed::expire_trials(&mut c, TOKEN).await,
+            }
+            .unwrap()
+        };
+        let (_, left) = after_take_over(&server.url(), key, RELEASE, |url| run("bad", url)).await;
+        assert_eq!(
+            left, None,
+            "{key}: the original deleted the other holder's lock"
+        );
+        crate::redis_state::delete(&mut con, &[key]).await;
+
+        let (_, left) = after_take_over(&server.url(), key, RELEASE, |url| run("fixed", url)).await;
+        assert_eq!(
+            left.as_deref(),
+            Some(OTHER),
+            "{key}: the fixed release kept the other holder's lock"
+        );
+        crate::redis_state::delete(&mut con, &[key]).await;
+
+        let (_, held) = peek_before(&server.url(), key, RELEASE, |url| run("fixed", url)).await;
+        assert_eq!(
+            held.as_deref(),
+            Some(TOKEN),
+            "{key}: the fixed function acquired the free lock"
+        );
+        assert_eq!(
+            value(&mut con, key).await,
+            None,
+            "{key}: the fixed release released its own lock"
+        );
+    }
+}
