@@ -127,149 +127,51 @@ impl FenceError {
 }
 
 #[cfg(feature = "postgres")]
-/// A PostgreSQL statement whose first parameter (`$1`) is a fencing token.
-///
-/// ```no_run
-/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
-/// use locklint_runtime::fence::{FencedTable, FencedWrite};
-///
-/// let accounts = FencedTable::new("accounts").expect("valid name");
-/// let sql = accounts.update_sql("balance = $3"); // ... fence = $1 WHERE id = $2 AND fence < $1
-/// FencedWrite::new(&sql, token)
-///     .bind(42_i64) // $2: the row id
-///     .bind(100_i64) // $3: the new balance
-///     .current_fence_from(&accounts, 42_i64) // fill `current` on rejection
-///     .execute(pool)
-///     .await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "a fenced write does nothing until executed"]
-pub struct FencedWrite<'q> {
+/// A PostgreSQL statement whose first parameter (`$1`) is a fencing token, being built:
+/// [`FencedWrite`] (run with [`execute`](FencedWrite::execute)) or [`FencedClaim`] (run with
+/// [`fetch`](FencedClaim::fetch)). Both bind their parameters and configure the
+/// current-fence lookup the same way.
+#[must_use = "a fenced statement does nothing until executed or fetched"]
+pub struct FencedStatement<'q, Q> {
     token: FencingToken,
-    query: Query<'q, Postgres, PgArguments>,
+    query: Q,
     lookup: Option<Query<'q, Postgres, PgArguments>>,
 }
 
 #[cfg(feature = "postgres")]
-impl<'q> FencedWrite<'q> {
-    /// Prepares `sql` with `token` bound as `$1`. The statement must compare the stored fence
-    /// with `$1`: `WHERE ... AND fence < $1` storing `$1` on success (write-only form, see
-    /// [`FencedTable::update_sql`]), or `WHERE ... AND fence = $1` after a claim
-    /// ([`FencedTable::claimed_update_sql`]).
-    pub fn new(sql: &'q str, token: FencingToken) -> Self {
-        FencedWrite {
-            token,
-            query: sqlx::query(sql).bind(token.as_i64()),
-            lookup: None,
+mod sealed {
+    use sqlx::postgres::PgArguments;
+    use sqlx::query::{Query, QueryAs};
+    use sqlx::Postgres;
+
+    /// A sqlx query that takes one more bind parameter.
+    pub trait BindNext<'q>: Sized {
+        fn bind_next<T>(self, value: T) -> Self
+        where
+            T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>;
+    }
+
+    impl<'q> BindNext<'q> for Query<'q, Postgres, PgArguments> {
+        fn bind_next<T>(self, value: T) -> Self
+        where
+            T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+        {
+            self.bind(value)
         }
     }
 
-    /// Binds the next parameter (`$2`, `$3`, ...).
-    pub fn bind<T>(mut self, value: T) -> Self
-    where
-        T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
-    {
-        self.query = self.query.bind(value);
-        self
-    }
-
-    /// On rejection, read the row's current fence from `table` (keyed by `key`) so that
-    /// [`FenceError::StaleFence::current`] is filled in. The lookup runs on the same
-    /// connection (and transaction) as the write.
-    pub fn current_fence_from<K>(mut self, table: &'q FencedTable, key: K) -> Self
-    where
-        K: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
-    {
-        self.lookup = Some(sqlx::query(&table.current_sql).bind(key));
-        self
-    }
-
-    /// The token bound as `$1`.
-    pub fn token(&self) -> FencingToken {
-        self.token
-    }
-
-    /// Runs the statement on `conn` (a `&PgPool`, `&mut PgConnection` or
-    /// `&mut Transaction<Postgres>`) and returns the number of affected rows, which is at
-    /// least 1; zero affected rows become [`FenceError::StaleFence`].
-    pub fn execute<'a, 'c, A>(
-        self,
-        conn: A,
-    ) -> impl std::future::Future<Output = Result<u64, FenceError>> + Send + use<'a, 'q, A>
-    where
-        'q: 'a,
-        A: Acquire<'c, Database = Postgres> + Send + 'a,
-    {
-        // Written as a plain fn returning `impl Future + Send` (rather than `async fn`) so the
-        // future stays `Send` for `tokio::spawn` with a generic `Acquire`.
-        async move {
-            let mut conn = conn.acquire().await?;
-            let rows = self.query.execute(&mut *conn).await?.rows_affected();
-            if rows > 0 {
-                return Ok(rows);
-            }
-            Err(FenceError::StaleFence {
-                presented: self.token,
-                current: current_fence(self.lookup, &mut conn).await?,
-            })
+    impl<'q, R> BindNext<'q> for QueryAs<'q, Postgres, R, PgArguments> {
+        fn bind_next<T>(self, value: T) -> Self
+        where
+            T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+        {
+            self.bind(value)
         }
     }
 }
 
 #[cfg(feature = "postgres")]
-/// A PostgreSQL claim: a statement that stamps the row with the fencing token (`$1`) and
-/// returns it, so that later writes can require that token. See the
-/// [module docs](self#read-modify-write-claim-the-row-when-reading).
-///
-/// ```no_run
-/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
-/// use locklint_runtime::fence::{FencedClaim, FencedTable, FencedWrite};
-///
-/// let accounts = FencedTable::new("accounts").expect("valid name");
-/// let claim = accounts.claim_sql("balance"); // UPDATE .. SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING balance
-/// let write = accounts.claimed_update_sql("balance = $3"); // UPDATE .. WHERE id = $2 AND fence = $1
-/// let (balance,): (i64,) = FencedClaim::new(&claim, token)
-///     .bind(42_i64) // $2: the row id
-///     .fetch(pool)
-///     .await?; // Err(StaleFence) if a newer holder has claimed the row
-/// FencedWrite::new(&write, token)
-///     .bind(42_i64)
-///     .bind(balance + 100) // computed from the claimed read
-///     .execute(pool)
-///     .await?; // Err(StaleFence) if a newer holder claimed the row since
-/// # Ok(()) }
-/// ```
-#[must_use = "a fenced claim does nothing until fetched"]
-pub struct FencedClaim<'q, R> {
-    token: FencingToken,
-    query: QueryAs<'q, Postgres, R, PgArguments>,
-    lookup: Option<Query<'q, Postgres, PgArguments>>,
-}
-
-#[cfg(feature = "postgres")]
-impl<'q, R> FencedClaim<'q, R>
-where
-    R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
-{
-    /// Prepares the claim `sql` (for example [`FencedTable::claim_sql`]) with `token` bound as
-    /// `$1`. The statement must set the fence to `$1` only where the stored fence is not newer
-    /// and return the row (`RETURNING ..`).
-    ///
-    /// ```
-    /// use locklint_runtime::fence::{FencedClaim, FencedTable};
-    /// use locklint_runtime::FencingToken;
-    /// let sql = FencedTable::new("accounts").unwrap().claim_sql("balance");
-    /// let claim = FencedClaim::<(i64,)>::new(&sql, FencingToken(7)).bind(42_i64);
-    /// assert_eq!(claim.token(), FencingToken(7));
-    /// ```
-    pub fn new(sql: &'q str, token: FencingToken) -> Self {
-        FencedClaim {
-            token,
-            query: sqlx::query_as(sql).bind(token.as_i64()),
-            lookup: None,
-        }
-    }
-
+impl<'q, Q: sealed::BindNext<'q>> FencedStatement<'q, Q> {
     /// Binds the next parameter (`$2`, `$3`, ...).
     ///
     /// ```
@@ -282,12 +184,13 @@ where
     where
         T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
     {
-        self.query = self.query.bind(value);
+        self.query = self.query.bind_next(value);
         self
     }
 
     /// On rejection, read the row's current fence from `table` (keyed by `key`) so that
-    /// [`FenceError::StaleFence::current`] is filled in.
+    /// [`FenceError::StaleFence::current`] is filled in. The lookup runs on the same
+    /// connection (and transaction) as the statement.
     ///
     /// ```
     /// # use locklint_runtime::fence::{FencedClaim, FencedTable};
@@ -315,6 +218,114 @@ where
     /// ```
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+}
+
+#[cfg(feature = "postgres")]
+/// A fenced write: a PostgreSQL statement whose first parameter (`$1`) is a fencing token
+/// and that affects no row when the token is stale.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
+/// use locklint_runtime::fence::{FencedTable, FencedWrite};
+///
+/// let accounts = FencedTable::new("accounts").expect("valid name");
+/// let sql = accounts.update_sql("balance = $3"); // ... fence = $1 WHERE id = $2 AND fence < $1
+/// FencedWrite::new(&sql, token)
+///     .bind(42_i64) // $2: the row id
+///     .bind(100_i64) // $3: the new balance
+///     .current_fence_from(&accounts, 42_i64) // fill `current` on rejection
+///     .execute(pool)
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub type FencedWrite<'q> = FencedStatement<'q, Query<'q, Postgres, PgArguments>>;
+
+#[cfg(feature = "postgres")]
+impl<'q> FencedWrite<'q> {
+    /// Prepares `sql` with `token` bound as `$1`. The statement must compare the stored fence
+    /// with `$1`: `WHERE ... AND fence < $1` storing `$1` on success (write-only form, see
+    /// [`FencedTable::update_sql`]), or `WHERE ... AND fence = $1` after a claim
+    /// ([`FencedTable::claimed_update_sql`]).
+    pub fn new(sql: &'q str, token: FencingToken) -> Self {
+        FencedStatement {
+            token,
+            query: sqlx::query(sql).bind(token.as_i64()),
+            lookup: None,
+        }
+    }
+
+    /// Runs the statement on `conn` (a `&PgPool`, `&mut PgConnection` or
+    /// `&mut Transaction<Postgres>`) and returns the number of affected rows, which is at
+    /// least 1; zero affected rows become [`FenceError::StaleFence`].
+    pub fn execute<'a, 'c, A>(
+        self,
+        conn: A,
+    ) -> impl std::future::Future<Output = Result<u64, FenceError>> + Send + use<'a, 'q, A>
+    where
+        'q: 'a,
+        A: Acquire<'c, Database = Postgres> + Send + 'a,
+    {
+        // Written as a plain fn returning `impl Future + Send` (rather than `async fn`) so the
+        // future stays `Send` for `tokio::spawn` with a generic `Acquire`.
+        async move {
+            let mut conn = conn.acquire().await?;
+            let rows = self.query.execute(&mut *conn).await?.rows_affected();
+            if rows > 0 {
+                return Ok(rows);
+            }
+            Err(refusal(self.token, self.lookup, &mut conn).await?)
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+/// A PostgreSQL claim: a statement that stamps the row with the fencing token (`$1`) and
+/// returns it, so that later writes can require that token. See the
+/// [module docs](self#read-modify-write-claim-the-row-when-reading).
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
+/// use locklint_runtime::fence::{FencedClaim, FencedTable, FencedWrite};
+///
+/// let accounts = FencedTable::new("accounts").expect("valid name");
+/// let claim = accounts.claim_sql("balance"); // UPDATE .. SET fence = $1 WHERE id = $2 AND fence <= $1 RETURNING balance
+/// let write = accounts.claimed_update_sql("balance = $3"); // UPDATE .. WHERE id = $2 AND fence = $1
+/// let (balance,): (i64,) = FencedClaim::new(&claim, token)
+///     .bind(42_i64) // $2: the row id
+///     .fetch(pool)
+///     .await?; // Err(StaleFence) if a newer holder has claimed the row
+/// FencedWrite::new(&write, token)
+///     .bind(42_i64)
+///     .bind(balance + 100) // computed from the claimed read
+///     .execute(pool)
+///     .await?; // Err(StaleFence) if a newer holder claimed the row since
+/// # Ok(()) }
+/// ```
+pub type FencedClaim<'q, R> = FencedStatement<'q, QueryAs<'q, Postgres, R, PgArguments>>;
+
+#[cfg(feature = "postgres")]
+impl<'q, R> FencedClaim<'q, R>
+where
+    R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+{
+    /// Prepares the claim `sql` (for example [`FencedTable::claim_sql`]) with `token` bound as
+    /// `$1`. The statement must set the fence to `$1` only where the stored fence is not newer
+    /// and return the row (`RETURNING ..`).
+    ///
+    /// ```
+    /// use locklint_runtime::fence::{FencedClaim, FencedTable};
+    /// use locklint_runtime::FencingToken;
+    /// let sql = FencedTable::new("accounts").unwrap().claim_sql("balance");
+    /// let claim = FencedClaim::<(i64,)>::new(&sql, FencingToken(7)).bind(42_i64);
+    /// assert_eq!(claim.token(), FencingToken(7));
+    /// ```
+    pub fn new(sql: &'q str, token: FencingToken) -> Self {
+        FencedStatement {
+            token,
+            query: sqlx::query_as(sql).bind(token.as_i64()),
+            lookup: None,
+        }
     }
 
     /// Runs the claim on `conn` (a `&PgPool`, `&mut PgConnection` or
@@ -346,12 +357,23 @@ where
             if let Some(row) = self.query.fetch_optional(&mut *conn).await? {
                 return Ok(row);
             }
-            Err(FenceError::StaleFence {
-                presented: self.token,
-                current: current_fence(self.lookup, &mut conn).await?,
-            })
+            Err(refusal(self.token, self.lookup, &mut conn).await?)
         }
     }
+}
+
+#[cfg(feature = "postgres")]
+/// The error of a fenced statement that matched no row, with the row's current fence when a
+/// lookup was configured.
+async fn refusal(
+    presented: FencingToken,
+    lookup: Option<Query<'_, Postgres, PgArguments>>,
+    conn: &mut sqlx::PgConnection,
+) -> Result<FenceError, sqlx::Error> {
+    Ok(FenceError::StaleFence {
+        presented,
+        current: current_fence(lookup, conn).await?,
+    })
 }
 
 #[cfg(feature = "postgres")]

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use locklint_runtime::advisory::{AdvisoryError, AdvisoryKey, AdvisoryLock};
+use locklint_runtime::advisory::{AdvisoryError, AdvisoryGuard, AdvisoryKey, AdvisoryLock};
 use sqlx::{Connection, PgConnection, PgPool};
 use support::sql::{pg, pg_with, PgDb};
 
@@ -45,6 +45,28 @@ async fn key_from_name_matches_documented_sql() {
 /// A key unique to this test run, so parallel tests and runs never collide.
 fn test_key() -> AdvisoryKey {
     AdvisoryKey::from_name(&support::sql::unique("advisory-test"))
+}
+
+/// A private schema with a pool of up to `max` connections, and a fresh key locked by a
+/// guard holding one of them.
+async fn locked(max: u32) -> (PgDb, AdvisoryKey, AdvisoryGuard) {
+    let db = pg_with(max).await;
+    let key = test_key();
+    let guard = AdvisoryLock::try_lock(&db.pool, key)
+        .await
+        .unwrap()
+        .expect("a fresh key is free");
+    (db, key, guard)
+}
+
+/// Ends the session `pid` with `pg_terminate_backend`.
+async fn terminate(pool: &PgPool, pid: i32) {
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(terminated, "no backend {pid} to terminate");
 }
 
 async fn backend_pid(conn: &mut PgConnection) -> i32 {
@@ -107,12 +129,7 @@ async fn other_session_can_take(db: &PgDb, key: AdvisoryKey, within: Duration) -
 
 #[tokio::test]
 async fn try_lock_excludes_and_unlock_on_same_connection_releases() {
-    let db = pg_with(3).await;
-    let key = test_key();
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let (db, key, mut guard) = locked(3).await;
     assert_eq!(guard.key(), key);
     let holder_pid = backend_pid(&mut *guard.connection().await).await;
     assert_eq!(lock_holders(&db.pool, key).await, vec![holder_pid]);
@@ -138,12 +155,7 @@ async fn try_lock_excludes_and_unlock_on_same_connection_releases() {
 
 #[tokio::test]
 async fn unlock_reports_lock_released_behind_its_back() {
-    let db = pg_with(2).await;
-    let key = test_key();
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let (db, key, mut guard) = locked(2).await;
     sqlx::query("SELECT pg_advisory_unlock_all()")
         .execute(&mut *guard.connection().await)
         .await
@@ -157,21 +169,11 @@ async fn unlock_reports_lock_released_behind_its_back() {
 
 #[tokio::test]
 async fn terminated_holder_session_releases_the_lock() {
-    let db = pg_with(3).await;
-    let key = test_key();
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let (db, key, mut guard) = locked(3).await;
     let holder_pid = backend_pid(&mut *guard.connection().await).await;
     assert!(!other_session_can_take(&db, key, Duration::ZERO).await);
 
-    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(holder_pid)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert!(terminated);
+    terminate(&db.pool, holder_pid).await;
     assert!(other_session_can_take(&db, key, Duration::from_secs(10)).await);
 
     // The stale guard cannot unlock: its session is gone, and it reports an error.
@@ -211,12 +213,7 @@ async fn dropped_guard_never_returns_its_connection_to_the_pool() {
 
 #[tokio::test]
 async fn lock_timeout_waits_for_release_and_times_out() {
-    let db = pg_with(4).await;
-    let key = test_key();
-    let holder = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let (db, key, holder) = locked(4).await;
 
     let started = Instant::now();
     let none = AdvisoryLock::lock_timeout(&db.pool, key, Duration::from_millis(300))
@@ -396,15 +393,10 @@ async fn sqlx_compatible_keys_exclude_sqlx_advisory_locks() {
 #[tokio::test]
 async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
     let max = 2;
-    let db = pg_with(max).await;
-    let key = test_key();
+    let (db, key, mut guard) = locked(max).await;
     let other = test_key();
 
     // Another key taken through the guard's connection.
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(other.0)
         .execute(&mut *guard.connection().await)
@@ -457,13 +449,8 @@ async fn unlock_never_pools_a_session_that_still_holds_advisory_locks() {
 #[tokio::test]
 async fn keep_alive_reports_a_terminated_session_and_never_pools_it() {
     let max = 3;
-    let db = pg_with(max).await;
-    let key = test_key();
+    let (db, _key, mut guard) = locked(max).await;
     let interval = Duration::from_millis(200);
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
     guard.spawn_keep_alive(interval);
     let holder_pid = backend_pid(&mut *guard.connection().await).await;
     let lost = guard.lost();
@@ -472,12 +459,7 @@ async fn keep_alive_reports_a_terminated_session_and_never_pools_it() {
     tokio::time::sleep(interval * 3).await;
     assert!(guard.is_held());
 
-    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(holder_pid)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert!(terminated);
+    terminate(&db.pool, holder_pid).await;
     let killed_at = Instant::now();
     tokio::time::timeout(Duration::from_secs(20), lost)
         .await
@@ -509,12 +491,7 @@ async fn keep_alive_reports_a_terminated_session_and_never_pools_it() {
 /// keep-alive notices that the session no longer holds it.
 #[tokio::test]
 async fn keep_alive_reports_a_lock_released_behind_its_back() {
-    let db = pg_with(2).await;
-    let key = test_key();
-    let mut guard = AdvisoryLock::try_lock(&db.pool, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let (db, _key, mut guard) = locked(2).await;
     guard.spawn_keep_alive(Duration::from_millis(100));
     sqlx::query("SELECT pg_advisory_unlock_all()")
         .execute(&mut *guard.connection().await)

@@ -9,7 +9,7 @@ use locklint_runtime::fence::{FenceCounter, FenceError, FencedClaim, FencedTable
 use locklint_runtime::table::{TableLease, TableLock};
 use locklint_runtime::FencingToken;
 use sqlx::PgPool;
-use support::sql::{pg, pg_with};
+use support::sql::{pg, pg_with, PgDb};
 
 /// An account whose balance is protected by a fence, and a ledger recording every accepted
 /// write (its primary key rejects a duplicate entry for the same fence).
@@ -26,6 +26,16 @@ async fn setup(pool: &PgPool) -> FencedTable {
     accounts.add_fence_column(pool).await.unwrap();
     accounts.add_fence_column(pool).await.unwrap(); // idempotent
     accounts
+}
+
+/// A private schema with the accounts and the ledger (see [`setup`]) and a migrated lock
+/// table, on a pool of up to `max` connections.
+async fn with_locks(max: u32) -> (PgDb, FencedTable, TableLock) {
+    let db = pg_with(max).await;
+    let accounts = setup(&db.pool).await;
+    let locks = TableLock::new(db.pool.clone());
+    locks.migrate().await.unwrap();
+    (db, accounts, locks)
 }
 
 /// One fenced write: the balance update and its ledger entry commit together or not at all.
@@ -63,10 +73,7 @@ async fn ledger(pool: &PgPool) -> Vec<(i64, String, i64)> {
 
 #[tokio::test]
 async fn stale_table_lock_holder_is_fenced_out() {
-    let db = pg_with(6).await;
-    let accounts = setup(&db.pool).await;
-    let locks = TableLock::new(db.pool.clone());
-    locks.migrate().await.unwrap();
+    let (db, accounts, locks) = with_locks(6).await;
     let ttl = Duration::from_millis(500);
 
     // A acquires, then is paused (GC, swap, VM freeze...) past its TTL before writing.
@@ -113,10 +120,7 @@ async fn stale_table_lock_holder_is_fenced_out() {
         ledger(&db.pool).await,
         vec![(b.fence().as_i64(), "B".into(), 100)]
     );
-    let balance: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = 1")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let balance = balance(&db.pool).await;
     assert_eq!(balance, 100);
     assert_eq!(
         accounts.current_fence(&db.pool, 1_i64).await.unwrap(),
@@ -246,14 +250,11 @@ async fn fenced_write_without_lookup_and_on_missing_row() {
 async fn fenced_writes_under_expiring_leases_lose_and_duplicate_nothing() {
     const WORKERS: usize = 6;
     const ROUNDS: usize = 12;
-    let db = pg_with(12).await;
-    let accounts = setup(&db.pool).await;
+    let (db, accounts, locks) = with_locks(12).await;
     sqlx::query("ALTER TABLE ledger ADD COLUMN seq BIGSERIAL")
         .execute(&db.pool)
         .await
         .unwrap();
-    let locks = TableLock::new(db.pool.clone());
-    locks.migrate().await.unwrap();
 
     let mut tasks = Vec::new();
     for w in 0..WORKERS {
@@ -313,10 +314,7 @@ async fn fenced_writes_under_expiring_leases_lose_and_duplicate_nothing() {
         rows.windows(2).all(|w| w[0].0 < w[1].0),
         "accepted fences strictly increase in commit order"
     );
-    let balance: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = 1")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let balance = balance(&db.pool).await;
     assert_eq!(
         balance,
         i64::from(accepted),
@@ -354,10 +352,7 @@ async fn b_takes_over(locks: &TableLock, a: &TableLease) -> TableLease {
 /// read. Both deposits were accepted and one of them is gone.
 #[tokio::test]
 async fn write_only_fence_loses_a_read_modify_write_update() {
-    let db = pg_with(4).await;
-    let accounts = setup(&db.pool).await;
-    let locks = TableLock::new(db.pool.clone());
-    locks.migrate().await.unwrap();
+    let (db, accounts, locks) = with_locks(4).await;
     let write = accounts.update_sql("balance = $3");
 
     let a = locks
@@ -394,10 +389,7 @@ async fn write_only_fence_loses_a_read_modify_write_update() {
 /// deposit did not happen and redoes it under a new lease.
 #[tokio::test]
 async fn claim_form_refuses_the_stale_holder_and_loses_nothing() {
-    let db = pg_with(4).await;
-    let accounts = setup(&db.pool).await;
-    let locks = TableLock::new(db.pool.clone());
-    locks.migrate().await.unwrap();
+    let (db, accounts, locks) = with_locks(4).await;
     let claim = accounts.claim_sql("balance");
     let write = accounts.claimed_update_sql("balance = $3");
 
