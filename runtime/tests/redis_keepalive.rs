@@ -195,6 +195,29 @@ async fn keep_alive_stops_at_max_hold() {
     assert_stopped(&lease, &mut probe).await;
 }
 
+/// Through the `Lease` trait, the keep-alive stops at the maximum hold time configured on
+/// the locker (`with_max_hold`), not at the default of ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trait_keep_alive_uses_the_lockers_max_hold() {
+    use locklint_runtime::lock::{Lease as LeaseTrait, Lock};
+    let redis = redis();
+    let max_hold = Duration::from_millis(700);
+    let locker = RedisLocker::new(redis.conn().await)
+        .with_prefix(redis.unique("ka-trait-maxhold"))
+        .unwrap()
+        .with_max_hold(max_hold);
+    let mut lease = Lock::try_acquire(&locker, "job", TTL)
+        .await
+        .expect("acquire");
+    assert_eq!(lease.max_hold(), max_hold);
+    LeaseTrait::spawn_keep_alive(&mut lease);
+    let (reason, _) = lost_within(&lease, Instant::now()).await;
+    let held_for = lease.acquired_at().elapsed();
+    assert_eq!(reason, LostReason::MaxHoldReached);
+    assert!(held_for > TTL * 2, "renewed before the cap: {held_for:?}");
+    assert!(held_for < max_hold + detection_bound(), "{held_for:?}");
+}
+
 /// A killed connection behind a `ConnectionManager` is a transient failure: the keep-alive
 /// retries within the lease's validity, the manager reconnects, and the lease is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

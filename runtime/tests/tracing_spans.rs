@@ -80,10 +80,43 @@ impl Subscriber for Recorder {
     fn exit(&self, _: &Id) {}
 }
 
-fn span(name: &'static str, fields: &[(&'static str, String)]) -> SeenSpan {
-    SeenSpan {
-        name,
-        fields: fields.iter().cloned().collect(),
+const ACQUIRE: &str = "locklint.acquire";
+const RENEW: &str = "locklint.renew";
+const RELEASE: &str = "locklint.release";
+
+/// The spans one backend is expected to open on one lock.
+struct Expected {
+    backend: &'static str,
+    lock: &'static str,
+    fence: String,
+}
+
+impl Expected {
+    fn new(backend: &'static str, lock: &'static str, fence: u64) -> Self {
+        Expected {
+            backend,
+            lock,
+            fence: fence.to_string(),
+        }
+    }
+
+    /// The span `name` of an operation that knew the fence, ended with `outcome`.
+    fn fenced(&self, name: &'static str, outcome: &str) -> SeenSpan {
+        let mut span = self.unfenced(name, outcome);
+        span.fields.insert("fence", self.fence.clone());
+        span
+    }
+
+    /// The span `name` of an operation that got no fence (a busy or timed-out acquisition).
+    fn unfenced(&self, name: &'static str, outcome: &str) -> SeenSpan {
+        SeenSpan {
+            name,
+            fields: HashMap::from([
+                ("backend", self.backend.to_owned()),
+                ("lock", self.lock.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ]),
+        }
     }
 }
 
@@ -101,7 +134,7 @@ async fn redis_acquire_renew_release_each_open_one_span_with_name_fence_and_outc
         .acquire_timeout("ledger", Duration::from_secs(5), Duration::from_secs(2))
         .await
         .expect("acquire");
-    let fence = lease.fence().0.to_string();
+    let fence = lease.fence().0;
     let busy = locker
         .try_acquire("ledger", Duration::from_secs(5))
         .await
@@ -111,32 +144,59 @@ async fn redis_acquire_renew_release_each_open_one_span_with_name_fence_and_outc
     assert!(lease.release().await.expect("release"));
     assert!(!lease.release().await.expect("second release"));
 
-    let redis = || ("backend", "redis".to_owned());
-    let lock = || ("lock", "ledger".to_owned());
-    let fence = || ("fence", fence.clone());
-    let outcome = |o: &str| ("outcome", o.to_owned());
+    let expected = Expected::new("redis", "ledger", fence);
     assert_eq!(
         recorder.spans(),
         vec![
-            span(
-                "locklint.acquire",
-                &[redis(), lock(), fence(), outcome("acquired")]
-            ),
-            span("locklint.acquire", &[redis(), lock(), outcome("busy")]),
-            span(
-                "locklint.renew",
-                &[redis(), lock(), fence(), outcome("renewed")]
-            ),
-            span(
-                "locklint.release",
-                &[redis(), lock(), fence(), outcome("released")]
-            ),
-            span(
-                "locklint.release",
-                &[redis(), lock(), fence(), outcome("lost")]
-            ),
+            expected.fenced(ACQUIRE, "acquired"),
+            expected.unfenced(ACQUIRE, "busy"),
+            expected.fenced(RENEW, "renewed"),
+            expected.fenced(RELEASE, "released"),
+            expected.fenced(RELEASE, "lost"),
         ]
     );
+}
+
+/// A lease dropped without `release()` is released in the background, inside its own
+/// `locklint.release` span.
+#[tokio::test]
+async fn redis_release_on_drop_is_traced() {
+    let redis = redis();
+    let mut probe = redis.conn().await;
+    let locker = RedisLocker::new(redis.conn().await)
+        .with_prefix(redis.unique("tracing-drop"))
+        .expect("valid prefix");
+    let recorder = Recorder::default();
+    let _default = tracing::subscriber::set_default(recorder.clone());
+
+    let lease = locker
+        .try_acquire("ledger", Duration::from_secs(5))
+        .await
+        .expect("acquire")
+        .expect("free");
+    let fence = lease.fence().0;
+    let key = lease.key().to_owned();
+    drop(lease);
+    let expected = Expected::new("redis", "ledger", fence);
+    let expected = vec![
+        expected.fenced(ACQUIRE, "acquired"),
+        expected.fenced(RELEASE, "released"),
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while recorder.spans() != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            recorder.spans()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&key)
+        .query_async(&mut probe)
+        .await
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "the drop released the key");
 }
 
 #[tokio::test]
@@ -151,29 +211,17 @@ async fn memory_lock_traces_like_the_other_backends() {
         .try_acquire("ledger", Duration::from_secs(5))
         .await
         .expect("acquire");
-    let fence = lease.fence().0.to_string();
+    let fence = lease.fence().0;
     lease.renew(Duration::from_secs(5)).await.expect("renew");
     lease.release().await.expect("release");
 
-    let memory = || ("backend", "memory".to_owned());
-    let lock = || ("lock", "ledger".to_owned());
-    let fence = || ("fence", fence.clone());
-    let outcome = |o: &str| ("outcome", o.to_owned());
+    let expected = Expected::new("memory", "ledger", fence);
     assert_eq!(
         recorder.spans(),
         vec![
-            span(
-                "locklint.acquire",
-                &[memory(), lock(), fence(), outcome("acquired")]
-            ),
-            span(
-                "locklint.renew",
-                &[memory(), lock(), fence(), outcome("renewed")]
-            ),
-            span(
-                "locklint.release",
-                &[memory(), lock(), fence(), outcome("released")]
-            ),
+            expected.fenced(ACQUIRE, "acquired"),
+            expected.fenced(RENEW, "renewed"),
+            expected.fenced(RELEASE, "released"),
         ]
     );
 }
@@ -193,7 +241,7 @@ async fn lock_table_acquire_renew_release_are_traced() {
         .await
         .expect("acquire")
         .expect("free");
-    let fence = lease.fence().0.to_string();
+    let fence = lease.fence().0;
     assert!(locks
         .acquire_timeout("ledger", Duration::from_secs(5), Duration::from_millis(20))
         .await
@@ -203,30 +251,15 @@ async fn lock_table_acquire_renew_release_are_traced() {
     assert!(lease.release().await.expect("release"));
     assert!(!lease.release().await.expect("second release"));
 
-    let table = || ("backend", "table".to_owned());
-    let lock = || ("lock", "ledger".to_owned());
-    let fence = || ("fence", fence.clone());
-    let outcome = |o: &str| ("outcome", o.to_owned());
+    let expected = Expected::new("table", "ledger", fence);
     assert_eq!(
         recorder.spans(),
         vec![
-            span(
-                "locklint.acquire",
-                &[table(), lock(), fence(), outcome("acquired")]
-            ),
-            span("locklint.acquire", &[table(), lock(), outcome("timed_out")]),
-            span(
-                "locklint.renew",
-                &[table(), lock(), fence(), outcome("renewed")]
-            ),
-            span(
-                "locklint.release",
-                &[table(), lock(), fence(), outcome("released")]
-            ),
-            span(
-                "locklint.release",
-                &[table(), lock(), fence(), outcome("lost")]
-            ),
+            expected.fenced(ACQUIRE, "acquired"),
+            expected.unfenced(ACQUIRE, "timed_out"),
+            expected.fenced(RENEW, "renewed"),
+            expected.fenced(RELEASE, "released"),
+            expected.fenced(RELEASE, "lost"),
         ]
     );
 }
@@ -246,26 +279,17 @@ async fn advisory_lock_acquire_and_release_are_traced() {
         .await
         .expect("acquire")
         .expect("free");
-    let fence = guard.fence().expect("a fence").0.to_string();
+    let fence = guard.fence().expect("a fence").0;
     assert!(locks.try_lock("ledger").await.expect("second").is_none());
     guard.unlock().await.expect("unlock");
 
-    let advisory = || ("backend", "advisory".to_owned());
-    let lock = || ("lock", "ledger".to_owned());
-    let fence = || ("fence", fence.clone());
-    let outcome = |o: &str| ("outcome", o.to_owned());
+    let expected = Expected::new("advisory", "ledger", fence);
     assert_eq!(
         recorder.spans(),
         vec![
-            span(
-                "locklint.acquire",
-                &[advisory(), lock(), fence(), outcome("acquired")]
-            ),
-            span("locklint.acquire", &[advisory(), lock(), outcome("busy")]),
-            span(
-                "locklint.release",
-                &[advisory(), lock(), fence(), outcome("released")]
-            ),
+            expected.fenced(ACQUIRE, "acquired"),
+            expected.unfenced(ACQUIRE, "busy"),
+            expected.fenced(RELEASE, "released"),
         ]
     );
     drop(_default);

@@ -183,6 +183,9 @@ pub struct Lease<C: LockConnection> {
     conn: C,
     release_mode: Arc<ReleaseModes>,
     keep_alive: Option<JoinHandle<()>>,
+    /// The maximum hold time of the locker that issued the lease, for keep-alives started
+    /// through the [`Lease`](crate::lock::Lease) trait.
+    max_hold: Duration,
 }
 
 impl<C: LockConnection> std::fmt::Debug for Lease<C> {
@@ -198,13 +201,26 @@ impl<C: LockConnection> std::fmt::Debug for Lease<C> {
 }
 
 impl<C: LockConnection> Lease<C> {
-    pub(crate) fn new(shared: Shared, conn: C, release_mode: Arc<ReleaseModes>) -> Self {
+    pub(crate) fn new(
+        shared: Shared,
+        conn: C,
+        release_mode: Arc<ReleaseModes>,
+        max_hold: Duration,
+    ) -> Self {
         Lease {
             shared: Arc::new(shared),
             conn,
             release_mode,
             keep_alive: None,
+            max_hold,
         }
+    }
+
+    /// The maximum hold time of the locker that issued this lease
+    /// ([`RedisLocker::with_max_hold`](super::RedisLocker::with_max_hold)), used when the
+    /// keep-alive is started through the [`Lease`](crate::lock::Lease) trait.
+    pub fn max_hold(&self) -> Duration {
+        self.max_hold
     }
 
     /// The lock name this lease was acquired for.
@@ -414,20 +430,28 @@ impl<C: LockConnection> Drop for Lease<C> {
             Arc::clone(&self.release_mode),
             self.shared.key.clone(),
             self.shared.token.clone(),
+            OpSpan::with_fence(Op::Release, "redis", &self.shared.name, self.shared.fence.0),
         );
     }
 }
 
-/// Fire-and-forget compare-and-delete on the current tokio runtime, if any.
+/// Fire-and-forget compare-and-delete on the current tokio runtime, if any, inside `span`
+/// (which gets the outcome: `released`, `lost` when the key was not ours, or `error`).
 pub(crate) fn spawn_release<C: LockConnection>(
     mut conn: C,
     mode: Arc<ReleaseModes>,
     key: String,
     token: String,
+    span: OpSpan,
 ) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(async move {
-            let _ = release_key(&mut conn, &mode, &key, &token).await;
+            let released = span.run(release_key(&mut conn, &mode, &key, &token)).await;
+            span.outcome(match released {
+                Ok(true) => "released",
+                Ok(false) => "lost",
+                Err(_) => "error",
+            });
         });
     }
 }

@@ -11,6 +11,7 @@ use super::backoff::{random_token, Backoff};
 use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
 use super::release_mode::ReleaseModes;
 use super::scripts::ACQUIRE;
+use super::wake::{self, Wakeups, Watch};
 use super::{LockConnection, LockError};
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
@@ -38,6 +39,7 @@ pub struct RedisLocker<C: LockConnection> {
     backoff: Backoff,
     max_hold: Duration,
     release_mode: Arc<ReleaseModes>,
+    wakeups: Option<Arc<Wakeups>>,
 }
 
 impl<C: LockConnection> Clone for RedisLocker<C> {
@@ -48,6 +50,7 @@ impl<C: LockConnection> Clone for RedisLocker<C> {
             backoff: self.backoff,
             max_hold: self.max_hold,
             release_mode: Arc::clone(&self.release_mode),
+            wakeups: self.wakeups.clone(),
         }
     }
 }
@@ -58,6 +61,7 @@ impl<C: LockConnection> std::fmt::Debug for RedisLocker<C> {
             .field("prefix", &self.prefix)
             .field("backoff", &self.backoff)
             .field("max_hold", &self.max_hold)
+            .field("wake_on_release", &self.wakeups.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -94,6 +98,7 @@ impl<C: LockConnection> RedisLocker<C> {
             backoff: Backoff::default(),
             max_hold: DEFAULT_MAX_HOLD,
             release_mode: Arc::new(ReleaseModes::default()),
+            wakeups: None,
         }
     }
 
@@ -132,9 +137,39 @@ impl<C: LockConnection> RedisLocker<C> {
         self
     }
 
-    /// Sets the maximum total hold time used by [`with_lock`](Self::with_lock)'s keep-alive.
+    /// Sets the maximum total hold time of the keep-alive started by
+    /// [`with_lock`](Self::with_lock) and by [`Lease::spawn_keep_alive`](crate::lock::Lease::spawn_keep_alive)
+    /// through the [`Lease`](crate::lock::Lease) trait (the inherent
+    /// [`Lease::spawn_keep_alive`] takes it as an argument). [`DEFAULT_MAX_HOLD`] unless set.
     pub fn with_max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
+        self
+    }
+
+    /// Wakes waiting acquisitions ([`acquire`](Self::acquire),
+    /// [`acquire_timeout`](Self::acquire_timeout), [`acquire_until`](Self::acquire_until),
+    /// [`with_lock`](Self::with_lock)) as soon as the lock they wait for is released, instead
+    /// of only at their next backoff attempt.
+    ///
+    /// Every release publishes on the lock's [`release_channel`](Self::release_channel)
+    /// (with or without this option). With it, the locker opens one pub/sub connection from
+    /// `client` (shared by its clones, opened at the first wait, reopened after a failure)
+    /// and subscribes to the channels of the locks its acquisitions wait for. A waiter sleeps
+    /// until the message or its backoff delay, whichever comes first, so a lost message, a
+    /// lock that expired instead of being released, or a pub/sub connection that failed only
+    /// make it wait as it would without this option. On Redis Cluster, a client for any node
+    /// will do (messages are broadcast to every node).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use locklint_runtime::redis_lock::RedisLocker;
+    /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = redis::aio::ConnectionManager::new(client.clone()).await?;
+    /// let locker = RedisLocker::new(conn).with_wake_on_release(client);
+    /// # let _ = locker; Ok(()) }
+    /// ```
+    pub fn with_wake_on_release(mut self, client: redis::Client) -> Self {
+        self.wakeups = Some(Wakeups::new(client));
         self
     }
 
@@ -164,6 +199,12 @@ impl<C: LockConnection> RedisLocker<C> {
     /// The fencing counter of the lock `name`: `<prefix>:{<name>}:fence`.
     pub fn fence_key(&self, name: &str) -> String {
         self.key(name, "fence")
+    }
+
+    /// The channel on which releases of the lock `name` are published:
+    /// `<prefix>:{<name>}:released` (see [`with_wake_on_release`](Self::with_wake_on_release)).
+    pub fn release_channel(&self, name: &str) -> String {
+        self.key(name, "released")
     }
 
     /// One attempt to take the lock `name` for `ttl`.
@@ -217,6 +258,7 @@ impl<C: LockConnection> RedisLocker<C> {
         let key = self.lock_key(name);
         let mut guard = AttemptGuard {
             armed: true,
+            name,
             conn: self.conn.clone(),
             mode: Arc::clone(&self.release_mode),
             key: key.clone(),
@@ -243,7 +285,12 @@ impl<C: LockConnection> RedisLocker<C> {
             Duration::from_millis(ttl_ms),
             start,
         );
-        let mut lease = Lease::new(shared, self.conn.clone(), Arc::clone(&self.release_mode));
+        let mut lease = Lease::new(
+            shared,
+            self.conn.clone(),
+            Arc::clone(&self.release_mode),
+            self.max_hold,
+        );
         if !lease.is_held() {
             lease.release().await?;
             return Ok(None);
@@ -264,21 +311,8 @@ impl<C: LockConnection> RedisLocker<C> {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self, name: &str, ttl: Duration) -> Result<Lease<C>, LockError> {
-        let waiting = async {
-            let mut attempt: u32 = 0;
-            loop {
-                match self.try_acquire_once(name, ttl).await {
-                    Ok(Some(lease)) => return Ok(lease),
-                    Ok(None) => {}
-                    Err(e) if e.is_transient() => {}
-                    Err(e) => return Err(e),
-                }
-                tokio::time::sleep(self.backoff.delay(attempt)).await;
-                attempt = attempt.saturating_add(1);
-            }
-        };
         OpSpan::new(Op::Acquire, "redis", name)
-            .traced(waiting, acquire_outcome)
+            .traced(self.wait_for(name, ttl, None), acquire_outcome)
             .await
     }
 
@@ -322,22 +356,26 @@ impl<C: LockConnection> RedisLocker<C> {
         deadline: Instant,
     ) -> Result<Lease<C>, LockError> {
         OpSpan::new(Op::Acquire, "redis", name)
-            .traced(
-                self.acquire_until_untraced(name, ttl, deadline),
-                acquire_outcome,
-            )
+            .traced(self.wait_for(name, ttl, Some(deadline)), acquire_outcome)
             .await
     }
 
-    async fn acquire_until_untraced(
+    /// Attempts until the lock is won, a non-transient error occurs, or `deadline` (if any)
+    /// passes. Between attempts it sleeps the backoff delay or, with wake-on-release, until
+    /// the lock's release is announced if that comes first.
+    async fn wait_for(
         &self,
         name: &str,
         ttl: Duration,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Result<Lease<C>, LockError> {
         let started = Instant::now();
         let mut attempt: u32 = 0;
+        let mut watch: Option<Watch> = None;
         loop {
+            if let Some(watch) = watch.as_mut() {
+                watch.arm().await;
+            }
             let failure = match self.try_acquire_once(name, ttl).await {
                 Ok(Some(lease)) => return Ok(lease),
                 Ok(None) => None,
@@ -345,18 +383,26 @@ impl<C: LockConnection> RedisLocker<C> {
                 Err(e) => return Err(e),
             };
             let now = Instant::now();
-            if now >= deadline {
-                // A deadline reached while the server was failing reports the failure.
-                return Err(failure.unwrap_or_else(|| LockError::TimedOut {
-                    name: name.to_owned(),
-                    waited: now.saturating_duration_since(started),
-                }));
+            let mut pause = self.backoff.delay(attempt);
+            if let Some(deadline) = deadline {
+                if now >= deadline {
+                    // A deadline reached while the server was failing reports the failure.
+                    return Err(failure.unwrap_or_else(|| LockError::TimedOut {
+                        name: name.to_owned(),
+                        waited: now.saturating_duration_since(started),
+                    }));
+                }
+                pause = pause.min(deadline.saturating_duration_since(now));
             }
-            let pause = self
-                .backoff
-                .delay(attempt)
-                .min(deadline.saturating_duration_since(now));
-            tokio::time::sleep(pause).await;
+            if watch.is_none() {
+                if let Some(wakeups) = &self.wakeups {
+                    // Subscribe, then try again at once: a release that came before the
+                    // subscription is seen by that attempt, every later one by the message.
+                    watch = Some(wakeups.watch(self.release_channel(name)));
+                    continue;
+                }
+            }
+            wake::pause(watch.as_mut(), pause).await;
             attempt = attempt.saturating_add(1);
         }
     }
@@ -429,15 +475,16 @@ impl<C: LockConnection> RedisLocker<C> {
 }
 
 /// Cleans up after an acquisition attempt whose outcome is unknown (error or cancellation).
-struct AttemptGuard<C: LockConnection> {
+struct AttemptGuard<'a, C: LockConnection> {
     armed: bool,
+    name: &'a str,
     conn: C,
     mode: Arc<ReleaseModes>,
     key: String,
     token: String,
 }
 
-impl<C: LockConnection> Drop for AttemptGuard<C> {
+impl<C: LockConnection> Drop for AttemptGuard<'_, C> {
     fn drop(&mut self) {
         if self.armed {
             spawn_release(
@@ -445,6 +492,7 @@ impl<C: LockConnection> Drop for AttemptGuard<C> {
                 Arc::clone(&self.mode),
                 std::mem::take(&mut self.key),
                 std::mem::take(&mut self.token),
+                OpSpan::new(Op::Release, "redis", self.name),
             );
         }
     }

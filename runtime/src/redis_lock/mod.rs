@@ -45,6 +45,7 @@ mod lease;
 mod locker;
 mod release_mode;
 mod scripts;
+mod wake;
 
 pub use backoff::Backoff;
 pub use error::{LockError, LostReason};
@@ -113,9 +114,11 @@ impl<C: LockConnection> crate::lock::Lease for Lease<C> {
         }
     }
 
-    /// Keeps the lease alive with [`DEFAULT_MAX_HOLD`] as the maximum hold time.
+    /// Keeps the lease alive with the issuing locker's maximum hold time
+    /// ([`RedisLocker::with_max_hold`], [`DEFAULT_MAX_HOLD`] unless set).
     fn spawn_keep_alive(&mut self) {
-        Lease::spawn_keep_alive(self, DEFAULT_MAX_HOLD)
+        let max_hold = self.max_hold();
+        Lease::spawn_keep_alive(self, max_hold)
     }
 
     async fn renew(&mut self, ttl: std::time::Duration) -> Result<(), crate::lock::LeaseError> {

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::scripts::{release_mode_from_info, ReleaseMode, RELEASE};
+use super::wake::release_channel;
 use super::{LockConnection, LockError};
 
 const UNKNOWN: u8 = 0;
@@ -62,33 +63,46 @@ impl ReleaseModes {
     }
 }
 
-/// Compare-and-delete of `key` if it holds `token`; returns whether a key was deleted.
+/// Compare-and-delete of `key` if it holds `token`, announced on the lock's release
+/// channel; returns whether a key was deleted.
+///
+/// With `DELEX` the announcement is a `PUBLISH` pipelined after it (sent whether or not the
+/// key was deleted: a needless message only makes waiters try once more); the Lua script
+/// publishes only when it deleted the key.
 pub(crate) async fn release_key<C: LockConnection>(
     conn: &mut C,
     modes: &ReleaseModes,
     key: &str,
     token: &str,
 ) -> Result<bool, LockError> {
+    let channel = release_channel(key);
     if modes.current(conn).await == ReleaseMode::DelEx {
-        let deleted: Result<i64, redis::RedisError> = redis::cmd("DELEX")
+        // `ignore_errors` keeps each reply as sent, so a rejected DELEX is told apart.
+        let replies: Vec<redis::Value> = redis::pipe()
+            .cmd("DELEX")
             .arg(key)
             .arg("IFEQ")
             .arg(token)
+            .cmd("PUBLISH")
+            .arg(&channel)
+            .arg("released")
+            .ignore_errors()
             .query_async(conn)
-            .await;
-        match deleted {
-            Ok(n) => return Ok(n == 1),
-            // The server reports 8.4+ but rejects DELEX: use the script from now on.
-            Err(e)
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            .await?;
+        match replies.into_iter().next() {
+            Some(redis::Value::Int(n)) => return Ok(n == 1),
+            Some(redis::Value::ServerError(e))
+                if e.kind() == Some(redis::ServerErrorKind::ResponseError) =>
             {
+                // The server reports 8.4+ but rejects DELEX: use the script from now on.
                 modes.learn(ReleaseMode::Lua);
             }
-            Err(e) => return Err(e.into()),
+            Some(redis::Value::ServerError(e)) => return Err(redis::RedisError::from(e).into()),
+            other => return Err(LockError::UnexpectedReply(format!("DELEX: {other:?}"))),
         }
     }
     let mut invocation = RELEASE.key(key);
-    invocation.arg(token);
+    invocation.arg(token).arg(&channel);
     let deleted: i64 = invocation.invoke_async(conn).await?;
     Ok(deleted == 1)
 }
@@ -116,12 +130,37 @@ mod tests {
 
     impl redis::aio::ConnectionLike for Fake {
         fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+            let reply = match self.answer(cmd) {
+                Ok(Value::ServerError(e)) => Err(e.into()),
+                other => other,
+            };
+            Box::pin(async move { reply })
+        }
+
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            pipeline: &'a redis::Pipeline,
+            offset: usize,
+            count: usize,
+        ) -> RedisFuture<'a, Vec<Value>> {
+            let replies: redis::RedisResult<Vec<Value>> =
+                pipeline.cmd_iter().map(|cmd| self.answer(cmd)).collect();
+            Box::pin(async move { Ok(replies?.into_iter().skip(offset).take(count).collect()) })
+        }
+
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    impl Fake {
+        fn answer(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
             let name = match cmd.args_iter().next() {
                 Some(redis::Arg::Simple(b)) => String::from_utf8_lossy(b).to_uppercase(),
                 _ => String::new(),
             };
             self.seen.lock().unwrap().push(name.clone());
-            let reply = match name.as_str() {
+            match name.as_str() {
                 "INFO" => match self.info.lock().unwrap().remove(0) {
                     Some(text) => Ok(Value::BulkString(text.as_bytes().to_vec())),
                     None => Err(redis::RedisError::from((
@@ -129,26 +168,11 @@ mod tests {
                         "connection reset",
                     ))),
                 },
-                "DELEX" if self.delex_rejected => Err(redis::RedisError::from((
-                    redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
-                    "unknown command",
-                ))),
+                "DELEX" if self.delex_rejected => {
+                    redis::parse_redis_value(b"-ERR unknown command 'DELEX'\r\n")
+                }
                 _ => Ok(Value::Int(1)),
-            };
-            Box::pin(async move { reply })
-        }
-
-        fn req_packed_commands<'a>(
-            &'a mut self,
-            _: &'a redis::Pipeline,
-            _: usize,
-            _: usize,
-        ) -> RedisFuture<'a, Vec<Value>> {
-            Box::pin(async { Ok(vec![]) })
-        }
-
-        fn get_db(&self) -> i64 {
-            0
+            }
         }
     }
 
@@ -170,9 +194,13 @@ mod tests {
             assert!(release_key(&mut conn, &modes, "k", "t").await.unwrap());
             assert_eq!(conn.seen(), ["INFO", "EVALSHA"]);
             assert!(release_key(&mut conn, &modes, "k", "t").await.unwrap());
-            assert_eq!(conn.seen(), ["INFO", "DELEX"]);
+            assert_eq!(conn.seen(), ["INFO", "DELEX", "PUBLISH"]);
             assert!(release_key(&mut conn, &modes, "k", "t").await.unwrap());
-            assert_eq!(conn.seen(), ["DELEX"], "a successful probe is remembered");
+            assert_eq!(
+                conn.seen(),
+                ["DELEX", "PUBLISH"],
+                "a successful probe is remembered"
+            );
         });
     }
 
@@ -186,7 +214,7 @@ mod tests {
         let modes = ReleaseModes::default();
         block_on(async {
             assert!(release_key(&mut conn, &modes, "k", "t").await.unwrap());
-            assert_eq!(conn.seen(), ["INFO", "DELEX", "EVALSHA"]);
+            assert_eq!(conn.seen(), ["INFO", "DELEX", "PUBLISH", "EVALSHA"]);
             assert!(release_key(&mut conn, &modes, "k", "t").await.unwrap());
             assert_eq!(conn.seen(), ["EVALSHA"]);
         });

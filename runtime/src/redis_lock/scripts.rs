@@ -38,10 +38,16 @@ return fence",
     )
 });
 
-/// Compare-and-delete: deletes the lock key only if it still holds our token.
+/// Compare-and-delete: deletes the lock key only if it still holds our token, and then
+/// announces the release on the channel `ARGV[2]` (see [`super::wake`]).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        r"if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
+        r"if redis.call('get',KEYS[1]) == ARGV[1] then
+  redis.call('del',KEYS[1])
+  redis.call('publish',ARGV[2],'released')
+  return 1
+end
+return 0",
     )
 });
 
