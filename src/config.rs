@@ -298,6 +298,35 @@ fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
 }
 
 impl Settings {
+    /// What the project facts take from these settings (unset or invalid fix values keep
+    /// their defaults).
+    pub fn project(&self) -> crate::locks::ProjectSettings {
+        let mut fix = crate::locks::FixSettings::default();
+        if let Some(v) = self
+            .redis_version
+            .as_deref()
+            .and_then(crate::locks::parse_version)
+        {
+            fix.redis_version = v;
+        }
+        if let Some(ms) = self.default_ttl.as_deref().and_then(parse_duration_ms) {
+            fix.default_ttl_ms = ms;
+        }
+        crate::locks::ProjectSettings {
+            lock_key_patterns: self.lock_key_patterns.clone(),
+            fence_columns: self.fence_columns.clone(),
+            owner_columns: self.lock_table.owner_columns.clone().unwrap_or_default(),
+            expiry_columns: self.lock_table.expiry_columns.clone().unwrap_or_default(),
+            efficiency_locks: self
+                .locks
+                .iter()
+                .filter(|(_, p)| *p == Purpose::Efficiency)
+                .map(|(k, _)| k.clone())
+                .collect(),
+            fix,
+        }
+    }
+
     fn relative(&self, path: &Path) -> Option<PathBuf> {
         let abs = path.canonicalize().ok()?;
         abs.strip_prefix(&self.root).ok().map(Path::to_path_buf)

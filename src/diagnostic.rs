@@ -113,3 +113,29 @@ impl Diagnostic {
         )
     }
 }
+
+/// Apply non-overlapping `(span, replacement)` edits to `text`.
+pub fn apply_edits(text: &str, edits: &[(Span, String)]) -> Result<String, String> {
+    let mut sorted: Vec<&(Span, String)> = edits.iter().collect();
+    sorted.sort_by_key(|(s, _)| (s.start, s.end));
+    for w in sorted.windows(2) {
+        if w[0].0.end > w[1].0.start {
+            return Err("edits overlap".to_string());
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (span, replacement) in sorted {
+        if span.end > text.len()
+            || !text.is_char_boundary(span.start)
+            || !text.is_char_boundary(span.end)
+        {
+            return Err("an edit lies outside the file".to_string());
+        }
+        out.push_str(&text[at..span.start]);
+        out.push_str(replacement);
+        at = span.end;
+    }
+    out.push_str(&text[at..]);
+    Ok(out)
+}

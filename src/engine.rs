@@ -490,24 +490,7 @@ fn rule_step(
     let mut found = Vec::new();
     match isolate::catch(|| step(&mut found)) {
         Ok(()) => out.extend(found),
-        Err(message) => out.push(isolate::file_finding(file, &message)),
-    }
-}
-
-/// The `parse-error` finding for a problem reading `file`.
-pub(crate) fn problem_finding(
-    file: &crate::source::FileRef,
-    p: &crate::ir::ParseProblem,
-) -> Diagnostic {
-    Diagnostic {
-        rule: PARSE_ERROR.name,
-        severity: PARSE_ERROR.severity,
-        primary: Location::new(file.clone(), p.span),
-        label: "not analysed".to_string(),
-        message: p.message.clone(),
-        help: p.help.clone(),
-        related: Vec::new(),
-        fix: None,
+        Err(message) => out.push(crate::rules::problems::file_finding(file, &message)),
     }
 }
 
@@ -527,11 +510,11 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
     if enabled(PARSE_ERROR.name, opts) {
         for ir in irs {
             for p in &ir.problems {
-                out.push(problem_finding(&ir.file, p));
+                out.push(crate::rules::problems::finding(&ir.file, p));
             }
         }
     }
-    let project = locks::analyze_with(irs, settings);
+    let project = locks::analyze_with(irs, &settings.project());
     let active: Vec<_> = rules::all()
         .iter()
         .filter(|r| enabled(r.info().name, opts))

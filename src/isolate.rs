@@ -1,10 +1,8 @@
 //! Panic isolation: runs one step of an analysis (a file, an embedded SQL or Lua text, a rule
 //! over one trace or file) so that a panic inside it becomes a `parse-error` finding for that
-//! step instead of ending the whole run. Panics caught here are not printed by the panic hook.
+//! step instead of ending the whole run (`rules::problems` makes the finding). Panics caught here are not printed by the panic hook.
 
-use crate::diagnostic::Diagnostic;
 use crate::ir::ParseProblem;
-use crate::rules::PARSE_ERROR;
 use crate::source::{FileRef, Span};
 use std::any::Any;
 use std::cell::Cell;
@@ -50,7 +48,7 @@ pub fn message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// What every finding made from a caught panic says to do.
-const HELP: &str = "this is a defect in locklint; please report it with the file. The rest of the tree is analysed either way";
+pub const HELP: &str = "this is a defect in locklint; please report it with the file. The rest of the tree is analysed either way";
 
 /// The finding for a step that panicked: `what` names what was not analysed ("this file",
 /// "this embedded SQL text").
@@ -66,16 +64,6 @@ pub fn problem(what: &str, message: &str, span: Span) -> ParseProblem {
 pub fn file_problem(file: &FileRef, message: &str) -> ParseProblem {
     let first = file.text.chars().next().map_or(0, char::len_utf8);
     problem("this file", message, Span::new(0, first))
-}
-
-/// The finding for a whole file whose analysis panicked.
-pub fn file_finding(file: &FileRef, message: &str) -> Diagnostic {
-    crate::engine::problem_finding(file, &file_problem(file, message))
-}
-
-/// Whether a finding stands for a caught panic (made by [`problem`] or [`file_finding`]).
-pub fn is_caught(d: &Diagnostic) -> bool {
-    d.rule == PARSE_ERROR.name && d.help == HELP
 }
 
 /// Whether a panic on this thread now would be caught by [`catch`] (and not printed).

@@ -1,6 +1,7 @@
 //! Project-wide facts: resolves key templates across files, expands lock helpers at their
 //! call sites into per-function traces, and decides which keys are locks.
 
+pub mod schema;
 pub mod ttl;
 
 use crate::ir::{Call, Event, FileIr, Function, KeyRef, NodeId, Op, OpKind, Part, ResultUse};
@@ -164,22 +165,6 @@ impl Default for FixSettings {
 }
 
 impl FixSettings {
-    /// From the configuration (unset or invalid values keep the defaults).
-    pub fn of(settings: &crate::config::Settings) -> Self {
-        let mut f = FixSettings::default();
-        if let Some(v) = settings.redis_version.as_deref().and_then(parse_version) {
-            f.redis_version = v;
-        }
-        if let Some(ms) = settings
-            .default_ttl
-            .as_deref()
-            .and_then(crate::config::parse_duration_ms)
-        {
-            f.default_ttl_ms = ms;
-        }
-        f
-    }
-
     /// Whether the target has `DELEX key IFEQ token` (Redis 8.4).
     pub fn has_delex(&self) -> bool {
         self.redis_version >= (8, 4)
@@ -203,7 +188,7 @@ pub struct Project<'a> {
     pub traces: Vec<Trace<'a>>,
     pub facts: Facts,
     /// Tables, fencing columns, lock tables and unique keys from every file's SQL.
-    pub schema: crate::frontend::sql::Schema,
+    pub schema: crate::locks::schema::Schema,
     /// Key templates declared efficiency-only locks in the configuration.
     pub efficiency_locks: Vec<String>,
 }
@@ -610,13 +595,29 @@ impl<'a> Expander<'_, 'a> {
     }
 }
 
+/// What the project facts take from the configuration (`config::Settings::project` makes it).
+#[derive(Debug, Clone, Default)]
+pub struct ProjectSettings {
+    /// Extra words or patterns that mark a lock key.
+    pub lock_key_patterns: Vec<String>,
+    /// Names of fencing-token columns besides the defaults.
+    pub fence_columns: Vec<String>,
+    /// Lock-table columns naming the holder, besides the defaults.
+    pub owner_columns: Vec<String>,
+    /// Lock-table columns holding the expiry, besides the defaults.
+    pub expiry_columns: Vec<String>,
+    /// Key templates configured as locks for efficiency.
+    pub efficiency_locks: Vec<String>,
+    pub fix: FixSettings,
+}
+
 /// Build traces for every function that touches Redis and decide which keys are locks.
 pub fn analyze(files: &[FileIr]) -> Project<'_> {
-    analyze_with(files, &crate::config::Settings::default())
+    analyze_with(files, &ProjectSettings::default())
 }
 
 /// [`analyze`] with configured settings: extra lock words, column names, efficiency locks.
-pub fn analyze_with<'a>(files: &'a [FileIr], settings: &crate::config::Settings) -> Project<'a> {
+pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Project<'a> {
     let lock_words = &settings.lock_key_patterns;
     let idx = Index::new(files);
     let mut traces = Vec::new();
@@ -642,25 +643,20 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &crate::config::Settings)
     mark_locks(&mut traces, &mut acquired_nx, lock_words);
     let mut facts = collect_facts(&traces);
     facts.acquired_nx = acquired_nx;
-    facts.fix = FixSettings::of(settings);
+    facts.fix = settings.fix;
     Project {
         files,
         traces,
         facts,
-        schema: crate::frontend::sql::schema::schema_with(
+        schema: crate::locks::schema::schema_with(
             files,
-            crate::frontend::sql::schema::ColumnNames::with(
+            crate::locks::schema::ColumnNames::with(
                 &settings.fence_columns,
-                settings.lock_table.owner_columns.as_deref().unwrap_or(&[]),
-                settings.lock_table.expiry_columns.as_deref().unwrap_or(&[]),
+                &settings.owner_columns,
+                &settings.expiry_columns,
             ),
         ),
-        efficiency_locks: settings
-            .locks
-            .iter()
-            .filter(|(_, p)| *p == crate::config::Purpose::Efficiency)
-            .map(|(k, _)| k.clone())
-            .collect(),
+        efficiency_locks: settings.efficiency_locks.clone(),
     }
 }
 

@@ -52,22 +52,7 @@ pub fn absolute(path: &Path) -> PathBuf {
     lexical(&joined)
 }
 
-/// `.` and `..` components resolved without reading the file system.
-pub fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
+pub use crate::source::lexical;
 
 /// Which of the tables cargo reads a manifest has: (`[workspace]`, `[package]`).
 fn manifest_tables(path: &Path) -> (bool, bool) {

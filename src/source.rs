@@ -1,6 +1,6 @@
 //! Source files, byte spans and the line index that turns offsets into 1-based line/column.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 /// A half-open byte range `[start, end)` into a file's text.
@@ -215,7 +215,7 @@ pub struct SourceFile {
     pub text: String,
     pub lines: LineIndex,
     /// What the text declares and names, indexed the first time a fix asks (Rust files).
-    rust_names: std::sync::OnceLock<crate::frontend::rust::names::RustNames>,
+    pub rust_names: std::sync::OnceLock<crate::ir::names::RustNames>,
     /// Whether the file brings redis-rs's command traits into scope, read once by the fixes
     /// that need to know.
     pub redis_traits: std::sync::OnceLock<bool>,
@@ -242,13 +242,6 @@ impl SourceFile {
         })
     }
 
-    /// What the text declares and names as a whole, found in one pass of the Rust lexer the
-    /// first time it is asked (whole-file questions of fixes cost the same for every finding).
-    pub fn rust_names(&self) -> &crate::frontend::rust::names::RustNames {
-        self.rust_names
-            .get_or_init(|| crate::frontend::rust::names::RustNames::of(&self.text))
-    }
-
     /// The line that holds `offset`, without its line break, found in the line index (in
     /// time independent of the line's length).
     pub fn line_span(&self, offset: usize) -> Span {
@@ -272,9 +265,9 @@ impl SourceFile {
 pub fn display_path(path: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     let abs = if path.is_absolute() {
-        crate::project::lexical(path)
+        lexical(path)
     } else if let Some(cwd) = &cwd {
-        crate::project::lexical(&cwd.join(path))
+        lexical(&cwd.join(path))
     } else {
         path.to_path_buf()
     };
@@ -361,4 +354,21 @@ mod tests {
         assert_eq!(idx.line_col(text, 99), LineCol { line: 2, column: 1 });
         assert_eq!(idx.offset(text, 9, 0), text.len());
     }
+}
+
+/// `.` and `..` components resolved without reading the file system.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }

@@ -4,37 +4,13 @@
 //! inside string literals. Suppressions without a reason, suppressions that suppress nothing
 //! and unknown rule names are reported.
 
-use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location};
 use crate::frontend::lua::lex as lua_lex;
 use crate::frontend::sql::lex as sql_lex;
 use crate::ir::FileIr;
-use crate::rules::{self, RuleInfo};
+use crate::rules::{self, RuleInfo, UNKNOWN_RULE, UNUSED, WITHOUT_REASON};
 use crate::source::{FileRef, Span};
 use std::collections::{HashMap, HashSet};
-
-pub static WITHOUT_REASON: RuleInfo = RuleInfo {
-    name: "suppression-without-reason",
-    summary: "a suppression comment gives no reason",
-    severity: Severity::Warning,
-    fixable: false,
-    doc: include_str!("../rules/suppression-without-reason.md"),
-};
-
-pub static UNUSED: RuleInfo = RuleInfo {
-    name: "unused-suppression",
-    summary: "a suppression comment suppresses nothing",
-    severity: Severity::Warning,
-    fixable: true,
-    doc: include_str!("../rules/unused-suppression.md"),
-};
-
-pub static UNKNOWN_RULE: RuleInfo = RuleInfo {
-    name: "suppression-unknown-rule",
-    summary: "a suppression comment names a rule that does not exist",
-    severity: Severity::Warning,
-    fixable: false,
-    doc: include_str!("../rules/suppression-unknown-rule.md"),
-};
 
 /// A comment token: its span and text (without the comment markers).
 #[derive(Debug, Clone)]

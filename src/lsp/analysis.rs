@@ -58,7 +58,7 @@ pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
     log.extend(
         findings
             .iter()
-            .filter(|d| isolate::is_caught(d))
+            .filter(|d| crate::rules::problems::is_caught(d))
             .map(|d| format!("{}: {}", path.display(), d.message)),
     );
     Outcome { findings, log }
@@ -70,7 +70,7 @@ pub fn guarded(analyser: Analyser, file: &FileRef, root: Option<&Path>) -> Outco
     match isolate::catch(|| analyser(&file.path, &file.text, root)) {
         Ok(outcome) => outcome,
         Err(why) => {
-            let finding = isolate::file_finding(file, &why);
+            let finding = crate::rules::problems::file_finding(file, &why);
             Outcome {
                 log: vec![format!("{}: {}", file.path.display(), finding.message)],
                 findings: vec![finding],
@@ -109,7 +109,7 @@ mod tests {
         let out = guarded(explode, &file, None);
         assert_eq!(out.findings.len(), 1);
         assert_eq!(out.findings[0].rule, PARSE_ERROR.name);
-        assert!(isolate::is_caught(&out.findings[0]));
+        assert!(crate::rules::problems::is_caught(&out.findings[0]));
         assert!(out.findings[0].message.contains("a front-end bug"));
         assert_eq!(out.findings[0].primary.span.end, 1);
         assert!(out.log[0].contains("a front-end bug"));

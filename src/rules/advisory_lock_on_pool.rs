@@ -4,7 +4,7 @@
 use super::sql_matching::{related, runs, sql_diagnostic};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
-use crate::frontend::sql::Advisory;
+use crate::ir::sql::Advisory;
 use crate::ir::{Executor, FileIr};
 use crate::locks::Project;
 use crate::source::Span;

@@ -4,7 +4,7 @@
 use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, UnlockSet};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::frontend::sql::{Advisory, Kind, Statement};
+use crate::ir::sql::{Advisory, Kind, Statement};
 use crate::ir::FileIr;
 use crate::locks::Project;
 use std::collections::HashMap;

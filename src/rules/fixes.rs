@@ -78,7 +78,7 @@ pub fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
             )
         })
         .collect();
-    let Ok(new) = crate::fix::apply_to_text(old, &relative) else {
+    let Ok(new) = crate::diagnostic::apply_edits(old, &relative) else {
         return edits;
     };
     let whole = format!("{before}{new}{}", &text[stmt.end..line_end]);
@@ -605,7 +605,7 @@ fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
     let definition = format!("const {}: &str = {literal};", script.name);
     // reuse a module-level definition (at the start of a line; one indented may sit in an
     // inline module, out of this function's scope)
-    let names = o.file.rust_names();
+    let names = crate::frontend::rust::names::of_file(&o.file);
     let top_level = names.defines_at_top_level(&o.file.text, script.name, &definition);
     if top_level && o.func.item_slot.is_some() {
         return (script.name.to_string(), None);
@@ -684,7 +684,10 @@ pub fn token_in_scope(o: &TraceOp) -> Option<String> {
             .uses_of(name)
             .iter()
             .find(|(_, at)| *at < o.op.span.start && *at > f.span.start);
-        if f.has_self && o.file.rust_names().reads_self_field(name) && used.is_none() {
+        if f.has_self
+            && crate::frontend::rust::names::of_file(&o.file).reads_self_field(name)
+            && used.is_none()
+        {
             return Some(format!("&self.{name}"));
         }
         if let Some((_, at)) = used {
@@ -700,7 +703,7 @@ pub fn token_in_scope(o: &TraceOp) -> Option<String> {
 }
 
 fn is_fred(o: &TraceOp) -> bool {
-    o.file.rust_names().mentions_fred()
+    crate::frontend::rust::names::of_file(&o.file).mentions_fred()
 }
 
 /// Replace a plain `DEL` / `UNLINK` of a lock with an atomic compare-and-delete: `DELEX key

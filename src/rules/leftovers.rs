@@ -7,7 +7,7 @@
 //! A redis-rs command trait import (`use redis::AsyncCommands;`) goes when no code left in the
 //! file may call the trait's methods: with the fix that replaced its last call
 //! ([`unused_trait_import`]), or with the fixes applied to the file in one pass that together
-//! replaced every call ([`trait_import_left_unused`], asked by [`crate::fix::plan`]).
+//! replaced every call ([`trait_import_left_unused`], asked by `fix::plan`).
 
 use crate::diagnostic::Edit;
 use crate::source::{FileRef, Span};
@@ -673,7 +673,7 @@ mod tests {
             .chain(&extra)
             .map(|e| (e.location.span, e.replacement.clone()))
             .collect();
-        crate::fix::apply_to_text(text, &all).ok()
+        crate::diagnostic::apply_edits(text, &all).ok()
     }
 
     const TAKE_OVER: &str = "use std::time::{Duration, SystemTime};

@@ -6,7 +6,7 @@ use super::sql_matching::{
 };
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
-use crate::frontend::sql::{Statement, Value};
+use crate::ir::sql::{Statement, Value};
 use crate::ir::FileIr;
 use crate::locks::{FixSettings, Project};
 use crate::source::Span;

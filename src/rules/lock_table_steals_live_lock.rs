@@ -8,7 +8,7 @@ use super::sql_matching::{
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Applicability, Fix};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::frontend::sql::{Conflict, Kind, Statement};
+use crate::ir::sql::{Conflict, Kind, Statement};
 use crate::ir::FileIr;
 use crate::locks::Project;
 

@@ -9,7 +9,7 @@
 //! one).
 
 use crate::diagnostic::{Applicability, Edit, Fix, Location};
-use crate::frontend::lua::{KeyWrite, Script};
+use crate::ir::lua::{KeyWrite, Script};
 use crate::ir::FileIr;
 use crate::source::Span;
 use full_moon::ast::{
@@ -285,7 +285,7 @@ pub fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite, facts: &mut Facts
         .calls_at
         .get(&w.range)
         .and_then(|&i| shape.calls.get(i));
-    let release = matches!(w.kind, crate::frontend::lua::WriteKind::Release);
+    let release = matches!(w.kind, crate::ir::lua::WriteKind::Release);
     if release && call.is_none_or(|c| c.args.len() != 1) {
         return None;
     }

@@ -5,7 +5,7 @@ use super::matching::diagnostic;
 use super::script_args::CallSites;
 use super::RuleInfo;
 use crate::diagnostic::{Diagnostic, Location, Related};
-use crate::frontend::lua::{Script, WriteKind};
+use crate::ir::lua::{Script, WriteKind};
 use crate::ir::{Event, FileIr, OpKind};
 use crate::locks::Project;
 

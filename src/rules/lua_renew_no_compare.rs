@@ -4,7 +4,7 @@
 use super::lua_matching::{check, LuaRule};
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::frontend::lua::WriteKind;
+use crate::ir::lua::WriteKind;
 use crate::ir::FileIr;
 use crate::locks::Project;
 

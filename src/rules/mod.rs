@@ -16,6 +16,7 @@ mod lua_matching;
 mod lua_release_no_compare;
 mod lua_renew_no_compare;
 mod matching;
+pub mod problems;
 mod script_args;
 mod separate_expire;
 mod setnx_without_expiry;
@@ -60,6 +61,31 @@ pub static PARSE_ERROR: RuleInfo = RuleInfo {
     doc: include_str!("../../rules/parse-error.md"),
 };
 
+/// Findings about suppression comments (made by `suppress`, which reads the comments).
+pub static WITHOUT_REASON: RuleInfo = RuleInfo {
+    name: "suppression-without-reason",
+    summary: "a suppression comment gives no reason",
+    severity: Severity::Warning,
+    fixable: false,
+    doc: include_str!("../../rules/suppression-without-reason.md"),
+};
+
+pub static UNUSED: RuleInfo = RuleInfo {
+    name: "unused-suppression",
+    summary: "a suppression comment suppresses nothing",
+    severity: Severity::Warning,
+    fixable: true,
+    doc: include_str!("../../rules/unused-suppression.md"),
+};
+
+pub static UNKNOWN_RULE: RuleInfo = RuleInfo {
+    name: "suppression-unknown-rule",
+    summary: "a suppression comment names a rule that does not exist",
+    severity: Severity::Warning,
+    fixable: false,
+    doc: include_str!("../../rules/suppression-unknown-rule.md"),
+};
+
 /// Every trace rule, in documentation order.
 pub fn all() -> &'static [&'static dyn Rule] {
     static RULES: &[&dyn Rule] = &[
@@ -86,9 +112,9 @@ pub fn all() -> &'static [&'static dyn Rule] {
 pub fn infos() -> Vec<&'static RuleInfo> {
     let mut v: Vec<&'static RuleInfo> = all().iter().map(|r| r.info()).collect();
     v.push(&PARSE_ERROR);
-    v.push(&crate::suppress::WITHOUT_REASON);
-    v.push(&crate::suppress::UNUSED);
-    v.push(&crate::suppress::UNKNOWN_RULE);
+    v.push(&WITHOUT_REASON);
+    v.push(&UNUSED);
+    v.push(&UNKNOWN_RULE);
     v
 }
 

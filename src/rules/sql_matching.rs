@@ -5,9 +5,10 @@
 use super::RuleInfo;
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
 use crate::frontend::sql::lex as sql_lex;
-use crate::frontend::sql::schema::lock_table_name;
-use crate::frontend::sql::{Advisory, CmpOp, Col, Conflict, Kind, Schema, Statement, Value};
+use crate::ir::sql::{Advisory, CmpOp, Col, Conflict, Kind, Statement, Value};
 use crate::ir::{Embedded, Event, FileIr, Function, NodeId};
+use crate::locks::schema::lock_table_name;
+use crate::locks::schema::Schema;
 use crate::source::Span;
 
 /// The columns of a lock table that matter.

@@ -9,9 +9,10 @@ use super::sql_matching::{
 };
 use super::{Rule, RuleInfo};
 use crate::diagnostic::{Diagnostic, Location, Related, Severity};
-use crate::frontend::sql::{Schema, Statement};
+use crate::ir::sql::Statement;
 use crate::ir::Executor;
 use crate::ir::{FileIr, OpKind};
+use crate::locks::schema::Schema;
 use crate::locks::Project;
 use std::collections::HashMap;
 
@@ -228,7 +229,7 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diag
         .and_then(|e| e.text.get(st.start..st.end))
         .unwrap_or("");
     match (&st.filter, st.upsert_span) {
-        (None, Some(upsert)) if st.conflict == crate::frontend::sql::Conflict::DoUpdate => {
+        (None, Some(upsert)) if st.conflict == crate::ir::sql::Conflict::DoUpdate => {
             let table = st.names.last().cloned().or_else(|| st.table.clone())?;
             let (value, applicability) = match &written {
                 Some(v) => (v.clone(), Applicability::Safe),
@@ -247,7 +248,7 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diag
                 applicability,
             )
         }
-        (Some(filter), _) if st.conflict == crate::frontend::sql::Conflict::None => {
+        (Some(filter), _) if st.conflict == crate::ir::sql::Conflict::None => {
             let condition = file
                 .file
                 .text
@@ -282,13 +283,8 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<crate::diag
 
 /// Whether the condition already has `fence < value` (or `value > fence`), by the text of its
 /// operands.
-fn compares_with(
-    file: &FileIr,
-    filter: &crate::frontend::sql::Filter,
-    fence: &str,
-    value: &str,
-) -> bool {
-    use crate::frontend::sql::{CmpOp, Value};
+fn compares_with(file: &FileIr, filter: &crate::ir::sql::Filter, fence: &str, value: &str) -> bool {
+    use crate::ir::sql::{CmpOp, Value};
     let text = |v: &Value| {
         v.span
             .and_then(|s| file.file.text.get(s.start..s.end))

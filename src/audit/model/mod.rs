@@ -23,8 +23,9 @@ use crate::config::{Mode, Resolver, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
 use crate::frontend::sql::lex as sql_lex;
-use crate::frontend::sql::{Conflict, Kind, Schema, Statement};
+use crate::ir::sql::{Conflict, Kind, Statement};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
+use crate::locks::schema::Schema;
 use crate::locks::{self, Project, Trace, TraceOp};
 use crate::rules::sql_matching::{
     exec_method, fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences,
@@ -98,7 +99,7 @@ fn project_settings(opts: &Options) -> Settings {
 
 /// The inventory of analysed files, with the findings of the normal rules attached.
 pub fn inventory(irs: &[FileIr], settings: &Settings, findings: &[Diagnostic]) -> Vec<Lock> {
-    let project = locks::analyze_with(irs, settings);
+    let project = locks::analyze_with(irs, &settings.project());
     let mut out = Vec::new();
     out.extend(redis_locks(&project));
     out.extend(advisory_locks(&project));

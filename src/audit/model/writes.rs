@@ -35,7 +35,7 @@ fn conditional_update(st: &Statement) -> bool {
         && st.filter.as_ref().is_some_and(|f| {
             f.comparisons
                 .iter()
-                .any(|c| c.op == crate::frontend::sql::CmpOp::Eq)
+                .any(|c| c.op == crate::ir::sql::CmpOp::Eq)
         })
 }
 

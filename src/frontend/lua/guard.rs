@@ -8,6 +8,7 @@
 //! (`PEXPIRE`, `EXPIRE`, `PEXPIREAT`, `EXPIREAT`, `SET .. KEEPTTL`, `SET .. XX PX`) is recorded
 //! with whether its key is in that set.
 
+use crate::ir::lua::{KeyWrite, WriteKind};
 use full_moon::ast::{
     BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index,
     LastStmt, Parameter, Prefix, Stmt, Suffix, UnOp, Var, VarExpression,
@@ -15,29 +16,6 @@ use full_moon::ast::{
 use full_moon::node::Node;
 use full_moon::tokenizer::{TokenReference, TokenType};
 use std::collections::{BTreeSet, HashMap};
-
-/// What a key-changing call does to a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteKind {
-    /// `DEL`, `UNLINK`.
-    Release,
-    /// `PEXPIRE`, `EXPIRE`, `PEXPIREAT`, `EXPIREAT`, `SET .. KEEPTTL`, `SET .. XX PX`.
-    Renew,
-}
-
-/// A `redis.call`/`redis.pcall` that deletes a key or changes its expiry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyWrite {
-    pub kind: WriteKind,
-    /// The command as users know it: `DEL`, `PEXPIRE`, `SET ... KEEPTTL`.
-    pub command: String,
-    /// The key's identity: `KEYS[1]` (also through a local bound to it), else the expression.
-    pub key: String,
-    /// Byte range of the whole call in the script text.
-    pub range: (usize, usize),
-    /// Whether an ownership check of the same key dominates the call.
-    pub guarded: bool,
-}
 
 /// What the guard analysis found in one script.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,42 +9,10 @@
 pub mod guard;
 pub mod lex;
 
-pub use guard::{KeyWrite, WriteKind};
-
+use crate::ir::lua::Script;
 use crate::ir::{FileIr, Language, ParseProblem};
 use crate::source::Span;
 use crate::vocabulary;
-
-/// What the Lua front-end extracted from one file.
-#[derive(Debug, Default)]
-pub struct LuaIr {
-    pub scripts: Vec<Script>,
-}
-
-/// One parsed Redis script.
-#[derive(Debug, Clone)]
-pub struct Script {
-    /// Index in [`FileIr::embedded`].
-    pub embedded: usize,
-    /// Names the script is attached to: the `const`/`static`/`let` holding its text, the Rust
-    /// function that builds it, the `.lua` file's name.
-    pub names: Vec<String>,
-    /// One of [`Script::names`] says the script belongs to a lock (lock, unlock, release,
-    /// renew, extend, lease, mutex).
-    pub lock_named: bool,
-    /// `DEL`/`UNLINK`/expiry calls with their file spans.
-    pub writes: Vec<(KeyWrite, Span)>,
-    /// Keys whose value (`GET`, or an ownership read) the script compares somewhere, with the
-    /// file span of the first such comparison.
-    pub checked: Vec<(String, Span)>,
-}
-
-impl Script {
-    /// Where the script compares the value of `key`.
-    pub fn check_of(&self, key: &str) -> Option<Span> {
-        self.checked.iter().find(|(k, _)| k == key).map(|(_, s)| *s)
-    }
-}
 
 /// Parse the Lua texts of a file (`ir.embedded` with [`crate::ir::Language::Lua`]).
 pub fn analyze(ir: &mut FileIr) {

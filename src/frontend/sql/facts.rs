@@ -2,8 +2,8 @@
 //! and record what the rules need, with exact spans.
 
 use super::lex::{self, Kind as Tk, Token};
-use super::{
-    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Kind, Statement, TableDef, Value,
+use crate::ir::sql::{
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Kind, Param, Statement, TableDef, Value,
 };
 use crate::ir::TextMap;
 use crate::source::Span;
@@ -74,7 +74,7 @@ pub struct Context<'a> {
     pub statements: &'a mut Vec<Statement>,
     pub problems: &'a mut Vec<(Span, String)>,
     /// The top-level `$n` parameters of the text, collected as it is split.
-    pub params: &'a mut Vec<super::Param>,
+    pub params: &'a mut Vec<Param>,
     /// Whether parse failures are reported.
     pub report: bool,
 }
@@ -113,7 +113,7 @@ impl Context<'_> {
             if !in_body {
                 self.params.extend(toks.iter().filter_map(|t| {
                     let n = t.text(self.text).strip_prefix('$')?.parse().ok()?;
-                    (t.kind == Tk::Param).then_some(super::Param {
+                    (t.kind == Tk::Param).then_some(Param {
                         start: t.start,
                         end: t.end,
                         n,

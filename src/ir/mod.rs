@@ -1,6 +1,10 @@
 //! The intermediate form every front-end produces and every rule reads: lock-relevant
 //! operations (Redis commands today) grouped by function, with key templates and spans.
 
+pub mod lua;
+pub mod names;
+pub mod sql;
+
 use crate::source::{FileRef, Span};
 use std::fmt;
 
@@ -492,10 +496,10 @@ pub struct FileIr {
     pub problems: Vec<ParseProblem>,
     /// SQL and Lua texts in this file.
     pub embedded: Vec<Embedded>,
-    /// Parsed SQL (filled by [`crate::frontend::sql`]).
-    pub sql: crate::frontend::sql::SqlIr,
-    /// Parsed Lua scripts (filled by [`crate::frontend::lua`]).
-    pub lua: crate::frontend::lua::LuaIr,
+    /// Parsed SQL (filled by the SQL front-end).
+    pub sql: sql::SqlIr,
+    /// Parsed Lua scripts (filled by the Lua front-end).
+    pub lua: lua::LuaIr,
 }
 
 impl FileIr {

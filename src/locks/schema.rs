@@ -2,7 +2,7 @@
 //! and unique indexes anywhere in the project, with their fencing column and whether they are
 //! lock tables.
 
-use super::{Statement, TableDef};
+use crate::ir::sql::{Statement, TableDef};
 use crate::ir::FileIr;
 use std::collections::BTreeMap;
 
