@@ -10,21 +10,21 @@ pub mod audit;
 pub mod baseline;
 pub mod cli;
 pub mod config;
-pub mod diagnostic;
 pub mod discover;
 pub mod engine;
 pub mod fingerprint;
 pub mod fix;
-pub mod frontend;
-pub mod ir;
-pub mod isolate;
-pub mod locks;
 pub mod lsp;
 pub mod output;
 pub mod project;
-pub mod rules;
-pub mod scripts;
-pub mod source;
-pub mod suggest;
 pub mod suppress;
-pub mod vocabulary;
+
+// The layers below the command line, each a crate of its own (a lower crate cannot name a
+// higher one): the intermediate form and its sources, the front-ends, the project facts, the
+// rules. Re-exported under the names the rest of this crate uses.
+pub use locklint_frontend as frontend;
+pub use locklint_ir as ir;
+pub use locklint_ir::{diagnostic, isolate, source, suggest, vocabulary};
+pub use locklint_project as locks;
+pub use locklint_rules as rules;
+pub use locklint_rules::scripts;

@@ -1,0 +1,197 @@
+//! Where Rust code hands SQL or Lua text to a library: sqlx, tokio-postgres/postgres, diesel,
+//! sea-orm, redis scripts and fred. Also tells pools from held connections and transactions.
+
+use locklint_ir::vocabulary::words;
+use locklint_ir::{Executor, Language};
+
+/// A call site that takes SQL or Lua text: which argument, in which language.
+pub struct Site {
+    pub arg: usize,
+    pub language: Language,
+    pub origin: &'static str,
+}
+
+/// Path calls: `sqlx::query("..")`, `sql_query("..")`, `Statement::from_string(b, "..")`,
+/// `redis::Script::new("..")`.
+pub fn call_site(name: &str, full: &str, nargs: usize, sqlx_file: bool) -> Option<Site> {
+    let sql = |arg, origin| {
+        Some(Site {
+            arg,
+            language: Language::Sql,
+            origin,
+        })
+    };
+    match name {
+        "query" | "query_as" | "query_scalar" | "query_with" | "query_as_with"
+        | "query_scalar_with"
+            if nargs >= 1 && (full.contains("sqlx") || sqlx_file) =>
+        {
+            sql(0, "sqlx")
+        }
+        "sql_query" if nargs == 1 => sql(0, "diesel::sql_query"),
+        "from_string" if full.contains("Statement") && nargs == 2 => sql(1, "sea-orm"),
+        "from_sql_and_values" if full.contains("Statement") && nargs == 3 => sql(1, "sea-orm"),
+        "new" if full.ends_with("Script::new") && nargs == 1 => Some(Site {
+            arg: 0,
+            language: Language::Lua,
+            origin: "redis::Script",
+        }),
+        _ => None,
+    }
+}
+
+/// sqlx query macros: the argument holding the SQL.
+pub fn macro_site(name: &str, full: &str, sqlx_file: bool) -> Option<usize> {
+    if !(full.contains("sqlx") || sqlx_file) {
+        return None;
+    }
+    match name {
+        "query" | "query_scalar" | "query_unchecked" | "query_scalar_unchecked" => Some(0),
+        "query_as" | "query_as_unchecked" => Some(1),
+        _ => None,
+    }
+}
+
+/// Methods that take SQL text first (tokio-postgres, postgres, sqlx `Executor`) or Lua text
+/// (fred `eval`, `script_load`).
+pub fn method_site(name: &str) -> Option<Language> {
+    match name {
+        "execute" | "query" | "query_one" | "query_opt" | "query_raw" | "execute_raw"
+        | "prepare" | "prepare_cached" | "batch_execute" | "simple_query" | "fetch_one"
+        | "fetch_all" | "fetch_optional" => Some(Language::Sql),
+        "eval" | "script_load" => Some(Language::Lua),
+        _ => None,
+    }
+}
+
+/// Methods that run a prepared sqlx/diesel query on an executor given as the argument.
+pub fn is_exec_method(name: &str) -> bool {
+    matches!(
+        name,
+        "execute"
+            | "fetch"
+            | "fetch_one"
+            | "fetch_all"
+            | "fetch_optional"
+            | "fetch_many"
+            | "load"
+            | "get_result"
+            | "get_results"
+            | "first"
+    )
+}
+
+/// Text that starts like a SQL statement (for method calls whose name alone is not enough).
+pub fn looks_like_sql(text: &str) -> bool {
+    let mut t = text.trim_start();
+    while let Some(rest) = t.strip_prefix("--") {
+        t = rest
+            .split_once('\n')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .trim_start();
+    }
+    let first: String = t
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .to_ascii_uppercase();
+    matches!(
+        first.as_str(),
+        "SELECT"
+            | "INSERT"
+            | "UPDATE"
+            | "DELETE"
+            | "WITH"
+            | "CREATE"
+            | "ALTER"
+            | "DROP"
+            | "BEGIN"
+            | "COMMIT"
+            | "ROLLBACK"
+            | "LOCK"
+            | "SET"
+            | "TRUNCATE"
+            | "MERGE"
+            | "CALL"
+            | "DO"
+            | "VALUES"
+            | "REPLACE"
+            | "UPSERT"
+    )
+}
+
+/// What a declared type says about an executor.
+pub fn executor_of_type(ty: &str) -> Option<Executor> {
+    let t = ty.replace(' ', "");
+    if t.contains("Transaction") {
+        Some(Executor::Transaction)
+    } else if t.contains("PoolConnection")
+        || t.contains("PooledConnection")
+        || t.contains("Connection")
+        || t.contains("Client")
+        || t.contains("Object")
+    {
+        Some(Executor::Connection)
+    } else if t.contains("Pool") {
+        Some(Executor::Pool)
+    } else {
+        None
+    }
+}
+
+/// What a name says about an executor (`tx`, `pool`, `conn`).
+pub fn executor_of_name(name: &str) -> Option<Executor> {
+    let w = words(name);
+    let has = |x: &[&str]| w.iter().any(|a| x.contains(&a.as_str()));
+    if has(&["tx", "txn", "trx", "transaction"]) {
+        Some(Executor::Transaction)
+    } else if has(&["pool"]) {
+        Some(Executor::Pool)
+    } else if has(&["conn", "connection", "client", "session"]) {
+        Some(Executor::Connection)
+    } else {
+        None
+    }
+}
+
+/// What a method call on an executor returns (`pool.acquire()` is a connection).
+pub fn executor_of_method(name: &str) -> Option<Executor> {
+    match name {
+        "acquire" | "get" | "get_owned" | "detach" | "connect" | "dedicated_connection" => {
+            Some(Executor::Connection)
+        }
+        "begin" | "transaction" | "build_transaction" | "begin_with" => Some(Executor::Transaction),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_detection() {
+        assert!(looks_like_sql("  -- lock\n  UPDATE t SET a = 1"));
+        assert!(!looks_like_sql("{ user(id: 1) { name } }"));
+        assert!(!looks_like_sql("hello"));
+    }
+
+    #[test]
+    fn executors() {
+        assert_eq!(executor_of_type("&PgPool"), Some(Executor::Pool));
+        assert_eq!(executor_of_type("Pool<Postgres>"), Some(Executor::Pool));
+        assert_eq!(
+            executor_of_type("&mut PoolConnection<Postgres>"),
+            Some(Executor::Connection)
+        );
+        assert_eq!(
+            executor_of_type("&mut Transaction<'_, Postgres>"),
+            Some(Executor::Transaction)
+        );
+        assert_eq!(executor_of_name("db_pool"), Some(Executor::Pool));
+        assert_eq!(executor_of_name("tx"), Some(Executor::Transaction));
+        assert_eq!(executor_of_name("conn"), Some(Executor::Connection));
+        assert_eq!(executor_of_name("state"), None);
+    }
+}

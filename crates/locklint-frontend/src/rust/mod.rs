@@ -1,0 +1,91 @@
+//! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
+
+mod commands;
+mod depth;
+mod embed;
+mod env;
+mod items;
+mod keys;
+mod literal;
+pub mod names;
+mod spans;
+mod walker;
+
+pub use commands::{builder, typed, CmdArg};
+pub use keys::parse_format;
+
+use locklint_ir::source::{FileRef, Span};
+use locklint_ir::{FileIr, ParseProblem};
+
+pub use depth::{MAX_DEPTH, MAX_NESTING};
+
+/// Parse one Rust file into the intermediate form.
+pub fn analyze(index: usize, file: FileRef) -> FileIr {
+    let ir = parse_and_walk(index, file);
+    // spans refer to this thread's copy of the text until it is dropped
+    proc_macro2::extra::invalidate_current_thread_spans();
+    ir
+}
+
+fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
+    let mut ir = FileIr::new(file.clone());
+    if file.text.trim().is_empty() {
+        return ir;
+    }
+    if let Some(problem) = too_deep(&file.text) {
+        ir.problems.push(problem);
+        return ir;
+    }
+    let parsed = match syn::parse_file(&file.text) {
+        Ok(f) => f,
+        Err(e) => {
+            let at = spans::to_span(&file, e.span());
+            let text = e.to_string();
+            let what = if text.contains("cannot parse string into token stream") {
+                "unbalanced brackets, or an unterminated string, character literal or block comment"
+                    .to_string()
+            } else {
+                text
+            };
+            ir.problems.push(ParseProblem {
+                message: format!("could not parse this Rust file: {what}"),
+                span: Span::new(at.start, at.end.max(at.start)),
+                help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
+            });
+            return ir;
+        }
+    };
+    items::collect(index, &file, &parsed, &mut ir);
+    ir
+}
+
+/// Refuse pathological nesting before the recursive parser sees it.
+fn too_deep(text: &str) -> Option<ParseProblem> {
+    let tokens: proc_macro2::TokenStream = match text.parse() {
+        Ok(t) => t,
+        // the parser reports lexing errors with a location
+        Err(_) => return None,
+    };
+    let (span, message) = match depth::check(tokens)? {
+        depth::Excess::Brackets(span) => (
+            span,
+            format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
+        ),
+        depth::Excess::Depth(span) => (
+            span,
+            format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
+        ),
+    };
+    let idx = locklint_ir::source::LineIndex::new(text);
+    let s = span.start();
+    let start = idx.offset(text, s.line, s.column);
+    let end = text[start..]
+        .chars()
+        .next()
+        .map_or(start, |c| start + c.len_utf8());
+    Some(ParseProblem {
+        message,
+        span: Span::new(start, end),
+        help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
+    })
+}

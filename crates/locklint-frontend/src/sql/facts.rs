@@ -1,0 +1,1002 @@
+//! From one SQL text to [`Statement`] facts: split, parse each statement with `sqlparser`,
+//! and record what the rules need, with exact spans.
+
+use super::lex::{self, Kind as Tk, Token};
+use locklint_ir::source::Span;
+use locklint_ir::sql::{
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Kind, Param, Statement, TableDef, Value,
+};
+use locklint_ir::TextMap;
+use sqlparser::ast::{self as ast, Expr, Spanned};
+use sqlparser::dialect::{Dialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::parser::Parser;
+use std::ops::ControlFlow;
+
+/// Database clock functions: a value built from one of these comes from the server.
+const CLOCK: &[&str] = &[
+    "now",
+    "current_timestamp",
+    "localtimestamp",
+    "clock_timestamp",
+    "statement_timestamp",
+    "transaction_timestamp",
+    "utc_timestamp",
+    "sysdate",
+    "current_date",
+    "current_time",
+    "curtime",
+    "curdate",
+    "unixepoch",
+    "julianday",
+    "datetime",
+    "strftime",
+    "getdate",
+    "getutcdate",
+    "sysutcdatetime",
+    "unix_timestamp",
+];
+
+/// Statements whose parse failure says more about the parser than about the SQL.
+const UNCHECKED: &[&str] = &[
+    "do",
+    "comment",
+    "grant",
+    "revoke",
+    "copy",
+    "vacuum",
+    "analyze",
+    "cluster",
+    "reindex",
+    "security",
+    "listen",
+    "notify",
+    "discard",
+    "reset",
+    "set",
+    "show",
+    "pragma",
+    "use",
+    "call",
+    "begin",
+    "start",
+    "commit",
+    "rollback",
+    "savepoint",
+    "release",
+    "end",
+    "lock",
+];
+
+pub struct Context<'a> {
+    pub text: &'a str,
+    pub map: &'a TextMap,
+    pub embedded: usize,
+    pub statements: &'a mut Vec<Statement>,
+    pub problems: &'a mut Vec<(Span, String)>,
+    /// The top-level `$n` parameters of the text, collected as it is split.
+    pub params: &'a mut Vec<Param>,
+    /// Whether parse failures are reported.
+    pub report: bool,
+}
+
+fn shifted(t: &Token, by: usize) -> Token {
+    let kind = match t.kind {
+        Tk::Dollar { body } => Tk::Dollar {
+            body: (body.0 + by, body.1 + by),
+        },
+        k => k,
+    };
+    Token {
+        kind,
+        start: t.start + by,
+        end: t.end + by,
+    }
+}
+
+impl Context<'_> {
+    fn span(&self, start: usize, end: usize) -> Span {
+        self.map.span(start, end)
+    }
+
+    fn word(&self, t: Option<&Token>) -> String {
+        match t {
+            Some(t) if t.kind == Tk::Word => t.text(self.text).to_ascii_lowercase(),
+            _ => String::new(),
+        }
+    }
+
+    /// Split `text[from..to]` into statements and analyse each.
+    pub fn text_statements(&mut self, from: usize, to: usize, in_body: bool) {
+        let pieces = lex::split(&self.text[from..to]);
+        for p in pieces {
+            let toks: Vec<Token> = p.tokens.iter().map(|t| shifted(t, from)).collect();
+            if !in_body {
+                self.params.extend(toks.iter().filter_map(|t| {
+                    let n = t.text(self.text).strip_prefix('$')?.parse().ok()?;
+                    (t.kind == Tk::Param).then_some(Param {
+                        start: t.start,
+                        end: t.end,
+                        n,
+                    })
+                }));
+            }
+            self.statement(&toks, in_body);
+        }
+    }
+
+    fn statement(&mut self, toks: &[Token], in_body: bool) {
+        let w0 = self.word(toks.first());
+        let w1 = self.word(toks.get(1));
+        let w3 = self.word(toks.get(3));
+        let routine = (w0 == "create"
+            && (matches!(w1.as_str(), "function" | "procedure")
+                || (w1 == "or" && matches!(w3.as_str(), "function" | "procedure"))))
+            || w0 == "do";
+        if routine {
+            for t in toks {
+                if let Tk::Dollar { body } = t.kind {
+                    self.text_statements(body.0, body.1, true);
+                }
+            }
+            return;
+        }
+        let advisory_all = self.advisory(toks);
+        let toks = if in_body {
+            self.strip_control(toks)
+        } else {
+            toks
+        };
+        let Some(first) = toks.first() else {
+            self.push_other(toks, advisory_all, in_body);
+            return;
+        };
+        let w0 = self.word(Some(first));
+        let bare_call = self.bare_call(toks, &w0);
+        let advisory: Vec<Advisory> = advisory_all
+            .into_iter()
+            .map(|mut a| {
+                a.bare = bare_call.is_some_and(|s| s == a.span);
+                a
+            })
+            .collect();
+        if w0 == "perform" {
+            let mut st = self.blank(toks, in_body);
+            st.kind = Kind::Perform;
+            st.advisory = advisory;
+            self.statements.push(st);
+            return;
+        }
+        let dml = matches!(
+            w0.as_str(),
+            "select" | "insert" | "update" | "delete" | "with" | "replace" | "values"
+        );
+        if in_body && !dml {
+            self.push_other(toks, advisory, in_body);
+            return;
+        }
+        let start = first.start;
+        let end = toks.last().map(|t| t.end).unwrap_or(start);
+        let sql = &self.text[start..end];
+        match parse(sql) {
+            Ok(ast) => {
+                let mut st = self.blank(toks, in_body);
+                st.advisory = advisory;
+                self.facts(&mut st, &ast, toks, start);
+                self.statements.push(st);
+            }
+            Err(e) => {
+                if self.report && !in_body && !UNCHECKED.contains(&w0.as_str()) {
+                    let (span, msg) = self.error_site(&e, sql, start, end);
+                    self.problems
+                        .push((span, format!("this SQL statement does not parse: {msg}")));
+                }
+                if in_body || !advisory.is_empty() {
+                    // keep the advisory calls of a statement sqlparser does not know
+                    self.push_other(toks, advisory, in_body);
+                }
+            }
+        }
+    }
+
+    fn push_other(&mut self, toks: &[Token], advisory: Vec<Advisory>, in_body: bool) {
+        if advisory.is_empty() || toks.is_empty() {
+            return;
+        }
+        let mut st = self.blank(toks, in_body);
+        st.advisory = advisory;
+        self.statements.push(st);
+    }
+
+    fn blank(&self, toks: &[Token], in_body: bool) -> Statement {
+        let start = toks.first().map(|t| t.start).unwrap_or(0);
+        let end = toks.last().map(|t| t.end).unwrap_or(start);
+        Statement {
+            embedded: self.embedded,
+            start,
+            end,
+            span: self.span(start, end),
+            in_body,
+            kind: Kind::Other,
+            table: None,
+            reads: None,
+            names: Vec::new(),
+            assignments: Vec::new(),
+            values: Vec::new(),
+            conflict: Conflict::None,
+            upsert_span: None,
+            filter: None,
+            advisory: Vec::new(),
+            table_def: None,
+        }
+    }
+
+    /// The span of a parse error: the token it names, or the whole statement.
+    fn error_site(
+        &self,
+        e: &sqlparser::parser::ParserError,
+        sql: &str,
+        start: usize,
+        end: usize,
+    ) -> (Span, String) {
+        let msg = e.to_string();
+        let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
+        let mut chars = msg.chars();
+        let msg = match chars.next() {
+            Some(c) => c.to_lowercase().chain(chars).collect::<String>(),
+            None => String::new(),
+        };
+        let msg = msg.as_str();
+        let (msg, at) = match msg.rsplit_once(" at Line: ") {
+            Some((m, loc)) => {
+                let mut it = loc.split(", Column: ");
+                let line = it.next().and_then(|l| l.trim().parse::<u64>().ok());
+                let col = it.next().and_then(|c| c.trim().parse::<u64>().ok());
+                (m.to_string(), line.zip(col))
+            }
+            None => (msg.to_string(), None),
+        };
+        let lines = LineStarts::new(sql);
+        let eof = msg.ends_with("found: EOF");
+        let msg = match msg.strip_suffix("found: EOF") {
+            Some(m) => format!("{m}found: the end of the statement"),
+            None => msg,
+        };
+        let off = at
+            .and_then(|(l, c)| lines.offset(sql, l, c))
+            .or_else(|| eof.then_some(sql.len()));
+        if let Some(off) = off {
+            let rest = &sql[off..];
+            let len = lex::tokens(rest)
+                .first()
+                .filter(|t| t.start == 0)
+                .map(|t| t.end)
+                .unwrap_or(0);
+            if len > 0 {
+                return (self.span(start + off, start + off + len), msg);
+            }
+            // at the end of the statement: point at its last token
+            if let Some(t) = lex::tokens(&sql[..off]).last() {
+                return (self.span(start + t.start, start + t.end), msg);
+            }
+        }
+        (self.span(start, end), msg)
+    }
+
+    /// Drop PL/pgSQL control words before a statement (`BEGIN`, `IF .. THEN`, `ELSE`, `LOOP`,
+    /// `END IF`, `RETURN QUERY`, `DECLARE`).
+    fn strip_control<'t>(&self, mut toks: &'t [Token]) -> &'t [Token] {
+        loop {
+            let w = self.word(toks.first());
+            let before = toks.len();
+            match w.as_str() {
+                "begin" | "else" | "loop" | "declare" | "then" => toks = &toks[1..],
+                "end" => {
+                    toks = &toks[1..];
+                    if matches!(
+                        self.word(toks.first()).as_str(),
+                        "if" | "loop" | "case" | "while" | "for"
+                    ) {
+                        toks = &toks[1..];
+                    }
+                }
+                "return" if self.word(toks.get(1)) == "query" => toks = &toks[2..],
+                "if" | "elsif" | "elseif" | "while" | "when" | "exception" | "for" | "foreach" => {
+                    let depths = lex::depths(self.text, toks);
+                    let stop = toks.iter().enumerate().skip(1).find(|(i, t)| {
+                        depths[*i] == 0
+                            && (t.is_word(self.text, "then") || t.is_word(self.text, "loop"))
+                    });
+                    match stop {
+                        Some((i, _)) => toks = &toks[i + 1..],
+                        None if w == "exception" => toks = &toks[1..],
+                        None => return &toks[toks.len()..],
+                    }
+                }
+                _ => {}
+            }
+            if toks.len() == before || toks.is_empty() {
+                return toks;
+            }
+        }
+    }
+
+    /// If the statement is nothing but one call (`SELECT f(..) [AS x]`, `PERFORM f(..)`), the
+    /// call's span.
+    fn bare_call(&self, toks: &[Token], w0: &str) -> Option<Span> {
+        if !matches!(w0, "select" | "perform") || toks.len() < 4 {
+            return None;
+        }
+        if toks[1].kind != Tk::Word || !toks[2].is_punct(self.text, "(") {
+            return None;
+        }
+        let close = lex::matching_paren(self.text, toks, 2)?;
+        let rest = &toks[close + 1..];
+        let ok = match rest.len() {
+            0 => true,
+            1 => rest[0].kind == Tk::Word && !rest[0].is_word(self.text, "into"),
+            2 => rest[0].is_word(self.text, "as"),
+            _ => false,
+        };
+        ok.then(|| self.span(toks[1].start, toks[close].end))
+    }
+
+    /// Advisory lock calls among the tokens.
+    fn advisory(&self, toks: &[Token]) -> Vec<Advisory> {
+        let mut out = Vec::new();
+        for (i, t) in toks.iter().enumerate() {
+            if t.kind != Tk::Word {
+                continue;
+            }
+            let name = lex::ident(t.text(self.text));
+            let Some(rest) = name.strip_prefix("pg_") else {
+                continue;
+            };
+            let (try_lock, rest) = match rest.strip_prefix("try_") {
+                Some(r) => (true, r),
+                None => (false, rest),
+            };
+            let Some(rest) = rest.strip_prefix("advisory_") else {
+                continue;
+            };
+            let (xact, rest) = match rest.strip_prefix("xact_") {
+                Some(r) => (true, r),
+                None => (false, rest),
+            };
+            let (unlock, rest) = if let Some(r) = rest.strip_prefix("unlock") {
+                (true, r)
+            } else if let Some(r) = rest.strip_prefix("lock") {
+                (false, r)
+            } else {
+                continue;
+            };
+            if !matches!(rest, "" | "_shared" | "_all") || (rest == "_all" && !unlock) {
+                continue;
+            }
+            if !toks.get(i + 1).is_some_and(|p| p.is_punct(self.text, "(")) {
+                continue;
+            }
+            let Some(close) = lex::matching_paren(self.text, toks, i + 1) else {
+                continue;
+            };
+            let args: String = self.text[toks[i + 1].end..toks[close].start]
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            let (shared, all) = (rest == "_shared", rest == "_all");
+            out.push(Advisory {
+                name: name.clone(),
+                unlock,
+                try_lock,
+                session: !xact,
+                shared,
+                all,
+                args,
+                span: self.span(t.start, toks[close].end),
+                bare: false,
+            });
+        }
+        out
+    }
+
+    fn facts(&self, st: &mut Statement, ast: &ast::Statement, toks: &[Token], base: usize) {
+        let lines = LineStarts::new(&self.text[base..toks.last().map(|t| t.end).unwrap_or(base)]);
+        let ex = Exprs {
+            cx: self,
+            lines: &lines,
+            base,
+        };
+        match ast {
+            ast::Statement::Insert(ins) => {
+                st.kind = Kind::Insert;
+                if let ast::TableObject::TableName(n) = &ins.table {
+                    set_table(st, n);
+                }
+                if let Some(a) = &ins.table_alias {
+                    st.names.push(a.alias.value.to_lowercase());
+                }
+                let cols: Vec<String> = ins.columns.iter().map(object_name).collect();
+                if let Some(src) = &ins.source {
+                    if let ast::SetExpr::Values(v) = src.body.as_ref() {
+                        if let Some(row) = v.rows.first() {
+                            for (c, e) in cols.iter().zip(row.content.iter()) {
+                                st.values.push(Assign {
+                                    column: c.clone(),
+                                    value: ex.value(e),
+                                });
+                            }
+                        }
+                    }
+                }
+                for a in &ins.assignments {
+                    st.values.extend(ex.assign(a));
+                }
+                st.conflict = if ins.ignore || matches!(ins.or, Some(ast::SqliteOnConflict::Ignore))
+                {
+                    Conflict::Ignore
+                } else if ins.replace_into || matches!(ins.or, Some(ast::SqliteOnConflict::Replace))
+                {
+                    Conflict::Replace
+                } else {
+                    Conflict::None
+                };
+                match &ins.on {
+                    Some(ast::OnInsert::OnConflict(oc)) => match &oc.action {
+                        ast::OnConflictAction::DoNothing => st.conflict = Conflict::Ignore,
+                        ast::OnConflictAction::DoUpdate(du) => {
+                            st.conflict = Conflict::DoUpdate;
+                            for a in &du.assignments {
+                                st.assignments.extend(ex.assign(a));
+                            }
+                            let depths = lex::depths(self.text, toks);
+                            let do_at = toks.iter().enumerate().position(|(i, t)| {
+                                depths[i] == 0
+                                    && t.is_word(self.text, "do")
+                                    && toks
+                                        .get(i + 1)
+                                        .is_some_and(|u| u.is_word(self.text, "update"))
+                            });
+                            if let Some(d) = do_at {
+                                let clause_end = self.clause_end(toks, d, &["where", "returning"]);
+                                st.upsert_span =
+                                    Some(self.span(toks[d].start, toks[clause_end].end));
+                                if let Some(sel) = &du.selection {
+                                    st.filter = Some(ex.filter(toks, d, sel));
+                                }
+                            }
+                        }
+                    },
+                    Some(ast::OnInsert::DuplicateKeyUpdate(assigns)) => {
+                        st.conflict = Conflict::DuplicateKey;
+                        for a in assigns {
+                            st.assignments.extend(ex.assign(a));
+                        }
+                        let depths = lex::depths(self.text, toks);
+                        let on_at = toks.iter().enumerate().position(|(i, t)| {
+                            depths[i] == 0
+                                && t.is_word(self.text, "on")
+                                && toks
+                                    .get(i + 1)
+                                    .is_some_and(|u| u.is_word(self.text, "duplicate"))
+                        });
+                        if let Some(o) = on_at {
+                            let clause_end = self.clause_end(toks, o, &["returning"]);
+                            let span = self.span(toks[o].start, toks[clause_end].end);
+                            st.upsert_span = Some(span);
+                            // the assignments act as the condition of the update
+                            let mut columns = Vec::new();
+                            let mut comparisons = Vec::new();
+                            for a in assigns {
+                                let f = ex.filter_of(&a.value);
+                                columns.extend(f.0);
+                                comparisons.extend(f.1);
+                            }
+                            st.filter = Some(Filter {
+                                span,
+                                columns,
+                                comparisons,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            ast::Statement::Update(up) => {
+                st.kind = Kind::Update;
+                if let ast::TableFactor::Table { name, alias, .. } = &up.table.relation {
+                    set_table(st, name);
+                    if let Some(a) = alias {
+                        st.names.push(a.name.value.to_lowercase());
+                    }
+                }
+                for a in &up.assignments {
+                    st.assignments.extend(ex.assign(a));
+                }
+                if let Some(sel) = &up.selection {
+                    st.filter = Some(ex.filter(toks, 0, sel));
+                }
+            }
+            ast::Statement::Delete(del) => {
+                st.kind = Kind::Delete;
+                let from = match &del.from {
+                    ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
+                };
+                if let Some(ast::TableFactor::Table { name, alias, .. }) =
+                    from.first().map(|t| &t.relation)
+                {
+                    set_table(st, name);
+                    if let Some(a) = alias {
+                        st.names.push(a.name.value.to_lowercase());
+                    }
+                }
+                if let Some(sel) = &del.selection {
+                    st.filter = Some(ex.filter(toks, 0, sel));
+                }
+            }
+            ast::Statement::Query(q) => match q.body.as_ref() {
+                // `WITH ... UPDATE/INSERT/DELETE`
+                ast::SetExpr::Insert(inner)
+                | ast::SetExpr::Update(inner)
+                | ast::SetExpr::Delete(inner) => self.facts(st, inner, toks, base),
+                body => {
+                    st.kind = Kind::Select;
+                    // `SELECT .. FROM t` (one table, no join): the table read.
+                    if let ast::SetExpr::Select(sel) = body {
+                        if let [from] = sel.from.as_slice() {
+                            if let (ast::TableFactor::Table { name, .. }, true) =
+                                (&from.relation, from.joins.is_empty())
+                            {
+                                st.reads = Some(object_name(name));
+                            }
+                        }
+                    }
+                }
+            },
+            ast::Statement::CreateTable(ct) => {
+                st.kind = Kind::Ddl;
+                let mut def = TableDef {
+                    table: object_name(&ct.name),
+                    ..Default::default()
+                };
+                for c in &ct.columns {
+                    let name = c.name.value.to_lowercase();
+                    let text = c.to_string().to_ascii_uppercase();
+                    if text.contains("PRIMARY KEY") || text.contains("UNIQUE") {
+                        def.unique.push(vec![name.clone()]);
+                    }
+                    def.columns.push(name);
+                }
+                for k in &ct.constraints {
+                    let text = k.to_string();
+                    let upper = text.to_ascii_uppercase();
+                    if upper.contains("PRIMARY KEY") || upper.contains("UNIQUE") {
+                        if let Some(cols) = paren_list(&text) {
+                            def.unique.push(cols);
+                        }
+                    }
+                }
+                st.table = Some(def.table.clone());
+                st.table_def = Some(def);
+            }
+            ast::Statement::AlterTable(at) => {
+                st.kind = Kind::Ddl;
+                let mut def = TableDef {
+                    table: object_name(&at.name),
+                    ..Default::default()
+                };
+                for op in &at.operations {
+                    match op {
+                        ast::AlterTableOperation::AddColumn { column_def, .. } => {
+                            def.columns.push(column_def.name.value.to_lowercase());
+                        }
+                        ast::AlterTableOperation::AddConstraint { constraint, .. } => {
+                            let text = constraint.to_string();
+                            let upper = text.to_ascii_uppercase();
+                            if upper.contains("PRIMARY KEY") || upper.contains("UNIQUE") {
+                                if let Some(cols) = paren_list(&text) {
+                                    def.unique.push(cols);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                st.table = Some(def.table.clone());
+                st.table_def = Some(def);
+            }
+            ast::Statement::CreateIndex(ci) => {
+                st.kind = Kind::Ddl;
+                if ci.unique {
+                    let cols = ci
+                        .columns
+                        .iter()
+                        .map(|c| lex::ident(&c.column.expr.to_string()))
+                        .collect();
+                    st.table_def = Some(TableDef {
+                        table: object_name(&ci.table_name),
+                        columns: Vec::new(),
+                        unique: vec![cols],
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Index of the last token of the clause starting at `from`: up to (not including) the
+    /// first top-level word in `stops` after it.
+    fn clause_end(&self, toks: &[Token], from: usize, stops: &[&str]) -> usize {
+        let depths = lex::depths(self.text, toks);
+        let mut last = toks.len() - 1;
+        for (i, t) in toks.iter().enumerate().skip(from + 1) {
+            if depths[i] == 0
+                && t.kind == Tk::Word
+                && stops.contains(&t.text(self.text).to_ascii_lowercase().as_str())
+            {
+                last = i.saturating_sub(1).max(from);
+                break;
+            }
+        }
+        last
+    }
+}
+
+fn set_table(st: &mut Statement, n: &ast::ObjectName) {
+    let name = object_name(n);
+    st.names.push(name.clone());
+    st.table = Some(name);
+}
+
+/// A named parameter the parser reads as an identifier: sqlc's `@name`.
+fn is_named_param(i: &ast::Ident) -> bool {
+    i.quote_style.is_none() && i.value.starts_with('@')
+}
+
+/// sqlc's `@name` where PostgreSQL's parser reads the prefix operator `@` (absolute value) on
+/// an identifier: the identifier, which names a parameter.
+fn at_param(e: &Expr) -> Option<&ast::Ident> {
+    match e {
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::PGAbs,
+            expr,
+        } => match strip(expr) {
+            Expr::Identifier(i) => Some(i),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// sqlc's parameter macros: `sqlc.arg(name)`, `sqlc.narg(name)`, `sqlc.slice(name)`.
+fn is_sqlc_param(f: &ast::Function) -> bool {
+    let parts: Vec<String> = f
+        .name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident())
+        .map(|i| i.value.to_lowercase())
+        .collect();
+    matches!(parts.as_slice(), [q, n] if q == "sqlc" && matches!(n.as_str(), "arg" | "narg" | "slice"))
+}
+
+/// The last part of a (possibly qualified) name, unquoted and lower case.
+fn object_name(n: &ast::ObjectName) -> String {
+    n.0.last()
+        .and_then(|p| p.as_ident())
+        .map(|i| i.value.to_lowercase())
+        .unwrap_or_else(|| lex::ident(&n.to_string()))
+}
+
+/// `PRIMARY KEY (a, b)` → `[a, b]`.
+fn paren_list(text: &str) -> Option<Vec<String>> {
+    let open = text.find('(')?;
+    let close = text[open..].find(')')? + open;
+    Some(
+        text[open + 1..close]
+            .split(',')
+            .map(|c| lex::ident(c.trim()))
+            .filter(|c| !c.is_empty())
+            .collect(),
+    )
+}
+
+/// Parse one statement: PostgreSQL first, then MySQL and SQLite. The PostgreSQL error is
+/// returned when none accepts it.
+fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
+    let dialects: [&dyn Dialect; 3] = [&PostgreSqlDialect {}, &MySqlDialect {}, &SQLiteDialect {}];
+    let mut first_err = None;
+    for d in dialects {
+        // a panic inside the parser is a parse failure of this statement
+        let parsed =
+            locklint_ir::isolate::catch(|| Parser::parse_sql(d, sql)).unwrap_or_else(|_| {
+                Err(sqlparser::parser::ParserError::ParserError(
+                    "the SQL parser failed on this statement".to_string(),
+                ))
+            });
+        match parsed {
+            Ok(mut v) if v.len() == 1 => return Ok(v.remove(0)),
+            Ok(_) => {
+                first_err.get_or_insert(sqlparser::parser::ParserError::ParserError(
+                    "expected exactly one statement".to_string(),
+                ));
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.expect("at least one dialect was tried"))
+}
+
+/// Line starts of a statement text, to turn sqlparser's line/column into offsets.
+struct LineStarts {
+    starts: Vec<usize>,
+    /// Whether each line is ASCII (columns are then byte offsets).
+    ascii: Vec<bool>,
+}
+
+impl LineStarts {
+    fn new(s: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(s.match_indices('\n').map(|(i, _)| i + 1));
+        let ascii = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let b = starts.get(i + 1).copied().unwrap_or(s.len());
+                s[a..b].is_ascii()
+            })
+            .collect();
+        LineStarts { starts, ascii }
+    }
+
+    /// Byte offset of a 1-based line and character column.
+    fn offset(&self, s: &str, line: u64, col: u64) -> Option<usize> {
+        if line == 0 || col == 0 {
+            return None;
+        }
+        let idx = line as usize - 1;
+        let start = *self.starts.get(idx)?;
+        let rest = &s[start..];
+        if self.ascii.get(idx).copied().unwrap_or(false) {
+            let off = col as usize - 1;
+            return (off <= rest.len()).then_some(start + off);
+        }
+        let mut off = 0;
+        for (n, c) in rest.chars().enumerate() {
+            if n as u64 == col - 1 {
+                return Some(start + off);
+            }
+            off += c.len_utf8();
+        }
+        (rest.chars().count() as u64 == col - 1).then_some(start + rest.len())
+    }
+}
+
+struct Exprs<'c, 'a> {
+    cx: &'c Context<'a>,
+    lines: &'c LineStarts,
+    base: usize,
+}
+
+impl Exprs<'_, '_> {
+    fn stmt_text(&self) -> &str {
+        &self.cx.text[self.base..]
+    }
+
+    fn span_of(&self, s: sqlparser::tokenizer::Span) -> Option<Span> {
+        let text = self.stmt_text();
+        let a = self.lines.offset(text, s.start.line, s.start.column)?;
+        let b = self.lines.offset(text, s.end.line, s.end.column)?;
+        if b <= a {
+            return None;
+        }
+        // sqlparser's spans of calls stop before the closing parenthesis (or after the name):
+        // extend to balance the parentheses
+        // the closing parentheses follow closely: lex a window, not the rest of the text
+        let mut limit = (b + 256).min(text.len());
+        while !text.is_char_boundary(limit) {
+            limit += 1;
+        }
+        let sub = &text[a..limit];
+        let toks = lex::tokens(sub);
+        let mut depth = 0i64;
+        let mut end = b;
+        for (i, t) in toks.iter().enumerate() {
+            let at_or_after = a + t.start >= b;
+            if at_or_after && depth == 0 {
+                let call = i > 0 && toks[i - 1].kind == Tk::Word && t.start == toks[i - 1].end;
+                if !(t.is_punct(sub, "(") && call) {
+                    break;
+                }
+            }
+            if t.is_punct(sub, "(") {
+                depth += 1;
+            } else if t.is_punct(sub, ")") {
+                depth -= 1;
+                if depth < 0 {
+                    break;
+                }
+            }
+            end = end.max(a + t.end);
+        }
+        Some(self.cx.span(self.base + a, self.base + end))
+    }
+
+    fn assign(&self, a: &ast::Assignment) -> Vec<Assign> {
+        let value = self.value(&a.value);
+        match &a.target {
+            ast::AssignmentTarget::ColumnName(n) => vec![Assign {
+                column: object_name(n),
+                value,
+            }],
+            ast::AssignmentTarget::Tuple(ns) => ns
+                .iter()
+                .map(|n| Assign {
+                    column: object_name(n),
+                    value: value.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn value(&self, e: &Expr) -> Value {
+        let mut v = Value {
+            span: self.span_of(e.span()),
+            ..Default::default()
+        };
+        // identifiers inside `VALUES(x)` are the proposed row; inside `sqlc.arg(x)` they name a
+        // parameter
+        let mut incoming = Vec::new();
+        let mut named = Vec::new();
+        let _ = ast::visit_expressions(e, |x| {
+            if let Some(i) = at_param(x) {
+                named.push(i.span);
+            }
+            if let Expr::Function(f) = x {
+                let into = if object_name(&f.name) == "values" {
+                    Some(&mut incoming)
+                } else if is_sqlc_param(f) {
+                    Some(&mut named)
+                } else {
+                    None
+                };
+                if let Some(into) = into {
+                    let _ = ast::visit_expressions(&f.args, |y| {
+                        if let Expr::Identifier(i) = y {
+                            into.push(i.span);
+                        }
+                        ControlFlow::<()>::Continue(())
+                    });
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        let _ = ast::visit_expressions(e, |x| {
+            match x {
+                Expr::Identifier(i) => {
+                    let name = i.value.to_lowercase();
+                    if is_named_param(i) || named.contains(&i.span) {
+                        v.param = true;
+                    } else if i.quote_style.is_none() && CLOCK.contains(&name.as_str()) {
+                        v.clock = true;
+                    } else {
+                        v.columns.push(Col {
+                            qualifier: None,
+                            name,
+                            incoming: incoming.contains(&i.span),
+                        });
+                    }
+                }
+                Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                    let q = parts[parts.len() - 2].value.to_lowercase();
+                    v.columns.push(Col {
+                        incoming: q == "excluded" || q == "new",
+                        qualifier: Some(q),
+                        name: parts[parts.len() - 1].value.to_lowercase(),
+                    });
+                }
+                Expr::Value(val) => match &val.value {
+                    ast::Value::Placeholder(_) => v.param = true,
+                    ast::Value::SingleQuotedString(s) if s.eq_ignore_ascii_case("now") => {
+                        v.clock = true
+                    }
+                    _ => {}
+                },
+                Expr::Function(f) if is_sqlc_param(f) => v.param = true,
+                x if at_param(x).is_some() => v.param = true,
+                Expr::Function(f) => {
+                    let n = object_name(&f.name);
+                    if CLOCK.contains(&n.as_str()) {
+                        v.clock = true;
+                    } else if n != "values" {
+                        v.call = true;
+                    }
+                }
+                Expr::Subquery(_) | Expr::Exists { .. } => v.call = true,
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        let inner = strip(e);
+        v.bare = match inner {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                v.columns.first().cloned().filter(|_| v.columns.len() == 1)
+            }
+            _ => None,
+        };
+        v.bare_param = match inner {
+            Expr::Value(val) => matches!(val.value, ast::Value::Placeholder(_)),
+            Expr::Identifier(i) => is_named_param(i),
+            Expr::Function(f) => is_sqlc_param(f),
+            x => at_param(x).is_some(),
+        };
+        v
+    }
+
+    /// Columns and comparisons of a condition.
+    fn filter_of(&self, e: &Expr) -> (Vec<Col>, Vec<Cmp>) {
+        let columns = self.value(e).columns;
+        let mut comparisons = Vec::new();
+        let _ = ast::visit_expressions(e, |x| {
+            if let Expr::BinaryOp { left, op, right } = x {
+                let op = match op {
+                    ast::BinaryOperator::Eq => Some(CmpOp::Eq),
+                    ast::BinaryOperator::NotEq => Some(CmpOp::NotEq),
+                    ast::BinaryOperator::Lt => Some(CmpOp::Lt),
+                    ast::BinaryOperator::LtEq => Some(CmpOp::LtEq),
+                    ast::BinaryOperator::Gt => Some(CmpOp::Gt),
+                    ast::BinaryOperator::GtEq => Some(CmpOp::GtEq),
+                    _ => None,
+                };
+                if let Some(op) = op {
+                    comparisons.push(Cmp {
+                        op,
+                        left: self.value(left),
+                        right: self.value(right),
+                    });
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        (columns, comparisons)
+    }
+
+    /// The `WHERE` clause after token `from`.
+    fn filter(&self, toks: &[Token], from: usize, sel: &Expr) -> Filter {
+        let text = self.cx.text;
+        let depths = lex::depths(text, toks);
+        let at = toks
+            .iter()
+            .enumerate()
+            .skip(from)
+            .find(|(i, t)| depths[*i] == 0 && t.is_word(text, "where"))
+            .map(|(i, _)| i);
+        let span = match at {
+            Some(w) => {
+                let end = self
+                    .cx
+                    .clause_end(toks, w, &["returning", "order", "limit"]);
+                self.cx.span(toks[w].start, toks[end].end)
+            }
+            None => self.span_of(sel.span()).unwrap_or_else(|| {
+                self.cx
+                    .span(self.base, toks.last().map(|t| t.end).unwrap_or(self.base))
+            }),
+        };
+        let (columns, comparisons) = self.filter_of(sel);
+        Filter {
+            span,
+            columns,
+            comparisons,
+        }
+    }
+}
+
+/// An expression without casts and parentheses.
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(x) => strip(x),
+        Expr::Cast { expr, .. } => strip(expr),
+        _ => e,
+    }
+}

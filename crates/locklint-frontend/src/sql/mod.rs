@@ -1,0 +1,193 @@
+//! The SQL front-end: statements from `.sql` files and from SQL embedded in Rust.
+//!
+//! Each SQL text is split into statements by [`lex::split`] (quotes, dollar quotes and
+//! comments respected); each statement is parsed on its own with `sqlparser` (PostgreSQL
+//! first, then MySQL and SQLite), so one malformed statement is reported and skipped while the
+//! rest is still analysed. The bodies of PL/pgSQL functions and `DO` blocks are split and
+//! analysed too. What rules need is kept as plain facts in [`Statement`](locklint_ir::sql::Statement); the project-wide
+//! `locks::schema::Schema` collects tables from `CREATE TABLE`, `ALTER TABLE ... ADD COLUMN` and unique
+//! indexes.
+
+pub mod facts;
+pub mod lex;
+
+use locklint_ir::source::Span;
+use locklint_ir::sql::SqlText;
+use locklint_ir::{FileIr, Language, ParseProblem};
+
+/// Origins whose text is certainly SQL: parse errors in them are worth reporting.
+fn certainly_sql(origin: &str) -> bool {
+    origin == "file"
+        || origin.starts_with("sqlx")
+        || origin.starts_with("diesel")
+        || origin.starts_with("sea-orm")
+}
+
+/// Parse the SQL texts of a file (`ir.embedded` with [`locklint_ir::Language::Sql`]).
+pub fn analyze(ir: &mut FileIr) {
+    let mut statements = Vec::new();
+    let mut problems = Vec::new();
+    let mut crash = Vec::new();
+    let mut texts = vec![SqlText::default(); ir.embedded.len()];
+    for (idx, e) in ir.embedded.iter().enumerate() {
+        if e.language != Language::Sql {
+            continue;
+        }
+        let first = statements.len();
+        let whole_file = e.origin == "file";
+        // psql scripts: meta-commands and `COPY ... FROM stdin` data are not SQL
+        let text = if whole_file {
+            mask_schema_variables(&mask_psql(&e.text))
+        } else {
+            e.text.clone()
+        };
+        // tool placeholders (`${schema}`, `{{table}}`), MySQL `DELIMITER` blocks and T-SQL
+        // batches (`GO`) are not parseable as plain SQL: analyse what parses, report nothing else
+        let templated = text.contains("${")
+            || text.contains("{{")
+            || text.lines().any(|l| {
+                let t = l.trim();
+                t.get(..10)
+                    .is_some_and(|w| w.eq_ignore_ascii_case("delimiter "))
+                    || t.eq_ignore_ascii_case("go")
+            });
+        let report = certainly_sql(&e.origin) && !templated;
+        let mut params = Vec::new();
+        let mut cx = facts::Context {
+            text: &text,
+            map: &e.map,
+            embedded: idx,
+            statements: &mut statements,
+            problems: &mut problems,
+            params: &mut params,
+            report,
+        };
+        if let Err(message) =
+            locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))
+        {
+            let what = if whole_file {
+                "this SQL text"
+            } else {
+                "this embedded SQL text"
+            };
+            let at = e.span.start;
+            let end = ir.file.text[at..]
+                .chars()
+                .next()
+                .map_or(at, |c| at + c.len_utf8());
+            crash.push(locklint_ir::isolate::problem(
+                what,
+                &message,
+                Span::new(at, end),
+            ));
+        }
+        texts[idx] = SqlText {
+            statements: first..statements.len(),
+            params,
+            dollar_quoted: e.text.contains("$$"),
+        };
+    }
+    ir.sql.statements = statements;
+    ir.sql.texts = texts;
+    ir.problems.extend(crash);
+    ir.problems
+        .extend(problems.into_iter().map(|(span, message)| ParseProblem {
+            message,
+            span,
+            help: "fix the statement; the rest of the SQL text was still analysed".to_string(),
+        }));
+}
+
+/// Turn a schema given by a variable into a plain identifier of the same length, so the
+/// statement parses and keeps every offset: psql's `:SCHEMA.jobs` becomes `_SCHEMA.jobs`, a
+/// format placeholder `{schema}.job` becomes `_schema_.job`. Only a variable directly followed
+/// by `.` is touched (a bind parameter `:id` or a cast `x::int` is not).
+pub fn mask_schema_variables(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        let open = b[i];
+        let before_ok = i == 0 || !(ident(b[i - 1]) || matches!(b[i - 1], b':' | b'$' | b'{'));
+        if before_ok && (open == b':' || open == b'{') {
+            let start = i + 1;
+            let mut end = start;
+            while end < b.len() && ident(b[end]) {
+                end += 1;
+            }
+            let named = end > start && !b[start].is_ascii_digit();
+            let close = if open == b'{' {
+                (b.get(end) == Some(&b'}')).then_some(end + 1)
+            } else {
+                Some(end)
+            };
+            if let (true, Some(after)) = (named, close) {
+                if b.get(after) == Some(&b'.') {
+                    out[i] = b'_';
+                    if open == b'{' {
+                        out[end] = b'_';
+                    }
+                    i = after;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+/// Blank out (keeping every offset) what a psql script holds besides SQL: meta-command lines
+/// (`\connect db`) and the data of `COPY ... FROM stdin;` up to its `\.` line.
+pub fn mask_psql(text: &str) -> String {
+    let mut out = text.as_bytes().to_vec();
+    let mut in_copy = false;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        let blank = if in_copy {
+            if t == "\\." {
+                in_copy = false;
+            }
+            true
+        } else if t.starts_with('\\') {
+            true
+        } else {
+            let upper = t.to_ascii_uppercase();
+            if upper.starts_with("COPY ") && upper.ends_with("FROM STDIN;") {
+                in_copy = true;
+            }
+            false
+        };
+        if blank {
+            for b in &mut out[at..at + line.len()] {
+                if *b != b'\n' {
+                    *b = b' ';
+                }
+            }
+        }
+        at += line.len();
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_variables_become_names_of_the_same_length() {
+        let src = "select * from :APP.jobs where id = :id and x::int = 1 and y = {schema}.f(1)";
+        let masked = mask_schema_variables(src);
+        assert_eq!(masked.len(), src.len());
+        assert_eq!(
+            masked,
+            "select * from _APP.jobs where id = :id and x::int = 1 and y = _schema_.f(1)"
+        );
+        // not a variable: `${x}` templates, casts, numbers, a bare `:name`
+        for s in ["${schema}.t", "a::b.c", ":1.5", "where a = :b", "{x} .t"] {
+            assert_eq!(mask_schema_variables(s), s);
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! The intermediate form every front-end produces and every rule reads: lock-relevant
+//! operations (Redis commands today) grouped by function, with key templates and spans.
+
+pub mod diagnostic;
+pub mod isolate;
+pub mod lua;
+pub mod names;
+pub mod source;
+pub mod sql;
+pub mod suggest;
+pub mod vocabulary;
+
+use crate::source::{FileRef, Span};
+use std::fmt;
+
+/// One piece of a key template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Part {
+    Lit(String),
+    /// A dynamic piece (`{}`), with the expression's name when it has one.
+    Hole(Option<String>),
+    /// A `const`/`static` defined in another file, resolved project-wide.
+    Const(String),
+}
+
+/// Parts of a key template past which it is no longer tracked.
+const MAX_KEY_PARTS: usize = 64;
+/// Template text past which it is no longer tracked.
+const MAX_KEY_TEXT: usize = 1024;
+/// Names a key keeps of those it passed through.
+const MAX_KEY_NAMES: usize = 16;
+
+/// A Redis key as far as it can be resolved statically.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct KeyRef {
+    pub parts: Vec<Part>,
+    /// The key is (or contains, for a bare hole) this function parameter (index, name).
+    pub param: Option<(usize, String)>,
+    /// The key is this field of `self` (impl type, field name).
+    pub field: Option<(String, String)>,
+    /// The key is the result of calling this function (name, arity); resolved project-wide.
+    pub call: Option<(String, usize)>,
+    /// Names the key passed through (variables, fields, parameters): hints of its purpose.
+    pub names: Vec<String>,
+}
+
+impl KeyRef {
+    pub fn lit(s: &str) -> Self {
+        KeyRef {
+            parts: vec![Part::Lit(s.to_string())],
+            ..Default::default()
+        }
+    }
+
+    pub fn hole(name: Option<String>) -> Self {
+        KeyRef {
+            parts: vec![Part::Hole(name.clone())],
+            names: name.into_iter().collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether the template has any literal text.
+    pub fn has_literal(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Lit(s) if !s.is_empty()))
+    }
+
+    /// Whether the whole key is a compile-time constant.
+    pub fn is_constant(&self) -> bool {
+        !self.parts.is_empty() && self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
+    }
+
+    pub fn constant_text(&self) -> Option<String> {
+        if !self.is_constant() {
+            return None;
+        }
+        Some(
+            self.parts
+                .iter()
+                .map(|p| match p {
+                    Part::Lit(s) => s.as_str(),
+                    _ => "",
+                })
+                .collect(),
+        )
+    }
+
+    /// Concatenate two templates. A template that grows past what a key can be (a string
+    /// built in a loop of `s = s + ..` statements) becomes one hole: keys stay small however
+    /// long the chain that built them.
+    pub fn concat(mut self, other: KeyRef) -> KeyRef {
+        for p in other.parts {
+            self.push(p);
+        }
+        let text: usize = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Lit(s) => s.len(),
+                _ => 2,
+            })
+            .sum();
+        if self.parts.len() > MAX_KEY_PARTS || text > MAX_KEY_TEXT {
+            self.parts = vec![Part::Hole(None)];
+        }
+        self.add_names(other.names);
+        self.param = self.param.or(other.param);
+        self.field = self.field.or(other.field);
+        self
+    }
+
+    /// Record names the key passed through: new ones only, and a bounded number (the first
+    /// ones and the latest ones are kept).
+    pub fn add_names(&mut self, names: impl IntoIterator<Item = String>) {
+        for n in names {
+            if self.names.contains(&n) {
+                continue;
+            }
+            if self.names.len() >= MAX_KEY_NAMES {
+                self.names.remove(MAX_KEY_NAMES / 2);
+            }
+            self.names.push(n);
+        }
+    }
+
+    pub fn push(&mut self, part: Part) {
+        match (self.parts.last_mut(), part) {
+            (Some(Part::Lit(a)), Part::Lit(b)) => a.push_str(&b),
+            (Some(Part::Hole(_)), Part::Hole(_)) => {}
+            (_, Part::Lit(b)) if b.is_empty() => {}
+            (_, p) => self.parts.push(p),
+        }
+    }
+
+    /// The canonical template text: holes as `{}`, literal braces doubled.
+    pub fn template(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(l) => s.push_str(&l.replace('{', "{{").replace('}', "}}")),
+                Part::Hole(_) | Part::Const(_) => s.push_str("{}"),
+            }
+        }
+        s
+    }
+
+    /// A readable form for messages: literal text with `{name}` holes.
+    pub fn display(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(l) => s.push_str(l),
+                Part::Hole(Some(n)) => {
+                    s.push('{');
+                    s.push_str(n);
+                    s.push('}');
+                }
+                Part::Hole(None) => s.push_str("{}"),
+                Part::Const(n) => {
+                    s.push('{');
+                    s.push_str(n);
+                    s.push('}');
+                }
+            }
+        }
+        s
+    }
+}
+
+impl fmt::Display for KeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+/// Which expiry a write carries in the same command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+    KeepTtl,
+}
+
+/// What an operation does to its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// `GET`, `EXISTS` (a read whose result a later write may depend on).
+    Read,
+    /// `SET` and its variants. `nx`: only if absent (an acquire). `xx`: only if present.
+    /// `compare`: the write is conditional on the current value (`IFEQ`).
+    Write {
+        nx: bool,
+        xx: bool,
+        expiry: Option<Expiry>,
+        compare: bool,
+    },
+    /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`, `GETEX`.
+    Expire,
+    /// `DEL`, `UNLINK`, `GETDEL`.
+    Delete,
+    /// An atomic compare-and-delete (`DELEX ... IFEQ`, `del_ex` with `ValueComparison::IFEQ`).
+    CompareDelete,
+    /// `INCR`, `INCRBY`.
+    Incr,
+    /// `WATCH` (optimistic transaction).
+    Watch,
+    /// A Lua script invoked with this key (`Script::new(..).key(k).invoke_async(..)`).
+    Script,
+}
+
+impl OpKind {
+    pub fn is_acquire(&self) -> bool {
+        matches!(self, OpKind::Write { nx: true, .. })
+    }
+
+    /// A write that carries its own expiry and re-sets an existing key (`SET ... XX PX`).
+    /// A plain write with an expiry and no condition (`SET key v PX ttl`, `set_ex`, `pset_ex`).
+    pub fn is_plain_write_with_expiry(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Write {
+                nx: false,
+                xx: false,
+                expiry: Some(_),
+                compare: false
+            }
+        )
+    }
+
+    pub fn is_renewing_write(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Write {
+                xx: true,
+                nx: false,
+                expiry: Some(_),
+                compare: false
+            }
+        )
+    }
+}
+
+/// The value an acquire writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A literal, possibly through a `const` or a local binding: the text shown to users.
+    Constant(String),
+    /// Anything computed at run time.
+    Dynamic,
+}
+
+/// What the program does with a command's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultUse {
+    /// Read, compared, matched or passed on.
+    Used,
+    /// Thrown away; the reason says how (`let _`, `()` reply type, `exec`, statement, `is_ok`).
+    Ignored(&'static str),
+    /// Bound to a variable (index of the binding statement's end); used if the name appears later.
+    Bound { names: Vec<String>, after: usize },
+    /// Flows out of the function as its return value.
+    Returned,
+}
+
+/// Identifies an operation or call inside the project: (file, function, index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId {
+    pub file: usize,
+    pub func: usize,
+    pub index: usize,
+}
+
+/// A condition the current path depends on: a read op or a call result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dep(pub NodeId);
+
+/// Where a command was issued from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// A command sent on its own.
+    Direct,
+    /// Inside a pipeline; `atomic` for `MULTI`/`EXEC`.
+    Pipeline { id: usize, atomic: bool },
+}
+
+/// One Redis command found in the source.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub id: NodeId,
+    pub kind: OpKind,
+    /// Command as written, for messages: `set_nx`, `SETNX`, `SET ... NX`.
+    pub command: String,
+    pub key: KeyRef,
+    pub key_span: Span,
+    pub value: Option<(Value, Span)>,
+    /// The whole command expression.
+    pub span: Span,
+    /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
+    /// operation of a plain statement of its block: what deleting the command deletes.
+    pub stmt: Option<Span>,
+    /// Written inside a macro invocation's arguments (`join!(..)`, `dbg!(..)`).
+    pub in_macro: bool,
+    pub result: ResultUse,
+    pub deps: Vec<Dep>,
+    pub channel: Channel,
+    /// Inside an optimistic transaction (`WATCH`/`redis::transaction`), where a read-compare-write is atomic.
+    pub watched: bool,
+    /// The receiver of a typed command method: `self.con` of `self.con.del(..)`.
+    pub receiver: Option<Span>,
+}
+
+/// A call to a function or method that may be a lock helper.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub id: NodeId,
+    pub name: String,
+    /// A method call; `on_self` when the receiver is `self`.
+    pub method: bool,
+    pub on_self: bool,
+    /// Arguments (excluding the receiver) as key templates.
+    pub args: Vec<KeyRef>,
+    pub span: Span,
+    pub result: ResultUse,
+    pub deps: Vec<Dep>,
+}
+
+/// Events of a function body in source order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Op(Box<Op>),
+    Call(Call),
+    /// A SQL statement run here: index into [`FileIr::embedded`].
+    Sql {
+        id: NodeId,
+        embedded: usize,
+    },
+}
+
+impl Event {
+    pub fn id(&self) -> NodeId {
+        match self {
+            Event::Op(o) => o.id,
+            Event::Call(c) => c.id,
+            Event::Sql { id, .. } => *id,
+        }
+    }
+}
+
+/// A function or method.
+#[derive(Debug, Clone)]
+pub struct Function {
+    pub name: String,
+    /// `Some(type)` for methods in an `impl` block.
+    pub impl_type: Option<String>,
+    pub has_self: bool,
+    pub params: Vec<String>,
+    /// The function's name.
+    pub span: Span,
+    /// The whole function, from its signature to the end of its body.
+    pub whole: Span,
+    pub events: Vec<Event>,
+    /// Identifiers used in the body with their byte offsets, to tell whether a binding is read
+    /// later; sorted by name, then offset (see [`Function::uses_of`]).
+    pub uses: Vec<(String, usize)>,
+    /// Key template of the returned value, when the function builds a key.
+    pub returns_key: Option<KeyRef>,
+    /// Byte offset where a fix can add a module-level item this function sees (the end of
+    /// the line of the file's last leading `use`); `None` inside inline modules.
+    pub item_slot: Option<usize>,
+}
+
+impl Function {
+    /// The uses of one identifier, in source order (a binary search of the sorted `uses`).
+    pub fn uses_of(&self, name: &str) -> &[(String, usize)] {
+        let from = self.uses.partition_point(|(n, _)| n.as_str() < name);
+        let to = from + self.uses[from..].partition_point(|(n, _)| n == name);
+        &self.uses[from..to]
+    }
+}
+
+/// A problem reading a file that is reported as a finding (`parse-error`).
+#[derive(Debug, Clone)]
+pub struct ParseProblem {
+    pub message: String,
+    pub span: Span,
+    /// What to do about it.
+    pub help: String,
+}
+
+/// Maps byte offsets of a decoded text (a string literal's value) to byte offsets of the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TextMap {
+    /// `(text offset, file offset)` at which a verbatim run (or one escape) starts.
+    points: Vec<(usize, usize)>,
+}
+
+impl TextMap {
+    /// A text that is the file itself from `base` on.
+    pub fn identity(base: usize) -> Self {
+        TextMap {
+            points: vec![(0, base)],
+        }
+    }
+
+    pub fn push(&mut self, text: usize, file: usize) {
+        if let Some(&(t, _)) = self.points.last() {
+            if t == text {
+                self.points.pop();
+            }
+        }
+        self.points.push((text, file));
+    }
+
+    /// The file offset of a text offset.
+    pub fn to_source(&self, text: usize) -> usize {
+        let i = self.points.partition_point(|&(t, _)| t <= text);
+        match i.checked_sub(1).and_then(|i| self.points.get(i)) {
+            Some(&(t, f)) => f + (text - t),
+            None => self.points.first().map(|&(_, f)| f).unwrap_or(0),
+        }
+    }
+
+    /// A file span for a text span.
+    pub fn span(&self, start: usize, end: usize) -> Span {
+        let s = self.to_source(start);
+        let e = if end > start {
+            self.to_source(end - 1) + 1
+        } else {
+            s
+        };
+        Span::new(s, e)
+    }
+}
+
+/// The language of an embedded text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    Sql,
+    Lua,
+}
+
+/// What runs a SQL statement, as far as the code shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    /// A connection pool (`&PgPool`, `Pool<Postgres>`, deadpool/bb8 pools): each call may use a
+    /// different connection.
+    Pool,
+    /// One held connection.
+    Connection,
+    /// A transaction.
+    Transaction,
+    Unknown,
+}
+
+/// SQL or Lua text found in a file: a whole `.sql`/`.lua` file, or a string literal passed to
+/// a database or Redis scripting API.
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    pub language: Language,
+    pub text: String,
+    pub map: TextMap,
+    /// The literal (or the whole file).
+    pub span: Span,
+    /// Where it came from: `file`, `sqlx::query`, `Script::new`, `execute` ...
+    pub origin: String,
+    /// Function (index in [`FileIr::functions`]) that runs it, when found in Rust code.
+    pub func: Option<usize>,
+    /// The call that runs it.
+    pub exec: Option<SqlExec>,
+}
+
+/// A SQL statement executed from Rust code.
+#[derive(Debug, Clone)]
+pub struct SqlExec {
+    /// Position in the function's event order.
+    pub id: NodeId,
+    pub executor: Executor,
+    /// The executing call.
+    pub span: Span,
+    /// What the code does with the returned rows.
+    pub result: ResultUse,
+    /// The bound parameters in order, as the spans that removing each one deletes
+    /// (`.bind(x)` with the line break before it, `, x` in a macro or a parameter slice);
+    /// `None` when the statement is not written at the call or its binds are not all visible.
+    pub binds: Option<Vec<Span>>,
+}
+
+/// Everything a front-end extracted from one file.
+#[derive(Debug)]
+pub struct FileIr {
+    pub file: FileRef,
+    pub functions: Vec<Function>,
+    /// `const`/`static` string or literal items: name → value text.
+    pub consts: Vec<(String, KeyRef)>,
+    /// Struct literal field initialisers: (type, field) → key template.
+    pub field_inits: Vec<(String, String, KeyRef)>,
+    pub problems: Vec<ParseProblem>,
+    /// SQL and Lua texts in this file.
+    pub embedded: Vec<Embedded>,
+    /// Parsed SQL (filled by the SQL front-end).
+    pub sql: sql::SqlIr,
+    /// Parsed Lua scripts (filled by the Lua front-end).
+    pub lua: lua::LuaIr,
+}
+
+impl FileIr {
+    /// The form of a file before any front-end ran: nothing found in it yet.
+    pub fn new(file: FileRef) -> Self {
+        FileIr {
+            file,
+            functions: Vec::new(),
+            consts: Vec::new(),
+            field_inits: Vec::new(),
+            problems: Vec::new(),
+            embedded: Vec::new(),
+            sql: Default::default(),
+            lua: Default::default(),
+        }
+    }
+}

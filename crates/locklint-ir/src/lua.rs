@@ -1,0 +1,59 @@
+//! Lua scripts in the intermediate form: per script, the key-deleting and expiry-changing
+//! `redis.call`s with whether an ownership check dominates each, and the keys whose value the
+//! script compares. Filled by the Lua front-end; read by the Lua rules and the audit.
+
+use crate::source::Span;
+
+/// What the Lua front-end extracted from one file.
+#[derive(Debug, Default)]
+pub struct LuaIr {
+    pub scripts: Vec<Script>,
+}
+
+/// One parsed Redis script.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// Index in [`crate::FileIr::embedded`].
+    pub embedded: usize,
+    /// Names the script is attached to: the `const`/`static`/`let` holding its text, the Rust
+    /// function that builds it, the `.lua` file's name.
+    pub names: Vec<String>,
+    /// One of [`Script::names`] says the script belongs to a lock (lock, unlock, release,
+    /// renew, extend, lease, mutex).
+    pub lock_named: bool,
+    /// `DEL`/`UNLINK`/expiry calls with their file spans.
+    pub writes: Vec<(KeyWrite, Span)>,
+    /// Keys whose value (`GET`, or an ownership read) the script compares somewhere, with the
+    /// file span of the first such comparison.
+    pub checked: Vec<(String, Span)>,
+}
+
+impl Script {
+    /// Where the script compares the value of `key`.
+    pub fn check_of(&self, key: &str) -> Option<Span> {
+        self.checked.iter().find(|(k, _)| k == key).map(|(_, s)| *s)
+    }
+}
+
+/// What a key-changing call does to a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// `DEL`, `UNLINK`.
+    Release,
+    /// `PEXPIRE`, `EXPIRE`, `PEXPIREAT`, `EXPIREAT`, `SET .. KEEPTTL`, `SET .. XX PX`.
+    Renew,
+}
+
+/// A `redis.call`/`redis.pcall` that deletes a key or changes its expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrite {
+    pub kind: WriteKind,
+    /// The command as users know it: `DEL`, `PEXPIRE`, `SET ... KEEPTTL`.
+    pub command: String,
+    /// The key's identity: `KEYS[1]` (also through a local bound to it), else the expression.
+    pub key: String,
+    /// Byte range of the whole call in the script text.
+    pub range: (usize, usize),
+    /// Whether an ownership check of the same key dominates the call.
+    pub guarded: bool,
+}

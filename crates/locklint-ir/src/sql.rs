@@ -1,0 +1,276 @@
+//! SQL in the intermediate form: the statements of every SQL text of a file, as plain facts
+//! (what a statement does, the table it writes, its `WHERE` comparisons, conflicts, advisory-lock
+//! calls, table definitions), filled by the SQL front-end and read by the project facts, the
+//! rules and the audit.
+
+use crate::source::Span;
+
+/// What the SQL front-end extracted from one file.
+#[derive(Debug, Default)]
+pub struct SqlIr {
+    /// Every statement of every SQL text of the file, in text order.
+    pub statements: Vec<Statement>,
+    /// Per embedded text (by index in [`crate::FileIr::embedded`]): the range of its statements in
+    /// [`SqlIr::statements`], and its top-level PostgreSQL parameters.
+    pub texts: Vec<SqlText>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct SqlText {
+    pub statements: std::ops::Range<usize>,
+    pub params: Vec<Param>,
+    /// The text holds `$$` (a dollar-quoted body, or one in a string).
+    pub dollar_quoted: bool,
+}
+
+/// A PostgreSQL parameter `$n` outside quotes, comments and dollar-quoted bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// Byte range in the embedded text.
+    pub start: usize,
+    pub end: usize,
+    pub n: usize,
+}
+
+impl SqlIr {
+    /// The statements of one embedded text.
+    pub fn of(&self, embedded: usize) -> &[Statement] {
+        self.texts
+            .get(embedded)
+            .and_then(|t| self.statements.get(t.statements.clone()))
+            .unwrap_or(&[])
+    }
+
+    /// The `$n` parameters of one embedded text, in text order.
+    pub fn params(&self, embedded: usize) -> &[Param] {
+        self.texts
+            .get(embedded)
+            .map(|t| t.params.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Whether an embedded text holds `$$`.
+    pub fn dollar_quoted(&self, embedded: usize) -> bool {
+        self.texts.get(embedded).is_some_and(|t| t.dollar_quoted)
+    }
+}
+
+/// What a statement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Select,
+    Insert,
+    Update,
+    Delete,
+    /// PL/pgSQL `PERFORM`.
+    Perform,
+    /// `CREATE TABLE`, `ALTER TABLE`, `CREATE INDEX` ...
+    Ddl,
+    Other,
+}
+
+/// What an `INSERT` does when the row exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    None,
+    /// `ON CONFLICT DO NOTHING`, `INSERT IGNORE`, `INSERT OR IGNORE`.
+    Ignore,
+    /// `ON CONFLICT ... DO UPDATE`.
+    DoUpdate,
+    /// `ON DUPLICATE KEY UPDATE`.
+    DuplicateKey,
+    /// `REPLACE INTO`, `INSERT OR REPLACE`.
+    Replace,
+}
+
+/// A column reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Col {
+    /// Table or alias it is qualified with (lower case).
+    pub qualifier: Option<String>,
+    pub name: String,
+    /// The proposed row's value: `EXCLUDED.x`, `VALUES(x)`.
+    pub incoming: bool,
+}
+
+/// Facts about an expression.
+#[derive(Debug, Clone, Default)]
+pub struct Value {
+    pub columns: Vec<Col>,
+    /// Contains a bind parameter (`$1`, `?`, `:name`).
+    pub param: bool,
+    /// Contains the database clock (`now()`, `CURRENT_TIMESTAMP`, `UTC_TIMESTAMP()` ...).
+    pub clock: bool,
+    /// Contains a function call or subquery.
+    pub call: bool,
+    /// The expression is just this column (possibly cast or parenthesised).
+    pub bare: Option<Col>,
+    /// The expression is just a bind parameter (possibly cast).
+    pub bare_param: bool,
+    /// Where the expression is, when known.
+    pub span: Option<Span>,
+}
+
+impl Value {
+    /// A constant: no columns, parameters or calls.
+    pub fn is_constant(&self) -> bool {
+        self.columns.is_empty() && !self.param && !self.call && !self.clock
+    }
+}
+
+/// A comparison in a `WHERE` clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+impl CmpOp {
+    /// The same comparison with its operands swapped.
+    pub fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::LtEq => CmpOp::GtEq,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::GtEq => CmpOp::LtEq,
+            o => o,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cmp {
+    pub op: CmpOp,
+    pub left: Value,
+    pub right: Value,
+}
+
+/// A `WHERE` clause (of an `UPDATE`/`DELETE`, or of `ON CONFLICT ... DO UPDATE`), or the
+/// assignments of `ON DUPLICATE KEY UPDATE`, which act as its condition.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    /// From the `WHERE` keyword to the end of the condition.
+    pub span: Span,
+    /// Every column referenced.
+    pub columns: Vec<Col>,
+    pub comparisons: Vec<Cmp>,
+}
+
+/// `column = value` in `SET`, `DO UPDATE SET` or `ON DUPLICATE KEY UPDATE`, or a column and
+/// its value in `INSERT ... VALUES`.
+#[derive(Debug, Clone)]
+pub struct Assign {
+    pub column: String,
+    pub value: Value,
+}
+
+/// A call of a PostgreSQL advisory lock function.
+#[derive(Debug, Clone)]
+pub struct Advisory {
+    /// Function name, lower case (`pg_try_advisory_lock`).
+    pub name: String,
+    pub unlock: bool,
+    /// `pg_try_*`.
+    pub try_lock: bool,
+    /// Session level (not `_xact_`).
+    pub session: bool,
+    pub shared: bool,
+    /// `pg_advisory_unlock_all`.
+    pub all: bool,
+    /// The arguments' text, whitespace removed.
+    pub args: String,
+    /// The call, name to closing parenthesis.
+    pub span: Span,
+    /// The statement is nothing but this call (`SELECT pg_try_advisory_lock(1)`,
+    /// `PERFORM pg_try_advisory_lock(1)`): its result reaches no condition in SQL.
+    pub bare: bool,
+}
+
+impl Advisory {
+    pub fn is_session_lock(&self) -> bool {
+        self.session && !self.unlock
+    }
+}
+
+/// A table definition or extension found in a statement.
+#[derive(Debug, Clone, Default)]
+pub struct TableDef {
+    pub table: String,
+    pub columns: Vec<String>,
+    /// Primary keys and unique constraints or indexes.
+    pub unique: Vec<Vec<String>>,
+}
+
+/// One SQL statement and what rules need to know about it.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    /// Index into [`crate::FileIr::embedded`].
+    pub embedded: usize,
+    /// Byte range in the embedded text.
+    pub start: usize,
+    pub end: usize,
+    /// The whole statement in the file.
+    pub span: Span,
+    /// Inside a PL/pgSQL function body or `DO` block.
+    pub in_body: bool,
+    pub kind: Kind,
+    /// The table written, lower case, unqualified.
+    pub table: Option<String>,
+    /// The table read by a plain `SELECT ... FROM t` (one table, no join), lower case,
+    /// unqualified.
+    pub reads: Option<String>,
+    /// Names that refer to the target table in expressions (its name and alias).
+    pub names: Vec<String>,
+    /// `SET` assignments (`UPDATE`) and `DO UPDATE SET` / `ON DUPLICATE KEY UPDATE` ones.
+    pub assignments: Vec<Assign>,
+    /// `INSERT` columns with the value of the first row.
+    pub values: Vec<Assign>,
+    pub conflict: Conflict,
+    /// The `DO UPDATE SET ...` or `ON DUPLICATE KEY UPDATE ...` part.
+    pub upsert_span: Option<Span>,
+    /// The `WHERE` of an `UPDATE`/`DELETE`, or of the `DO UPDATE`.
+    pub filter: Option<Filter>,
+    pub advisory: Vec<Advisory>,
+    pub table_def: Option<TableDef>,
+}
+
+impl Statement {
+    pub fn is_write(&self) -> bool {
+        matches!(self.kind, Kind::Insert | Kind::Update | Kind::Delete)
+    }
+
+    /// Whether `c` refers to a column of the target table (not the proposed row).
+    pub fn is_target(&self, c: &Col) -> bool {
+        !c.incoming
+            && match &c.qualifier {
+                None => true,
+                Some(q) => self.names.iter().any(|n| n == q),
+            }
+    }
+
+    /// Columns this statement writes or inserts.
+    pub fn written(&self) -> impl Iterator<Item = &str> {
+        self.assignments
+            .iter()
+            .chain(&self.values)
+            .map(|a| a.column.as_str())
+    }
+
+    /// Every column name the statement mentions for its target (written or filtered on).
+    pub fn mentioned(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.written().collect();
+        if let Some(f) = &self.filter {
+            v.extend(
+                f.columns
+                    .iter()
+                    .filter(|c| self.is_target(c))
+                    .map(|c| c.name.as_str()),
+            );
+        }
+        v
+    }
+}

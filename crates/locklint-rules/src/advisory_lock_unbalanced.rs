@@ -1,0 +1,149 @@
+//! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
+//! try-lock whose boolean result is never read.
+
+use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, UnlockSet};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::sql::{Advisory, Kind, Statement};
+use locklint_ir::FileIr;
+use locklint_project::Project;
+use std::collections::HashMap;
+
+pub struct AdvisoryLockUnbalanced;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "advisory-lock-unbalanced",
+    summary: "a session advisory lock is never unlocked, or a try-lock's result is never read",
+    severity: Severity::Error,
+    fixable: false,
+    doc: include_str!("../../../rules/advisory-lock-unbalanced.md"),
+};
+
+fn ignored(file: &FileIr, a: &Advisory, how: &str) -> Diagnostic {
+    sql_diagnostic(
+        &INFO,
+        file,
+        a.span,
+        "result never read",
+        format!("the result of `{}` is never read ({how}); the code goes on whether or not it got the lock", a.name),
+        format!("read the boolean and go on only when it is `true` (`SELECT {}(..)` with `fetch_one`, or `IF {}(..) THEN` in PL/pgSQL)", a.name, a.name),
+    )
+}
+
+fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
+    let unlock = if a.shared {
+        "pg_advisory_unlock_shared"
+    } else {
+        "pg_advisory_unlock"
+    };
+    sql_diagnostic(
+        &INFO,
+        file,
+        a.span,
+        "never unlocked",
+        format!("session-level `{}` is never released with `{unlock}`; the lock stays held for the life of the connection, and a pooled connection keeps it after it is returned", a.name),
+        format!("call `{unlock}` with the same key on the same connection when done, or use `pg_advisory_xact_lock` inside a transaction"),
+    )
+}
+
+impl Rule for AdvisoryLockUnbalanced {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check_file(&self, file: &FileIr, _project: &Project, out: &mut Vec<Diagnostic>) {
+        // unlocks by where they count: in the same SQL text (no function), in the same
+        // function, or in a release function of the same file (a guard's `unlock`, `release`
+        // or `drop`), which counts for every function
+        let mut in_texts = UnlockSet::default();
+        let mut in_release_fns = UnlockSet::default();
+        let mut in_fn: HashMap<usize, UnlockSet> = HashMap::new();
+        for s in &file.sql.statements {
+            let func = file.embedded.get(s.embedded).and_then(|e| e.func);
+            for u in s.advisory.iter().filter(|a| a.unlock) {
+                match func {
+                    None => in_texts.add(u),
+                    Some(g) if is_release_fn(file, g) => in_release_fns.add(u),
+                    Some(g) => in_fn.entry(g).or_default().add(u),
+                }
+            }
+        }
+        let released = |a: &Advisory, func: Option<usize>| match func {
+            None => in_texts.releases(a),
+            Some(f) => in_release_fns.releases(a) || in_fn.get(&f).is_some_and(|u| u.releases(a)),
+        };
+        let collections: Vec<bool> = file.embedded.iter().map(is_query_collection).collect();
+        // SQL files (and PL/pgSQL bodies anywhere)
+        for st in &file.sql.statements {
+            let Some(e) = file.embedded.get(st.embedded) else {
+                continue;
+            };
+            let whole_file = e.origin == "file";
+            if !whole_file && !st.in_body {
+                continue;
+            }
+            for a in st.advisory.iter().filter(|a| a.is_session_lock()) {
+                let collection = collections.get(st.embedded).copied().unwrap_or(false);
+                if let Some(how) = unread(st, a, whole_file && !collection) {
+                    out.push(ignored(file, a, how));
+                } else if !released(a, e.func) {
+                    out.push(never_unlocked(file, a));
+                }
+            }
+        }
+        // SQL run from Rust
+        for f in &file.functions {
+            for run in runs(file, f) {
+                if run.statement.in_body {
+                    continue;
+                }
+                let Some(exec) = &run.embedded.exec else {
+                    continue;
+                };
+                let method = exec_method(file, exec.span);
+                for a in run
+                    .statement
+                    .advisory
+                    .iter()
+                    .filter(|a| a.is_session_lock())
+                {
+                    if a.try_lock
+                        && matches!(method.as_str(), "execute" | "batch_execute" | "execute_raw")
+                    {
+                        out.push(ignored(
+                            file,
+                            a,
+                            &format!("`{method}` discards the returned row"),
+                        ));
+                    } else if let (true, true, locklint_ir::ResultUse::Ignored(why)) =
+                        (a.try_lock, a.bare, &exec.result)
+                    {
+                        out.push(ignored(file, a, why));
+                    } else if !released(a, run.embedded.func) {
+                        out.push(never_unlocked(file, a));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A function whose unlocks release the locks of the whole file: `drop`, or one named for
+/// unlocking or releasing.
+fn is_release_fn(file: &FileIr, func: usize) -> bool {
+    file.functions
+        .get(func)
+        .is_some_and(|g| g.name == "drop" || locklint_ir::vocabulary::names_release(&g.name))
+}
+
+/// Why a try-lock's result in SQL reaches no condition, if it does not.
+fn unread(st: &Statement, a: &Advisory, bare_select_counts: bool) -> Option<&'static str> {
+    if !a.try_lock || !a.bare {
+        return None;
+    }
+    match st.kind {
+        Kind::Perform => Some("`PERFORM` discards it"),
+        _ if bare_select_counts && !st.in_body => Some("a bare `SELECT` of it feeds no condition"),
+        _ => None,
+    }
+}

@@ -1,0 +1,47 @@
+//! `constant-lock-value`: the acquire writes a constant instead of a per-holder token.
+
+use super::matching::{call_chain, diagnostic, key_text, with_related};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::Value;
+use locklint_project::{Facts, Trace};
+
+pub struct ConstantLockValue;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "constant-lock-value",
+    summary: "a lock is acquired with a constant value instead of a unique per-holder token",
+    severity: Severity::Warning,
+    fixable: true,
+    doc: include_str!("../../../rules/constant-lock-value.md"),
+};
+
+impl Rule for ConstantLockValue {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+        for o in &trace.ops {
+            if !o.op.kind.is_acquire() || !o.is_lock {
+                continue;
+            }
+            let Some((Value::Constant(text), span)) = &o.op.value else {
+                continue;
+            };
+            let key = key_text(o);
+            let d = diagnostic(
+                &INFO,
+                (o.file.clone(), *span),
+                "the same value for every holder",
+                format!(
+                    "lock `{key}` is taken with the constant value `{text}`; every holder writes the same value, so a holder cannot tell its own lock from another's"
+                ),
+                "store a unique token per holder (for example `uuid::Uuid::new_v4().to_string()`) and compare it when releasing or renewing".to_string(),
+            );
+            let mut d = with_related(d, call_chain(o));
+            d.fix = super::fixes::random_token(o);
+            out.push(d);
+        }
+    }
+}

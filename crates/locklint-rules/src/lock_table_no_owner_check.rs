@@ -1,0 +1,80 @@
+//! `lock-table-no-owner-check`: a lock row is released or renewed by name only, without
+//! checking that the caller still owns it.
+
+use super::sql_matching::{
+    end_before_semicolon, filter_mentions, has_holder_check, has_owner_check, lock_table,
+    lock_write, next_placeholder, sql_diagnostic, sql_insert_fix, LockWrite,
+};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Applicability, Diagnostic, Severity};
+use locklint_ir::FileIr;
+use locklint_project::Project;
+
+pub struct LockTableNoOwnerCheck;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "lock-table-no-owner-check",
+    summary: "a lock-table release or renewal is keyed by name only, without `owner = ...`",
+    severity: Severity::Error,
+    fixable: true,
+    doc: include_str!("../../../rules/lock-table-no-owner-check.md"),
+};
+
+impl Rule for LockTableNoOwnerCheck {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        for st in &file.sql.statements {
+            let Some(lt) = lock_table(st, &project.schema) else {
+                continue;
+            };
+            let Some(filter) = &st.filter else { continue };
+            let owner = lt.owner.as_deref().unwrap_or("owner");
+            if has_owner_check(st, owner) || has_holder_check(st, &lt, &project.schema) {
+                continue;
+            }
+            let expiry: Vec<&str> = lt.expiry.iter().map(String::as_str).collect();
+            let (label, message) = match lock_write(st, &lt) {
+                // a reaper that only removes expired rows is fine
+                LockWrite::Release if filter_mentions(st, &expiry) => continue,
+                LockWrite::Release => (
+                    "matches the row by name only",
+                    format!("this release of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this releases their lock", lt.table),
+                ),
+                LockWrite::Renew => (
+                    "matches the row by name only",
+                    format!("this renewal of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this extends their lock", lt.table),
+                ),
+                _ => continue,
+            };
+            let mut d = sql_diagnostic(
+                &INFO,
+                file,
+                filter.span,
+                label,
+                message,
+                format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
+            );
+            let sql = file
+                .embedded
+                .get(st.embedded)
+                .and_then(|e| e.text.get(st.start..st.end))
+                .unwrap_or("");
+            let text = format!(" AND {owner} = {}", next_placeholder(sql));
+            d.fix = sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, filter.span),
+                &text,
+                format!(
+                    "match the holder's token too (`{}`), and bind the token",
+                    text.trim()
+                ),
+                Applicability::DisplayOnly,
+            );
+            out.push(d);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `lock-table-steals-live-lock`: a lock-table upsert takes the row over without checking that
+//! the current lock has expired (or is ours).
+
+use super::sql_matching::{
+    condition_span, end_before_semicolon, filter_mentions, lock_table, lock_write, sql_diagnostic,
+    sql_insert_fix, LockTable, LockWrite,
+};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Applicability, Fix};
+use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::sql::{Conflict, Kind, Statement};
+use locklint_ir::FileIr;
+use locklint_project::Project;
+
+pub struct LockTableStealsLiveLock;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "lock-table-steals-live-lock",
+    summary: "a lock-table upsert overwrites the lock row without checking its expiry or owner",
+    severity: Severity::Error,
+    fixable: true,
+    doc: include_str!("../../../rules/lock-table-steals-live-lock.md"),
+};
+
+impl Rule for LockTableStealsLiveLock {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        for st in &file.sql.statements {
+            let Some(lt) = lock_table(st, &project.schema) else {
+                continue;
+            };
+            let upsert = match st.kind {
+                Kind::Insert => matches!(
+                    st.conflict,
+                    Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
+                ),
+                Kind::Update => lock_write(st, &lt) == LockWrite::Acquire,
+                _ => false,
+            };
+            if !upsert {
+                continue;
+            }
+            let guards: Vec<&str> = lt
+                .expiry
+                .iter()
+                .chain(&lt.owner)
+                .map(String::as_str)
+                .collect();
+            if st.conflict != Conflict::Replace && filter_mentions(st, &guards) {
+                continue;
+            }
+            let expiry = lt.expiry.as_deref().unwrap_or("expires_at");
+            let (label, message) = match st.conflict {
+                Conflict::Replace => (
+                    "replaces the row unconditionally",
+                    format!("this `REPLACE` into lock table `{}` overwrites the lock row even while another holder's lock is live", lt.table),
+                ),
+                _ => (
+                    "takes the row whatever its expiry",
+                    format!(
+                        "this write to lock table `{}` takes the lock row even while another holder's lock is live; nothing checks `{expiry}` or the owner before overwriting it",
+                        lt.table
+                    ),
+                ),
+            };
+            let help = match st.conflict {
+                Conflict::DuplicateKey => {
+                    let owner = lt.owner.as_deref().unwrap_or("owner");
+                    format!("condition each assignment on the expiry: `{owner} = IF({expiry} < UTC_TIMESTAMP(6), VALUES({owner}), {owner})` (assign `{expiry}` last)")
+                }
+                Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
+                _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),
+            };
+            let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
+            d.fix = expiry_guard(file, st, &lt);
+            out.push(d);
+        }
+    }
+}
+
+/// `ON CONFLICT ... DO UPDATE SET ...` without a `WHERE`: add `WHERE <table>.<expiry> < now()`
+/// so only an expired lock is taken over. Safe when the expiry column is known and the
+/// statement already uses the database clock (`now()`); shown only otherwise.
+fn expiry_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
+    if st.kind == Kind::Update {
+        return update_guard(file, st, lt);
+    }
+    if st.conflict != Conflict::DoUpdate || st.filter.is_some() {
+        return None;
+    }
+    let upsert = st.upsert_span?;
+    let table = st.names.last().cloned().unwrap_or_else(|| lt.table.clone());
+    let expiry = lt.expiry.as_deref();
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("");
+    let applicability = if expiry.is_some() && sql.to_ascii_lowercase().contains("now()") {
+        Applicability::Safe
+    } else {
+        Applicability::DisplayOnly
+    };
+    let expiry = expiry.unwrap_or("expires_at");
+    let text = format!(" WHERE {table}.{expiry} < now()");
+    sql_insert_fix(
+        file,
+        st,
+        end_before_semicolon(file, upsert),
+        &text,
+        format!(
+            "take the row over only when the lock has expired (`{}`)",
+            text.trim()
+        ),
+        applicability,
+    )
+}
+
+/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition.
+fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
+    let filter = st.filter.as_ref()?;
+    let expiry = lt.expiry.as_deref()?;
+    let condition = file.file.text.get(filter.span.start..filter.span.end)?;
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let applicability = if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ")
+    {
+        Applicability::Safe
+    } else {
+        Applicability::DisplayOnly
+    };
+    let text = format!(" AND {expiry} < now()");
+    sql_insert_fix(
+        file,
+        st,
+        end_before_semicolon(file, filter.span),
+        &text,
+        format!(
+            "take the row over only when the lock has expired (`{}`)",
+            text.trim()
+        ),
+        applicability,
+    )
+}

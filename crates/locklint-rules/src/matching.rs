@@ -1,0 +1,139 @@
+//! Matching shared by the rules: building diagnostics from trace operations, finding the
+//! read a write depends on, and describing operations in messages.
+
+use super::RuleInfo;
+use locklint_ir::diagnostic::{Diagnostic, Location, Related};
+use locklint_ir::source::{FileRef, Span};
+use locklint_ir::{Channel, OpKind};
+use locklint_project::{Trace, TraceOp};
+
+/// A diagnostic for `info` at a span, with the helper call chain as related spans.
+pub fn diagnostic(
+    info: &'static RuleInfo,
+    at: (FileRef, Span),
+    label: impl Into<String>,
+    message: String,
+    help: String,
+) -> Diagnostic {
+    Diagnostic {
+        rule: info.name,
+        severity: info.severity,
+        primary: Location::new(at.0, at.1),
+        label: label.into(),
+        message,
+        help,
+        related: Vec::new(),
+        fix: None,
+    }
+}
+
+/// The operation's own location.
+pub fn site(o: &TraceOp) -> (FileRef, Span) {
+    (o.file.clone(), o.op.span)
+}
+
+/// A related span pointing at an operation.
+pub fn related(o: &TraceOp, label: impl Into<String>) -> Related {
+    Related {
+        location: Location::new(o.file.clone(), o.op.span),
+        label: label.into(),
+    }
+}
+
+/// Related spans for the calls that led from the root function to the operation.
+pub fn call_chain(o: &TraceOp) -> Vec<Related> {
+    o.via
+        .iter()
+        .map(|(f, s)| Related {
+            location: Location::new(f.clone(), *s),
+            label: "through this call".to_string(),
+        })
+        .collect()
+}
+
+/// Related spans of an unguarded release or renewal: the client-side comparison it depends on
+/// (if any), then the calls that led to it.
+pub fn comparison_and_chain(compared: Option<&TraceOp>, o: &TraceOp) -> Vec<Related> {
+    let mut rel: Vec<Related> = compared
+        .map(|r| related(r, "compared here"))
+        .into_iter()
+        .collect();
+    rel.extend(call_chain(o));
+    rel
+}
+
+/// Add related spans, skipping duplicates of the primary span.
+pub fn with_related(mut d: Diagnostic, rel: impl IntoIterator<Item = Related>) -> Diagnostic {
+    for r in rel {
+        let dup = r.location == d.primary || d.related.iter().any(|x| x.location == r.location);
+        if !dup {
+            d.related.push(r);
+        }
+    }
+    d
+}
+
+/// The earlier read of the same key that `trace.ops[i]`'s path depends on.
+pub fn dependent_read<'t, 'a>(trace: &'t Trace<'a>, i: usize) -> Option<&'t TraceOp<'a>> {
+    let me = &trace.ops[i];
+    me.deps
+        .iter()
+        .flat_map(|d| trace.indexes_of(*d))
+        .copied()
+        .filter(|&j| j < i)
+        .filter(|&j| {
+            let o = &trace.ops[j];
+            o.op.kind == OpKind::Read && trace.same_key(o, me)
+        })
+        .max()
+        .map(|j| &trace.ops[j])
+}
+
+/// The command as users know it, upper case (`set_nx` → `SETNX`).
+pub fn command_name(o: &TraceOp) -> String {
+    let c = o.op.command.as_str();
+    let upper = match c {
+        "set_nx" => "SETNX".to_string(),
+        "set_options" => "SET".to_string(),
+        "set_ex" => "SETEX".to_string(),
+        "pset_ex" => "PSETEX".to_string(),
+        "expire_at" => "EXPIREAT".to_string(),
+        "pexpire_at" => "PEXPIREAT".to_string(),
+        "get_del" => "GETDEL".to_string(),
+        "get_ex" => "GETEX".to_string(),
+        "del_ex" => "DELEX".to_string(),
+        other => other.to_ascii_uppercase(),
+    };
+    format!("`{upper}`")
+}
+
+/// The key as shown in messages.
+pub fn key_text(o: &TraceOp) -> String {
+    let d = o.key.display();
+    if d.is_empty() {
+        "(unknown key)".to_string()
+    } else {
+        d
+    }
+}
+
+pub fn in_pipeline(o: &TraceOp) -> Option<bool> {
+    match o.op.channel {
+        Channel::Pipeline { atomic, .. } => Some(atomic),
+        Channel::Direct => None,
+    }
+}
+
+/// Help text for an atomic compare-and-delete release.
+pub const RELEASE_HELP: &str = concat!(
+    "release atomically with the holder's token: a Lua script `",
+    crate::scripts::compare_and_delete!(),
+    "`, or `DELEX key IFEQ token` on Redis 8.4+ (redis-rs `del_ex` with `ValueComparison::ifeq`)"
+);
+
+/// Help text for an atomic compare-and-pexpire renewal.
+pub const RENEW_HELP: &str = concat!(
+    "renew atomically with the holder's token: a Lua script `",
+    crate::scripts::compare_and_renew!("pexpire"),
+    "`"
+);

@@ -1,0 +1,81 @@
+//! `unconditional-renew`: a held lock's expiry is extended without an atomic ownership check.
+
+use super::matching::{
+    command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
+    RENEW_HELP,
+};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::vocabulary;
+use locklint_ir::OpKind;
+use locklint_project::{scoped_identity, Facts, Trace, TraceOp};
+
+pub struct UnconditionalRenew;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "unconditional-renew",
+    summary: "a lock is renewed with EXPIRE / PEXPIRE without an atomic ownership check",
+    severity: Severity::Error,
+    fixable: true,
+    doc: include_str!("../../../rules/unconditional-renew.md"),
+};
+
+impl Rule for UnconditionalRenew {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
+        for (i, o) in trace.ops.iter().enumerate() {
+            let overwrite = o.op.kind.is_plain_write_with_expiry()
+                && dependent_read(trace, i).is_none()
+                && overwrites_held_lock(trace, i, o, facts);
+            let renews = o.op.kind == OpKind::Expire || o.op.kind.is_renewing_write() || overwrite;
+            // an expiry right after an acquire without one is `separate-expire`
+            if !renews
+                || !o.is_lock
+                || o.op.watched
+                || facts.expiries_after_acquire.contains(&o.op.id)
+            {
+                continue;
+            }
+            let key = key_text(o);
+            let cmd = command_name(o);
+            let compared = dependent_read(trace, i);
+            let message = match compared {
+                _ if overwrite => format!(
+                    "lock `{key}` is renewed by overwriting it with a plain {cmd}; if it expired and another process took it, this takes their lock over"
+                ),
+                Some(_) => format!(
+                    "lock `{key}` is compared in the client and then renewed by a separate {cmd}; the lock can pass to another holder between the two commands and this extends their lock"
+                ),
+                None => format!(
+                    "lock `{key}` is renewed with a plain {cmd}; if it expired and another process took it, this extends their lock"
+                ),
+            };
+            let d = diagnostic(
+                &INFO,
+                site(o),
+                "extends whatever lock is there",
+                message,
+                RENEW_HELP.to_string(),
+            );
+            let mut d = with_related(d, comparison_and_chain(compared, o));
+            d.fix = if overwrite {
+                None
+            } else {
+                super::fixes::guarded_renew(o)
+            };
+            out.push(d);
+        }
+    }
+}
+
+/// A plain `SET ... PX` of a key that is elsewhere acquired with NX, or written by a function
+/// whose name says it renews: a renewal that overwrites whatever holder is there.
+fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &Facts) -> bool {
+    let acquired_here = trace.earlier_on_key(i).any(|e| e.op.kind.is_acquire());
+    let acquired_elsewhere = scoped_identity(o).is_some_and(|id| facts.acquired_nx.contains(&id));
+    let renewer = vocabulary::names_renewal(&o.func.name);
+    acquired_here || acquired_elsewhere || (renewer && o.is_lock)
+}

@@ -1,0 +1,303 @@
+//! `unfenced-write`: a write protected only by a lock. (a) A write to a table that carries a
+//! fencing column does not compare it with the writer's token; (b) in Rust, a SQL write runs
+//! while a lock taken earlier in the function is held, with neither a fence nor idempotence.
+
+use super::sql_matching::{
+    condition_span, end_before_semicolon, fence_column, has_fence_guard, is_idempotent,
+    issues_fences, lock_table, lock_write, next_placeholder, overwrites, related, runs,
+    sql_diagnostic, sql_insert_fix, warning, LockWrite,
+};
+use super::{Rule, RuleInfo};
+use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
+use locklint_ir::sql::Statement;
+use locklint_ir::Executor;
+use locklint_ir::{FileIr, OpKind};
+use locklint_project::schema::Schema;
+use locklint_project::Project;
+use std::collections::HashMap;
+
+pub struct UnfencedWrite;
+
+static INFO: RuleInfo = RuleInfo {
+    name: "unfenced-write",
+    summary: "a write protected only by a lock: no fencing-token comparison and not idempotent",
+    severity: Severity::Error,
+    fixable: true,
+    doc: include_str!("../../../rules/unfenced-write.md"),
+};
+
+/// (a): the fencing column of a fenced table that `st` overwrites without comparing it.
+fn unguarded_fence(st: &Statement, schema: &Schema) -> Option<String> {
+    if !overwrites(st) || lock_table(st, schema).is_some() {
+        return None;
+    }
+    let fence = fence_column(st, schema)?;
+    if has_fence_guard(st, &fence) || issues_fences(st, &fence) {
+        return None;
+    }
+    Some(fence)
+}
+
+/// A held lock: where it was taken and how to recognise its release.
+struct Hold {
+    key: String,
+    at: usize,
+    site: Related,
+}
+
+impl Rule for UnfencedWrite {
+    fn info(&self) -> &'static RuleInfo {
+        &INFO
+    }
+
+    fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        let schema = &project.schema;
+        for st in &file.sql.statements {
+            let Some(fence) = unguarded_fence(st, schema) else {
+                continue;
+            };
+            let table = st.table.as_deref().unwrap_or_default();
+            let mut d = sql_diagnostic(
+                &INFO,
+                file,
+                condition_span(st),
+                format!("`{fence}` is not compared here"),
+                format!("this write to fenced table `{table}` does not compare `{fence}` with the writer's fencing token; a holder whose lock already expired can overwrite newer data"),
+                format!("add `AND {fence} < $n` (the incoming token) to the `WHERE` clause and set `{fence} = $n`"),
+            );
+            d.fix = fence_guard(file, st, &fence);
+            out.push(d);
+        }
+        for f in &file.functions {
+            let runs = runs(file, f);
+            if runs.is_empty() {
+                continue;
+            }
+            let trace = project.traces.iter().find(|t| std::ptr::eq(t.root, f));
+            // Redis locks taken, each with where it is released next (a delete or script on
+            // the same key after it), if it is
+            let mut holds: Vec<(Hold, Option<usize>)> = Vec::new();
+            if let Some(t) = trace {
+                let key_of = |o: &locklint_project::TraceOp| {
+                    format!("redis:{}", o.identity.clone().unwrap_or_default())
+                };
+                let mut releases: HashMap<String, Vec<usize>> = HashMap::new();
+                for o in &t.ops {
+                    if matches!(
+                        o.op.kind,
+                        OpKind::Delete | OpKind::CompareDelete | OpKind::Script
+                    ) {
+                        releases.entry(key_of(o)).or_default().push(o.at.index);
+                    }
+                }
+                for v in releases.values_mut() {
+                    v.sort_unstable();
+                }
+                for o in &t.ops {
+                    if o.is_lock && o.op.kind.is_acquire() && !project.is_efficiency_lock(&o.key) {
+                        let (rf, rs) = o.reply_site();
+                        let key = key_of(o);
+                        let at = o.at.index;
+                        let released = releases
+                            .get(&key)
+                            .and_then(|v| v.get(v.partition_point(|&i| i <= at)).copied());
+                        holds.push((
+                            Hold {
+                                key,
+                                at,
+                                site: Related {
+                                    location: Location::new(rf, rs),
+                                    label: "lock acquired here".to_string(),
+                                },
+                            },
+                            released,
+                        ));
+                    }
+                }
+            }
+            let mut sql_holds: Vec<Hold> = Vec::new();
+            // Plain reads of a table (`SELECT .. FROM t`): where they ran, and the table.
+            let mut reads: Vec<(usize, &str)> = Vec::new();
+            for run in runs {
+                let st = run.statement;
+                if st.in_body {
+                    // defining a function does not run its body
+                    continue;
+                }
+                let at = run.at.index;
+                let lt = lock_table(st, schema);
+                let mut is_lock_stmt = lt.is_some();
+                for a in &st.advisory {
+                    is_lock_stmt = true;
+                    if a.unlock {
+                        sql_holds.retain(|h| {
+                            !(h.key.starts_with("advisory:")
+                                && (a.all || h.key == format!("advisory:{}", a.args)))
+                        });
+                    } else if a.session
+                        || run
+                            .embedded
+                            .exec
+                            .as_ref()
+                            .is_some_and(|x| x.executor == Executor::Transaction)
+                    {
+                        // a transaction-level lock outside a transaction ends with its own statement
+                        sql_holds.push(Hold {
+                            key: format!("advisory:{}", a.args),
+                            at,
+                            site: related(file, a.span, "lock acquired here"),
+                        });
+                    }
+                }
+                if let Some(lt) = &lt {
+                    let key = format!("table:{}", lt.table);
+                    match lock_write(st, lt) {
+                        LockWrite::Acquire => sql_holds.push(Hold {
+                            key,
+                            at,
+                            site: related(file, st.span, "lock acquired here"),
+                        }),
+                        LockWrite::Release => sql_holds.retain(|h| h.key != key),
+                        _ => {}
+                    }
+                }
+                if let (false, Some(table)) = (is_lock_stmt, st.reads.as_deref()) {
+                    reads.push((at, table));
+                }
+                if is_lock_stmt || !st.is_write() || is_idempotent(st) {
+                    continue;
+                }
+                if let Some(fence) = fence_column(st, schema) {
+                    if has_fence_guard(st, &fence) || unguarded_fence(st, schema).is_some() {
+                        continue;
+                    }
+                }
+                if schema.names.fence.iter().any(|c| has_fence_guard(st, c)) {
+                    continue;
+                }
+                let held = holds
+                    .iter()
+                    .filter(|(h, released)| h.at < at && released.is_none_or(|r| r >= at))
+                    .map(|(h, _)| h)
+                    .chain(sql_holds.iter().filter(|h| h.at < at))
+                    .next();
+                let Some(h) = held else { continue };
+                // A read of the written table under the lock: the write may depend on it.
+                let read_first = st.table.as_deref().is_some_and(|t| {
+                    reads
+                        .iter()
+                        .any(|&(r, table)| table == t && h.at < r && r < at)
+                });
+                let help = if read_first {
+                    "this write may depend on a read made under the lock: claim the row with a fencing token at the read (`UPDATE .. SET fence = $n WHERE .. AND fence <= $n RETURNING ..`, `FencedClaim` in locklint-runtime) and write with `AND fence = $n`; a fence compared only at the write can still lose an update"
+                } else {
+                    "pass a fencing token and add `AND fence < $n`, or make the write idempotent"
+                };
+                let mut d = warning(sql_diagnostic(
+                    &INFO,
+                    file,
+                    st.span,
+                    "written while holding the lock",
+                    "this write is protected only by the lock; if the lock expires while this code is paused, a second holder's write can be overwritten".to_string(),
+                    help.to_string(),
+                ));
+                d.related.push(h.site.clone());
+                out.push(d);
+            }
+        }
+    }
+}
+
+/// (a): compare the fencing column with the token the statement writes to it (`AND fence <
+/// $1`, or `WHERE t.fence < EXCLUDED.fence` on an upsert): safe. When the statement does not
+/// write the column, or writes it from the table's own columns (`fence = locked_until`: no
+/// token comes in, and the comparison would not count as a guard), the token is unknown and
+/// the fix is only shown.
+fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<locklint_ir::diagnostic::Fix> {
+    use locklint_ir::diagnostic::Applicability;
+    let written = st
+        .assignments
+        .iter()
+        .find(|a| a.column == fence)
+        .filter(|a| !a.value.columns.iter().any(|c| st.is_target(c)))
+        .and_then(|a| a.value.span)
+        .and_then(|s| file.file.text.get(s.start..s.end))
+        .map(str::to_string);
+    let sql = file
+        .embedded
+        .get(st.embedded)
+        .and_then(|e| e.text.get(st.start..st.end))
+        .unwrap_or("");
+    match (&st.filter, st.upsert_span) {
+        (None, Some(upsert)) if st.conflict == locklint_ir::sql::Conflict::DoUpdate => {
+            let table = st.names.last().cloned().or_else(|| st.table.clone())?;
+            let (value, applicability) = match &written {
+                Some(v) => (v.clone(), Applicability::Safe),
+                None => (format!("EXCLUDED.{fence}"), Applicability::DisplayOnly),
+            };
+            let text = format!(" WHERE {table}.{fence} < {value}");
+            sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, upsert),
+                &text,
+                format!(
+                    "overwrite only with a newer fencing token (`{}`)",
+                    text.trim()
+                ),
+                applicability,
+            )
+        }
+        (Some(filter), _) if st.conflict == locklint_ir::sql::Conflict::None => {
+            let condition = file
+                .file
+                .text
+                .get(filter.span.start..filter.span.end)
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let (value, mut applicability) = match &written {
+                Some(v) => (v.clone(), Applicability::Safe),
+                None => (next_placeholder(sql), Applicability::DisplayOnly),
+            };
+            if condition.contains(" or ") {
+                applicability = Applicability::DisplayOnly;
+            }
+            if compares_with(file, filter, fence, &value) {
+                // the guard is there, though not recognised as one (the statement's
+                // placeholders do not parse as parameters): adding it again changes nothing
+                return None;
+            }
+            let text = format!(" AND {fence} < {value}");
+            sql_insert_fix(
+                file,
+                st,
+                end_before_semicolon(file, filter.span),
+                &text,
+                format!("write only with a newer fencing token (`{}`)", text.trim()),
+                applicability,
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Whether the condition already has `fence < value` (or `value > fence`), by the text of its
+/// operands.
+fn compares_with(
+    file: &FileIr,
+    filter: &locklint_ir::sql::Filter,
+    fence: &str,
+    value: &str,
+) -> bool {
+    use locklint_ir::sql::{CmpOp, Value};
+    let text = |v: &Value| {
+        v.span
+            .and_then(|s| file.file.text.get(s.start..s.end))
+            .map(str::trim)
+    };
+    let is_fence = |v: &Value| v.bare.as_ref().is_some_and(|c| c.name == fence);
+    filter.comparisons.iter().any(|c| {
+        (c.op == CmpOp::Lt && is_fence(&c.left) && text(&c.right) == Some(value))
+            || (c.op == CmpOp::Gt && is_fence(&c.right) && text(&c.left) == Some(value))
+    })
+}
