@@ -9,6 +9,7 @@ pub mod rust;
 pub mod sql;
 
 use locklint_ir::source::{FileRef, Span};
+use locklint_ir::Origin;
 use locklint_ir::{Embedded, FileIr, Language, TextMap};
 
 fn language(path: &std::path::Path) -> Option<Option<Language>> {
@@ -42,7 +43,7 @@ fn whole_file(file: FileRef, language: Language) -> FileIr {
         text: file.text.clone(),
         map: TextMap::identity(0),
         span: Span::new(0, file.text.len()),
-        origin: "file".to_string(),
+        origin: Origin::File,
         func: None,
         exec: None,
     };

@@ -274,6 +274,63 @@ pub struct NodeId {
     pub index: usize,
 }
 
+impl NodeId {
+    /// The function the node is in.
+    pub fn func_id(self) -> FnId {
+        FnId {
+            file: self.file,
+            func: self.func,
+        }
+    }
+}
+
+/// Identifies a function inside the project: its file's position and its index among that
+/// file's functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FnId {
+    pub file: usize,
+    pub func: usize,
+}
+
+/// What tells two Redis operations apart as the same key or not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyIdentity {
+    /// A key template with literal text (`lock:job:{}`).
+    Template(String),
+    /// A struct field that holds the key (`self.key` of `Locker`), the same across the project.
+    Field { ty: String, field: String },
+    /// Parameter `index` of a function.
+    Param { func: FnId, index: usize },
+    /// A local variable of a function.
+    Local { func: FnId, name: String },
+}
+
+impl KeyIdentity {
+    /// The scope in which two operations on this identity are the same lock: struct fields
+    /// across the project, key templates within one file (unrelated files reuse names like
+    /// `foo`); parameters and locals have no scope beyond their function.
+    pub fn scoped(&self, file: usize) -> Option<ScopedKey> {
+        match self {
+            KeyIdentity::Field { ty, field } => Some(ScopedKey::Field {
+                ty: ty.clone(),
+                field: field.clone(),
+            }),
+            KeyIdentity::Template(t) => Some(ScopedKey::Template {
+                file,
+                template: t.clone(),
+            }),
+            KeyIdentity::Param { .. } | KeyIdentity::Local { .. } => None,
+        }
+    }
+}
+
+/// A key identity in the scope where it names one lock (see [`KeyIdentity::scoped`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScopedKey {
+    Field { ty: String, field: String },
+    Template { file: usize, template: String },
+}
+
 /// A condition the current path depends on: a read op or a call result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dep(pub NodeId);
@@ -465,12 +522,52 @@ pub struct Embedded {
     pub map: TextMap,
     /// The literal (or the whole file).
     pub span: Span,
-    /// Where it came from: `file`, `sqlx::query`, `Script::new`, `execute` ...
-    pub origin: String,
+    /// Where it came from.
+    pub origin: Origin,
     /// Function (index in [`FileIr::functions`]) that runs it, when found in Rust code.
     pub func: Option<usize>,
     /// The call that runs it.
     pub exec: Option<SqlExec>,
+}
+
+/// Where an SQL or Lua text came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A whole `.sql` or `.lua` file.
+    File,
+    /// A string constant that its own file does not run.
+    Const,
+    /// A library function that takes the text (`sqlx::query`, `diesel::sql_query`, sea-orm's
+    /// `Statement::from_string`, `redis::Script::new`).
+    Library(Library),
+    /// An sqlx macro (`query!`, `query_as!` ...).
+    SqlxMacro,
+    /// A method that takes the text first, by name (`execute`, `query`, fred's `eval`).
+    Method(String),
+    /// The script of a Redis `EVAL` command.
+    Eval,
+}
+
+/// The libraries whose functions take SQL or Lua text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    Sqlx,
+    Diesel,
+    SeaOrm,
+    RedisScript,
+}
+
+impl Origin {
+    /// A text that is certainly SQL when it is handed to SQL (a file, sqlx, diesel, sea-orm):
+    /// parse errors in it are worth reporting.
+    pub fn is_certainly_sql(&self) -> bool {
+        matches!(
+            self,
+            Origin::File
+                | Origin::SqlxMacro
+                | Origin::Library(Library::Sqlx | Library::Diesel | Library::SeaOrm)
+        )
+    }
 }
 
 /// A SQL statement executed from Rust code.

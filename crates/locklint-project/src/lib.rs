@@ -6,7 +6,10 @@ pub mod ttl;
 
 use locklint_ir::source::{FileRef, Span};
 use locklint_ir::vocabulary::{self, words};
-use locklint_ir::{Call, Event, FileIr, Function, KeyRef, NodeId, Op, OpKind, Part, ResultUse};
+use locklint_ir::{
+    Call, Event, FileIr, FnId, Function, KeyIdentity, KeyRef, NodeId, Op, OpKind, Part, ResultUse,
+    ScopedKey,
+};
 use std::collections::{HashMap, HashSet};
 
 /// How deep lock helpers are expanded into their callers.
@@ -37,7 +40,7 @@ pub struct TraceOp<'a> {
     /// Key resolved with the caller's arguments and project-wide consts.
     pub key: KeyRef,
     /// Identity used to tell whether two operations touch the same key.
-    pub identity: Option<String>,
+    pub identity: Option<KeyIdentity>,
     pub is_lock: bool,
     /// What the reply is used for, seen from the root function.
     pub result: ResultUse,
@@ -72,7 +75,7 @@ pub struct Trace<'a> {
     pub file: FileRef,
     pub ops: Vec<TraceOp<'a>>,
     /// Indexes into `ops` per key identity, in order.
-    by_key: HashMap<String, Vec<usize>>,
+    by_key: HashMap<KeyIdentity, Vec<usize>>,
     /// Indexes into `ops` per operation node, in order (a helper's operation appears once
     /// per call).
     by_node: HashMap<NodeId, Vec<usize>>,
@@ -80,7 +83,7 @@ pub struct Trace<'a> {
 
 impl<'a> Trace<'a> {
     pub fn new(root: &'a Function, file: FileRef, ops: Vec<TraceOp<'a>>) -> Self {
-        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_key: HashMap<KeyIdentity, Vec<usize>> = HashMap::new();
         let mut by_node: HashMap<NodeId, Vec<usize>> = HashMap::new();
         for (i, o) in ops.iter().enumerate() {
             if let Some(id) = &o.identity {
@@ -143,7 +146,7 @@ pub struct Facts {
     /// Expiry commands that follow an acquire without expiry in some trace.
     pub expiries_after_acquire: HashSet<NodeId>,
     /// Keys (see [`scoped_identity`]) acquired with NX somewhere.
-    pub acquired_nx: HashSet<String>,
+    pub acquired_nx: HashSet<ScopedKey>,
 }
 
 /// Settings that choose the form of fixes (`redis-version`, `default-ttl`).
@@ -449,32 +452,35 @@ fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> KeyRef {
     out
 }
 
-fn identity(key: &KeyRef, root: (usize, usize)) -> Option<String> {
+fn identity(key: &KeyRef, root: (usize, usize)) -> Option<KeyIdentity> {
+    let func = FnId {
+        file: root.0,
+        func: root.1,
+    };
     if key.has_literal() {
-        return Some(format!("t:{}", key.template()));
+        return Some(KeyIdentity::Template(key.template()));
     }
-    if let Some((t, f)) = &key.field {
-        return Some(format!("f:{t}.{f}"));
+    if let Some((ty, field)) = &key.field {
+        return Some(KeyIdentity::Field {
+            ty: ty.clone(),
+            field: field.clone(),
+        });
     }
-    if let Some((i, _)) = &key.param {
-        return Some(format!("p:{}:{}:{i}", root.0, root.1));
+    if let Some((index, _)) = &key.param {
+        return Some(KeyIdentity::Param {
+            func,
+            index: *index,
+        });
     }
-    key.names
-        .first()
-        .map(|n| format!("v:{}:{}:{n}", root.0, root.1))
+    key.names.first().map(|name| KeyIdentity::Local {
+        func,
+        name: name.clone(),
+    })
 }
 
-/// The scope in which two operations on an identity are the same lock: struct fields across
-/// the project, key templates within one file (unrelated files reuse names like `foo`).
-pub fn scoped_identity(o: &TraceOp) -> Option<String> {
-    let id = o.identity.as_ref()?;
-    if id.starts_with("f:") {
-        Some(id.clone())
-    } else if id.starts_with("t:") {
-        Some(format!("{}#{id}", o.op.id.file))
-    } else {
-        None
-    }
+/// The lock an operation's key names across traces (see [`KeyIdentity::scoped`]).
+pub fn scoped_identity(o: &TraceOp) -> Option<ScopedKey> {
+    o.identity.as_ref()?.scoped(o.op.id.file)
 }
 
 struct Expander<'i, 'a> {
@@ -668,7 +674,7 @@ fn ends_hold(k: &OpKind) -> bool {
     ) || k.is_renewing_write()
 }
 
-fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>, lock_words: &[String]) {
+fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock_words: &[String]) {
     // (b): acquired with NX and also released, expired or renewed somewhere
     let mut acquired = HashSet::new();
     let mut ended = HashSet::new();
@@ -685,13 +691,13 @@ fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<String>, lock_words: &[Stri
         }
     }
     for t in traces.iter_mut() {
-        let local_acquired: HashSet<String> = t
+        let local_acquired: HashSet<KeyIdentity> = t
             .ops
             .iter()
             .filter(|o| o.op.kind.is_acquire())
             .filter_map(|o| o.identity.clone())
             .collect();
-        let local_ended: HashSet<String> = t
+        let local_ended: HashSet<KeyIdentity> = t
             .ops
             .iter()
             .filter(|o| ends_hold(&o.op.kind))
@@ -736,9 +742,9 @@ fn collect_facts(traces: &[Trace]) -> Facts {
     for t in traces {
         // per key: whether an acquire without expiry came before, and those not yet known
         // to be followed by an expiry
-        let mut seen: HashMap<&str, (bool, Vec<NodeId>)> = HashMap::new();
+        let mut seen: HashMap<&KeyIdentity, (bool, Vec<NodeId>)> = HashMap::new();
         for o in &t.ops {
-            let Some(id) = o.identity.as_deref() else {
+            let Some(id) = o.identity.as_ref() else {
                 continue;
             };
             if bare_nx(o) {

@@ -6,6 +6,7 @@ use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Advisory, Kind, Statement};
 use locklint_ir::FileIr;
+use locklint_ir::Origin;
 use locklint_project::Project;
 use std::collections::HashMap;
 
@@ -78,7 +79,7 @@ impl Rule for AdvisoryLockUnbalanced {
             let Some(e) = file.embedded.get(st.embedded) else {
                 continue;
             };
-            let whole_file = e.origin == "file";
+            let whole_file = e.origin == Origin::File;
             if !whole_file && !st.in_body {
                 continue;
             }

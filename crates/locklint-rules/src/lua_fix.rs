@@ -17,6 +17,7 @@ use locklint_ir::diagnostic::{Applicability, Edit, Fix, Location};
 use locklint_ir::lua::{KeyWrite, Script};
 use locklint_ir::source::Span;
 use locklint_ir::FileIr;
+use locklint_ir::Origin;
 use std::collections::{HashMap, HashSet};
 
 /// Commands of the other Redis types: a key they touch does not hold a string.
@@ -202,7 +203,7 @@ impl Facts {
         let bound = file
             .embedded
             .get(script.embedded)
-            .filter(|e| e.origin != "file")
+            .filter(|e| e.origin != Origin::File)
             .and_then(|_| sites());
         let mut facts = Facts {
             shape: None,
@@ -302,7 +303,7 @@ pub fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite, facts: &mut Facts
             Applicability::DisplayOnly,
         ),
     };
-    if emb.origin != "file" {
+    if emb.origin != Origin::File {
         let literal = file
             .file
             .text

@@ -7,6 +7,7 @@ use locklint_frontend::sql::lex as sql_lex;
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{Advisory, CmpOp, Col, Conflict, Kind, Statement, Value};
+use locklint_ir::Origin;
 use locklint_ir::{Embedded, Event, FileIr, Function, NodeId};
 use locklint_project::schema::lock_table_name;
 use locklint_project::schema::Schema;
@@ -286,7 +287,7 @@ pub fn warning(mut d: Diagnostic) -> Diagnostic {
 
 /// A file of named queries (`-- name: foo`) run one by one by the application.
 pub fn is_query_collection(e: &Embedded) -> bool {
-    e.origin == "file"
+    e.origin == Origin::File
         && e.text.lines().any(|l| {
             let l = l.trim_start();
             l.strip_prefix("--")
@@ -408,7 +409,7 @@ pub fn sql_edit_fix(
         return None;
     }
     let mut applicability = applicability;
-    if emb.origin != "file" {
+    if emb.origin != Origin::File {
         let literal = file
             .file
             .text

@@ -11,7 +11,7 @@ use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::sql::Statement;
 use locklint_ir::Executor;
-use locklint_ir::{FileIr, OpKind};
+use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -39,8 +39,19 @@ fn unguarded_fence(st: &Statement, schema: &Schema) -> Option<String> {
 }
 
 /// A held lock: where it was taken and how to recognise its release.
+/// Which lock a hold is of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Held {
+    /// A Redis key (by identity, when the key has one).
+    Redis(Option<KeyIdentity>),
+    /// A PostgreSQL advisory lock, by its arguments' text.
+    Advisory(String),
+    /// A row of a lock table.
+    Table(String),
+}
+
 struct Hold {
-    key: String,
+    key: Held,
     at: usize,
     site: Related,
 }
@@ -78,10 +89,8 @@ impl Rule for UnfencedWrite {
             // the same key after it), if it is
             let mut holds: Vec<(Hold, Option<usize>)> = Vec::new();
             if let Some(t) = trace {
-                let key_of = |o: &locklint_project::TraceOp| {
-                    format!("redis:{}", o.identity.clone().unwrap_or_default())
-                };
-                let mut releases: HashMap<String, Vec<usize>> = HashMap::new();
+                let key_of = |o: &locklint_project::TraceOp| Held::Redis(o.identity.clone());
+                let mut releases: HashMap<Held, Vec<usize>> = HashMap::new();
                 for o in &t.ops {
                     if matches!(
                         o.op.kind,
@@ -130,10 +139,9 @@ impl Rule for UnfencedWrite {
                 for a in &st.advisory {
                     is_lock_stmt = true;
                     if a.unlock {
-                        sql_holds.retain(|h| {
-                            !(h.key.starts_with("advisory:")
-                                && (a.all || h.key == format!("advisory:{}", a.args)))
-                        });
+                        sql_holds.retain(
+                            |h| !matches!(&h.key, Held::Advisory(args) if a.all || *args == a.args),
+                        );
                     } else if a.session
                         || run
                             .embedded
@@ -143,14 +151,14 @@ impl Rule for UnfencedWrite {
                     {
                         // a transaction-level lock outside a transaction ends with its own statement
                         sql_holds.push(Hold {
-                            key: format!("advisory:{}", a.args),
+                            key: Held::Advisory(a.args.clone()),
                             at,
                             site: related(file, a.span, "lock acquired here"),
                         });
                     }
                 }
                 if let Some(lt) = &lt {
-                    let key = format!("table:{}", lt.table);
+                    let key = Held::Table(lt.table.clone());
                     match lock_write(st, lt) {
                         LockWrite::Acquire => sql_holds.push(Hold {
                             key,

@@ -2,6 +2,7 @@
 //! acquires, releases, renewals, fences and the writes made while the lock is held.
 
 use super::*;
+use crate::ir::KeyIdentity;
 
 /// The group a Redis operation belongs to: its resolved key template, a struct field, or
 /// (unresolved) the key as written in its function.
@@ -9,10 +10,8 @@ fn redis_group(o: &TraceOp) -> String {
     if o.key.has_literal() {
         return o.key.template();
     }
-    if let Some(id) = &o.identity {
-        if let Some(f) = id.strip_prefix("f:") {
-            return format!("self.{}", f.rsplit('.').next().unwrap_or(f));
-        }
+    if let Some(KeyIdentity::Field { field, .. }) = &o.identity {
+        return format!("self.{field}");
     }
     format!(
         "{{{}}} in {}()",

@@ -12,6 +12,7 @@ pub mod lex;
 use locklint_ir::lua::Script;
 use locklint_ir::source::Span;
 use locklint_ir::vocabulary;
+use locklint_ir::Origin;
 use locklint_ir::{FileIr, Language, ParseProblem};
 
 /// Parse the Lua texts of a file (`ir.embedded` with [`locklint_ir::Language::Lua`]).
@@ -20,7 +21,7 @@ pub fn analyze(ir: &mut FileIr) {
         if e.language != Language::Lua {
             continue;
         }
-        let whole_file = e.origin == "file";
+        let whole_file = e.origin == Origin::File;
         // a `.lua` file that never calls Redis (an editor plugin, a game mod) has nothing to
         // check, and may be written for a newer Lua
         if whole_file && !e.text.contains("redis.") {
@@ -105,7 +106,7 @@ pub fn analyze(ir: &mut FileIr) {
                 });
             }
             // a constant that merely mentions `redis.call(` may not be a script at all
-            Err(_) if e.origin == "const" => {}
+            Err(_) if e.origin == Origin::Const => {}
             Err(errors) => {
                 if let Some(err) = errors.first() {
                     let (s, t) = err.range;

@@ -2,13 +2,13 @@
 //! sea-orm, redis scripts and fred. Also tells pools from held connections and transactions.
 
 use locklint_ir::vocabulary::words;
-use locklint_ir::{Executor, Language};
+use locklint_ir::{Executor, Language, Library};
 
 /// A call site that takes SQL or Lua text: which argument, in which language.
 pub struct Site {
     pub arg: usize,
     pub language: Language,
-    pub origin: &'static str,
+    pub origin: Library,
 }
 
 /// Path calls: `sqlx::query("..")`, `sql_query("..")`, `Statement::from_string(b, "..")`,
@@ -26,15 +26,17 @@ pub fn call_site(name: &str, full: &str, nargs: usize, sqlx_file: bool) -> Optio
         | "query_scalar_with"
             if nargs >= 1 && (full.contains("sqlx") || sqlx_file) =>
         {
-            sql(0, "sqlx")
+            sql(0, Library::Sqlx)
         }
-        "sql_query" if nargs == 1 => sql(0, "diesel::sql_query"),
-        "from_string" if full.contains("Statement") && nargs == 2 => sql(1, "sea-orm"),
-        "from_sql_and_values" if full.contains("Statement") && nargs == 3 => sql(1, "sea-orm"),
+        "sql_query" if nargs == 1 => sql(0, Library::Diesel),
+        "from_string" if full.contains("Statement") && nargs == 2 => sql(1, Library::SeaOrm),
+        "from_sql_and_values" if full.contains("Statement") && nargs == 3 => {
+            sql(1, Library::SeaOrm)
+        }
         "new" if full.ends_with("Script::new") && nargs == 1 => Some(Site {
             arg: 0,
             language: Language::Lua,
-            origin: "redis::Script",
+            origin: Library::RedisScript,
         }),
         _ => None,
     }

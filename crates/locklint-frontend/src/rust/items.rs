@@ -5,6 +5,7 @@ use super::spans;
 use super::walker::{FileCtx, FnWalker};
 use locklint_ir::source::{SourceFile, Span};
 use locklint_ir::{FileIr, KeyRef, Value};
+use locklint_ir::{Library, Origin};
 use std::collections::HashMap;
 
 /// Whether an attribute marks test-only code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`).
@@ -178,7 +179,7 @@ fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr)
                             text,
                             map,
                             span,
-                            origin: "redis::Script".to_string(),
+                            origin: Origin::Library(Library::RedisScript),
                             func: None,
                             exec: None,
                         });
@@ -240,7 +241,7 @@ fn embed_text_consts(
             text,
             map,
             span,
-            origin: "const".to_string(),
+            origin: Origin::Const,
             func: None,
             exec: None,
         });

@@ -7,6 +7,7 @@ use super::env::Env;
 use super::keys::{key_of, macro_args, path_text, value_of, Scope};
 use super::spans;
 use locklint_ir::source::{SourceFile, Span};
+use locklint_ir::Origin;
 use locklint_ir::{
     Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
     ResultUse, SqlExec, Value,
@@ -961,7 +962,7 @@ impl<'a> FnWalker<'a> {
         let full = path_text(&mac.path);
         if let Some(i) = embed::macro_site(&name, &full, self.cx.sqlx) {
             if let Some(a) = macro_args(mac).and_then(|args| args.into_iter().nth(i)) {
-                self.embed_literal(&a, Language::Sql, "sqlx macro");
+                self.embed_literal(&a, Language::Sql, Origin::SqlxMacro);
             }
         }
         self.macro_depth += 1;
@@ -1011,7 +1012,7 @@ impl<'a> FnWalker<'a> {
         }
         if let Some(site) = embed::call_site(&name, &full, c.args.len(), self.cx.sqlx) {
             if let Some(arg) = c.args.iter().nth(site.arg) {
-                self.embed_literal(arg, site.language, site.origin);
+                self.embed_literal(arg, site.language, Origin::Library(site.origin));
             }
         }
         if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
@@ -1097,7 +1098,11 @@ impl<'a> FnWalker<'a> {
                 Some(Language::Sql) => {
                     let text = str_lit(&m.args[0]).or_else(|| self.const_text(&m.args[0]));
                     if text.as_deref().is_some_and(embed::looks_like_sql) {
-                        if let Some(idx) = self.embed_literal(&m.args[0], Language::Sql, &name) {
+                        if let Some(idx) = self.embed_literal(
+                            &m.args[0],
+                            Language::Sql,
+                            Origin::Method(name.clone()),
+                        ) {
                             let span = self
                                 .span_of(&m.method)
                                 .join(self.span_of(&m.paren_token.span.close()));
@@ -1112,7 +1117,7 @@ impl<'a> FnWalker<'a> {
                     }
                 }
                 Some(Language::Lua) if self.cx.gated => {
-                    self.embed_literal(&m.args[0], Language::Lua, &name);
+                    self.embed_literal(&m.args[0], Language::Lua, Origin::Method(name.clone()));
                 }
                 _ => {}
             }
@@ -1229,7 +1234,12 @@ impl<'a> FnWalker<'a> {
     }
 
     /// Record the text of a string literal handed to a SQL or Lua API; returns its file index.
-    fn embed_literal(&mut self, e: &syn::Expr, language: Language, origin: &str) -> Option<usize> {
+    fn embed_literal(
+        &mut self,
+        e: &syn::Expr,
+        language: Language,
+        origin: Origin,
+    ) -> Option<usize> {
         let lit = match e {
             syn::Expr::Lit(l) => l,
             syn::Expr::Reference(r) => return self.embed_literal(&r.expr, language, origin),
@@ -1247,7 +1257,7 @@ impl<'a> FnWalker<'a> {
         self.embed_span(self.span_of(lit), language, origin)
     }
 
-    fn embed_span(&mut self, span: Span, language: Language, origin: &str) -> Option<usize> {
+    fn embed_span(&mut self, span: Span, language: Language, origin: Origin) -> Option<usize> {
         let src = self.cx.file.snippet(span);
         let (text, map) = super::literal::decode(src, span.start)?;
         self.embedded.push(Embedded {
@@ -1255,7 +1265,7 @@ impl<'a> FnWalker<'a> {
             text,
             map,
             span,
-            origin: origin.to_string(),
+            origin,
             func: Some(self.func_idx),
             exec: None,
         });
@@ -1700,7 +1710,7 @@ impl<'a> FnWalker<'a> {
                 if let Some(script) = c.args.first() {
                     let src = self.cx.file.snippet(script.span);
                     if src.starts_with('"') || src.starts_with('r') {
-                        self.embed_span(script.span, Language::Lua, "EVAL");
+                        self.embed_span(script.span, Language::Lua, Origin::Eval);
                     }
                 }
             }

@@ -13,15 +13,8 @@ pub mod lex;
 
 use locklint_ir::source::Span;
 use locklint_ir::sql::SqlText;
+use locklint_ir::Origin;
 use locklint_ir::{FileIr, Language, ParseProblem};
-
-/// Origins whose text is certainly SQL: parse errors in them are worth reporting.
-fn certainly_sql(origin: &str) -> bool {
-    origin == "file"
-        || origin.starts_with("sqlx")
-        || origin.starts_with("diesel")
-        || origin.starts_with("sea-orm")
-}
 
 /// Parse the SQL texts of a file (`ir.embedded` with [`locklint_ir::Language::Sql`]).
 pub fn analyze(ir: &mut FileIr) {
@@ -34,7 +27,7 @@ pub fn analyze(ir: &mut FileIr) {
             continue;
         }
         let first = statements.len();
-        let whole_file = e.origin == "file";
+        let whole_file = e.origin == Origin::File;
         // psql scripts: meta-commands and `COPY ... FROM stdin` data are not SQL
         let text = if whole_file {
             mask_schema_variables(&mask_psql(&e.text))
@@ -51,7 +44,7 @@ pub fn analyze(ir: &mut FileIr) {
                     .is_some_and(|w| w.eq_ignore_ascii_case("delimiter "))
                     || t.eq_ignore_ascii_case("go")
             });
-        let report = certainly_sql(&e.origin) && !templated;
+        let report = e.origin.is_certainly_sql() && !templated;
         let mut params = Vec::new();
         let mut cx = facts::Context {
             text: &text,
