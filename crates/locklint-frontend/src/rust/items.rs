@@ -88,7 +88,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     let cx = FileCtx {
         file,
         file_idx: index,
-        gated: lower.contains("redis") || lower.contains("fred"),
+        mentions_redis: lower.contains("redis") || lower.contains("fred"),
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,

@@ -1,0 +1,229 @@
+//! SQL and Lua text handed to a library from Rust code (`Embedded`), and the executed SQL
+//! statements with their executor (pool, connection, transaction) and bound parameters.
+
+use super::*;
+
+impl FnWalker<'_> {
+    /// The text of a same-file string const named by `e`.
+    pub(super) fn const_text(&self, e: &syn::Expr) -> Option<String> {
+        match e {
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                self.cx.const_spans.get(&name)?;
+                self.cx.consts.get(&name)?.constant_text()
+            }
+            syn::Expr::Reference(r) => self.const_text(&r.expr),
+            _ => None,
+        }
+    }
+
+    /// What runs a statement given this executor expression.
+    pub(super) fn executor_of(&self, e: &syn::Expr) -> Option<Executor> {
+        match e {
+            syn::Expr::Reference(r) => self.executor_of(&r.expr),
+            syn::Expr::Paren(p) => self.executor_of(&p.expr),
+            syn::Expr::Unary(u) => self.executor_of(&u.expr),
+            syn::Expr::Await(a) => self.executor_of(&a.base),
+            syn::Expr::Try(t) => self.executor_of(&t.expr),
+            syn::Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                embed::executor_of_method(&name).or_else(|| {
+                    matches!(
+                        name.as_str(),
+                        "as_mut"
+                            | "deref_mut"
+                            | "as_ref"
+                            | "borrow_mut"
+                            | "clone"
+                            | "unwrap"
+                            | "expect"
+                            | "lock"
+                    )
+                    .then(|| self.executor_of(&m.receiver))
+                    .flatten()
+                })
+            }
+            syn::Expr::Field(f) => match &f.member {
+                syn::Member::Named(n) => embed::executor_of_name(&n.to_string()),
+                syn::Member::Unnamed(_) => None,
+            },
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                if let Some(b) = self.lookup(&name) {
+                    return b.executor.or_else(|| embed::executor_of_name(&name));
+                }
+                self.param_types
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, t)| embed::executor_of_type(t))
+                    .or_else(|| embed::executor_of_name(&name))
+            }
+            syn::Expr::Call(c) => {
+                let (name, _) = path_last(&c.func)?;
+                (name == "connect").then_some(Executor::Connection)
+            }
+            _ => None,
+        }
+    }
+
+    /// Record the text of a string literal handed to a SQL or Lua API; returns its file index.
+    pub(super) fn embed_literal(
+        &mut self,
+        e: &syn::Expr,
+        language: Language,
+        origin: Origin,
+    ) -> Option<usize> {
+        let lit = match e {
+            syn::Expr::Lit(l) => l,
+            syn::Expr::Reference(r) => return self.embed_literal(&r.expr, language, origin),
+            syn::Expr::Paren(p) => return self.embed_literal(&p.expr, language, origin),
+            syn::Expr::Path(p) => {
+                let name = p.path.segments.last()?.ident.to_string();
+                let span = *self.cx.const_spans.get(&name)?;
+                return self.embed_span(span, language, origin);
+            }
+            _ => return None,
+        };
+        if !matches!(lit.lit, syn::Lit::Str(_) | syn::Lit::ByteStr(_)) {
+            return None;
+        }
+        self.embed_span(self.span_of(lit), language, origin)
+    }
+
+    pub(super) fn embed_span(
+        &mut self,
+        span: Span,
+        language: Language,
+        origin: Origin,
+    ) -> Option<usize> {
+        let src = self.cx.file.snippet(span);
+        let (text, map) = crate::rust::literal::decode(src, span.start)?;
+        self.embedded.push(Embedded {
+            language,
+            text,
+            map,
+            span,
+            origin,
+            func: Some(self.func_idx),
+            exec: None,
+        });
+        Some(self.embedded_base + self.embedded.len() - 1)
+    }
+
+    /// The binds of `sqlx::query("..").bind(a).bind(b)` or `sqlx::query!("..", a, b)`, in
+    /// order, when the chain starts from the statement's literal itself.
+    pub(super) fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<Span>> {
+        let mut binds = Vec::new();
+        let mut cur = e;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(m) => {
+                    if m.method == "bind" {
+                        let start = self.span_of(&*m.receiver).end;
+                        let end = self.span_of(&m.paren_token.span.close()).end;
+                        binds.push(Span::new(start, end));
+                    }
+                    cur = &m.receiver;
+                }
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        binds.reverse();
+        match cur {
+            syn::Expr::Call(c) => {
+                let literal = c.args.first().is_some_and(|a| str_lit(a).is_some());
+                (literal && c.args.len() == 1).then_some(binds)
+            }
+            syn::Expr::Macro(m) if binds.is_empty() => {
+                let args = macro_args(&m.mac)?;
+                let first = args.first()?;
+                str_lit(first)?;
+                let mut prev = self.span_of(first).end;
+                let mut out = Vec::new();
+                for a in &args[1..] {
+                    let end = self.span_of(a).end;
+                    out.push(Span::new(prev, end));
+                    prev = end;
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// The parameters of a tokio-postgres call, `&[&a, &b]`: the span removing each deletes.
+    pub(super) fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<Span>> {
+        let syn::Expr::Reference(r) = params else {
+            return None;
+        };
+        let syn::Expr::Array(a) = &*r.expr else {
+            return None;
+        };
+        let elems: Vec<Span> = a.elems.iter().map(|e| self.span_of(e)).collect();
+        let out = elems
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match (i, elems.get(i + 1)) {
+                (0, Some(next)) => Span::new(s.start, next.start),
+                (0, None) => *s,
+                _ => Span::new(elems[i - 1].end, s.end),
+            })
+            .collect();
+        Some(out)
+    }
+
+    /// Mark an embedded statement as run here, by this executor.
+    pub(super) fn sql_exec(
+        &mut self,
+        idx: usize,
+        executor: Option<Executor>,
+        span: Span,
+        result: ResultUse,
+        binds: Option<Vec<Span>>,
+    ) {
+        let id = self.node();
+        if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
+            if e.exec.is_some() {
+                return;
+            }
+            e.exec = Some(SqlExec {
+                id,
+                executor: executor.unwrap_or(Executor::Unknown),
+                span,
+                result,
+                binds,
+            });
+            self.events.push(Event::Sql { id, embedded: idx });
+        }
+    }
+
+    /// The embedded statement a method chain starts from (`sqlx::query("..").bind(..)`).
+    pub(super) fn chain_embedded(&self, e: &syn::Expr) -> Option<usize> {
+        let mut cur = e;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(m) => cur = &m.receiver,
+                syn::Expr::Reference(r) => cur = &r.expr,
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        let start = self.span_of(cur).start;
+        self.embedded
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, x)| {
+                x.language == Language::Sql
+                    && x.span.start >= start
+                    && self.is_base_literal(cur, x.span)
+            })
+            .map(|(i, _)| self.embedded_base + i)
+    }
+
+    pub(super) fn is_base_literal(&self, base: &syn::Expr, lit: Span) -> bool {
+        let s = self.span_of(base);
+        s.start <= lit.start && lit.end <= s.end
+    }
+}

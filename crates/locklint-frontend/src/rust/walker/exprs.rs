@@ -1,0 +1,506 @@
+//! The one walk over expressions: every expression, macro, call and method call is visited
+//! here and handed to the recognisers (Redis commands in `redis`, SQL and Lua texts in
+//! `embedded`), or recorded as a call of a possible lock helper.
+
+use super::*;
+
+/// Methods so common on std types that they are never lock helpers.
+pub(super) fn is_std_method(name: &str) -> bool {
+    matches!(
+        name,
+        "to_string"
+            | "to_owned"
+            | "clone"
+            | "len"
+            | "is_empty"
+            | "is_none"
+            | "is_some"
+            | "iter"
+            | "into_iter"
+            | "map"
+            | "and_then"
+            | "collect"
+            | "push"
+            | "push_str"
+            | "insert"
+            | "as_str"
+            | "as_ref"
+            | "as_deref"
+            | "as_mut"
+            | "borrow"
+            | "borrow_mut"
+            | "fmt"
+            | "eq"
+            | "cmp"
+            | "filter"
+            | "contains"
+            | "starts_with"
+            | "ends_with"
+            | "from"
+            | "new"
+            | "default"
+            | "Some"
+            | "Ok"
+            | "Err"
+            | "format"
+    )
+}
+
+/// Statements of a macro body written like a block (`tokio::select!` arms are not).
+pub(super) struct BlockBody(Vec<syn::Stmt>);
+
+impl syn::parse::Parse for BlockBody {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        Ok(BlockBody(syn::Block::parse_within(input)?))
+    }
+}
+
+impl FnWalker<'_> {
+    pub(super) fn expr(&mut self, e: &syn::Expr, u: ResultUse) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
+        if u == ResultUse::Returned && self.depth <= SHALLOW {
+            let mut stack = vec![quote::ToTokens::to_token_stream(e)];
+            while let Some(ts) = stack.pop() {
+                for tt in ts {
+                    match tt {
+                        proc_macro2::TokenTree::Ident(i) => {
+                            self.returned_names.insert(i.to_string());
+                        }
+                        proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.depth += 1;
+        self.expr_inner(e, u);
+        self.depth -= 1;
+    }
+
+    pub(super) fn expr_inner(&mut self, e: &syn::Expr, u: ResultUse) {
+        use syn::Expr as E;
+        match e {
+            E::MethodCall(m) => self.method_call(m, u),
+            E::Call(c) => self.call(c, u),
+            E::Await(a) => self.expr(&a.base, u),
+            E::Try(t) => self.expr(&t.expr, u),
+            E::Paren(p) => self.expr(&p.expr, u),
+            E::Group(g) => self.expr(&g.expr, u),
+            E::Reference(r) => self.expr(&r.expr, ResultUse::Used),
+            E::Unary(x) => self.expr(&x.expr, ResultUse::Used),
+            E::Cast(c) => self.expr(&c.expr, u),
+            E::Binary(b) => {
+                self.expr(&b.left, ResultUse::Used);
+                self.expr(&b.right, ResultUse::Used);
+            }
+            E::If(i) => {
+                self.if_expr(i, u);
+            }
+            E::While(w) => {
+                self.while_expr(w);
+            }
+            E::Loop(l) => {
+                self.loop_expr(l);
+            }
+            E::ForLoop(f) => {
+                self.expr(&f.expr, ResultUse::Used);
+                let mark = self.env.len();
+                let mut names = Vec::new();
+                pat_names(&f.pat, &mut names);
+                for n in names {
+                    self.env.push(
+                        n,
+                        Binding {
+                            ..Default::default()
+                        },
+                    );
+                }
+                self.loop_break_deps.push(Vec::new());
+                self.walk_block(&f.body, ResultUse::Ignored("the reply is dropped"));
+                self.loop_break_deps.pop();
+                self.env.truncate(mark);
+            }
+            E::Match(m) => {
+                let deps = self.condition_deps(&m.expr);
+                let deps_mark = self.deps.len();
+                self.deps.extend(deps.iter().copied());
+                for arm in &m.arms {
+                    let mark = self.env.len();
+                    let mut names = Vec::new();
+                    pat_names(&arm.pat, &mut names);
+                    for n in names {
+                        self.env.push(
+                            n,
+                            Binding {
+                                sources: deps.clone(),
+                                ..Default::default()
+                            },
+                        );
+                    }
+                    if let Some((_, g)) = &arm.guard {
+                        self.expr(g, ResultUse::Used);
+                    }
+                    self.expr(&arm.body, u.clone());
+                    self.env.truncate(mark);
+                }
+                self.deps.truncate(deps_mark);
+            }
+            E::Let(l) => {
+                let mark = self.events.len();
+                self.expr(&l.expr, ResultUse::Used);
+                let mut sources = self.deps_since(mark);
+                sources.extend(self.sources_in(&l.expr));
+                let sources = bounded(sources);
+                let mut names = Vec::new();
+                pat_names(&l.pat, &mut names);
+                for n in names {
+                    self.env.push(
+                        n,
+                        Binding {
+                            sources: sources.clone(),
+                            ..Default::default()
+                        },
+                    );
+                }
+            }
+            E::Block(b) => self.walk_block(&b.block, u),
+            E::Unsafe(b) => self.walk_block(&b.block, u),
+            E::Async(b) => self.walk_block(&b.block, ResultUse::Used),
+            E::TryBlock(b) => self.walk_block(&b.block, ResultUse::Used),
+            E::Const(b) => self.walk_block(&b.block, ResultUse::Used),
+            E::Closure(c) => {
+                let mark = self.env.len();
+                for input in &c.inputs {
+                    let mut names = Vec::new();
+                    pat_names(input, &mut names);
+                    for n in names {
+                        self.env.push(
+                            n,
+                            Binding {
+                                ..Default::default()
+                            },
+                        );
+                    }
+                }
+                self.expr(&c.body, ResultUse::Used);
+                self.env.truncate(mark);
+            }
+            E::Return(r) => {
+                if let Some(x) = &r.expr {
+                    self.expr(x, ResultUse::Returned);
+                }
+            }
+            E::Break(b) => {
+                if let Some(x) = &b.expr {
+                    self.expr(x, ResultUse::Used);
+                }
+            }
+            E::Assign(a) => {
+                let mark = self.events.len();
+                let name = match &*a.left {
+                    syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                    _ => None,
+                };
+                let u = match &name {
+                    Some(n) if n != "_" => ResultUse::Bound {
+                        names: vec![n.clone()],
+                        after: self.span_of(&a.eq_token).end,
+                    },
+                    Some(_) => ResultUse::Ignored("the reply is bound to `_`"),
+                    None => ResultUse::Used,
+                };
+                self.expr(&a.right, u);
+                self.expr(&a.left, ResultUse::Used);
+                if let Some(n) = name.filter(|_| self.depth <= SHALLOW) {
+                    let mut sources = self.deps_since(mark);
+                    sources.extend(self.sources_in(&a.right));
+                    let sources = bounded(sources);
+                    let key = key_of(&a.right, self);
+                    let value = value_of(&a.right, self);
+                    let executor = self.executor_of(&a.right);
+                    self.env.push(
+                        n,
+                        Binding {
+                            key: Some(key),
+                            value: Some(value),
+                            expr: Some((*a.right).clone()),
+                            sources,
+                            builder: None,
+                            executor,
+                        },
+                    );
+                }
+            }
+            E::Struct(s) => {
+                if let Some(ty) = s.path.segments.last().map(|x| x.ident.to_string()) {
+                    let ty = if ty == "Self" {
+                        self.impl_type.clone().unwrap_or(ty)
+                    } else {
+                        ty
+                    };
+                    for f in &s.fields {
+                        if let syn::Member::Named(n) = &f.member {
+                            let k = key_of(&f.expr, self);
+                            if k.has_literal() || k.call.is_some() {
+                                self.field_inits.push((ty.clone(), n.to_string(), k));
+                            }
+                        }
+                    }
+                }
+                for f in &s.fields {
+                    self.expr(&f.expr, ResultUse::Used);
+                }
+                if let Some(r) = &s.rest {
+                    self.expr(r, ResultUse::Used);
+                }
+            }
+            E::Macro(m) => self.mac(&m.mac, u),
+            E::Tuple(t) => t.elems.iter().for_each(|x| self.expr(x, ResultUse::Used)),
+            E::Array(t) => t.elems.iter().for_each(|x| self.expr(x, ResultUse::Used)),
+            E::Index(i) => {
+                self.expr(&i.expr, ResultUse::Used);
+                self.expr(&i.index, ResultUse::Used);
+            }
+            E::Field(f) => self.expr(&f.base, ResultUse::Used),
+            E::Range(r) => {
+                if let Some(s) = &r.start {
+                    self.expr(s, ResultUse::Used);
+                }
+                if let Some(s) = &r.end {
+                    self.expr(s, ResultUse::Used);
+                }
+            }
+            E::Repeat(r) => self.expr(&r.expr, ResultUse::Used),
+            E::Yield(y) => {
+                if let Some(x) = &y.expr {
+                    self.expr(x, ResultUse::Used);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn mac(&mut self, mac: &syn::Macro, u: ResultUse) {
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        if name == "format" || name == "concat" {
+            return;
+        }
+        let full = path_text(&mac.path);
+        if let Some(i) = embed::macro_site(&name, &full, self.cx.sqlx) {
+            if let Some(a) = macro_args(mac).and_then(|args| args.into_iter().nth(i)) {
+                self.embed_literal(&a, Language::Sql, Origin::SqlxMacro);
+            }
+        }
+        self.macro_depth += 1;
+        self.mac_body(mac, &name, u);
+        self.macro_depth -= 1;
+    }
+
+    pub(super) fn mac_body(&mut self, mac: &syn::Macro, name: &str, u: ResultUse) {
+        if let Some(args) = macro_args(mac) {
+            let single = args.len() == 1;
+            for a in &args {
+                let au = if single && matches!(name, "dbg") {
+                    u.clone()
+                } else {
+                    ResultUse::Used
+                };
+                self.expr(a, au);
+            }
+        } else if crate::rust::depth::check(mac.tokens.clone()).is_some() {
+            // too deep to parse: not analysed
+        } else if let Ok(block) = syn::parse2::<BlockBody>(mac.tokens.clone()) {
+            let b = syn::Block {
+                brace_token: Default::default(),
+                stmts: block.0,
+            };
+            self.walk_block(&b, ResultUse::Used);
+        }
+    }
+
+    pub(super) fn call(&mut self, c: &syn::ExprCall, u: ResultUse) {
+        let Some((name, full)) = path_last(&c.func) else {
+            self.expr(&c.func, ResultUse::Used);
+            for a in &c.args {
+                self.expr(a, ResultUse::Used);
+            }
+            return;
+        };
+        if (name == "transaction" || name == "transaction_async")
+            && (full.contains("redis") || self.cx.mentions_redis)
+        {
+            self.watched += 1;
+            for a in &c.args {
+                self.expr(a, ResultUse::Used);
+            }
+            self.watched -= 1;
+            return;
+        }
+        if let Some(site) = embed::call_site(&name, &full, c.args.len(), self.cx.sqlx) {
+            if let Some(arg) = c.args.iter().nth(site.arg) {
+                self.embed_literal(arg, site.language, Origin::Library(site.origin));
+            }
+        }
+        if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
+            && c.args.len() == 1
+        {
+            self.expr(&c.args[0], u);
+            return;
+        }
+        let is_ctor = name
+            .chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_uppercase());
+        if !is_ctor && !is_std_method(&name) {
+            let args = c.args.iter().map(|a| key_of(a, self)).collect();
+            let id = self.node();
+            let span = self
+                .span_of(&*c.func)
+                .join(self.span_of(&c.paren_token.span.close()));
+            self.events.push(Event::Call(Call {
+                id,
+                name,
+                method: false,
+                on_self: false,
+                args,
+                span,
+                result: u,
+                deps: self.current_deps(),
+            }));
+        }
+        for a in &c.args {
+            self.expr(a, ResultUse::Used);
+        }
+    }
+
+    pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+        let name = m.method.to_string();
+        if let Some(base) = self.builder_base(m) {
+            self.builder_chain(m, base, u);
+            return;
+        }
+        if name == "await" {
+            self.expr(&m.receiver, u);
+            return;
+        }
+        if commands::is_passthrough(&name) {
+            self.expr(&m.receiver, u);
+            for a in &m.args {
+                self.expr(a, ResultUse::Used);
+            }
+            return;
+        }
+        if commands::discards_value(&name) && m.args.is_empty() {
+            self.expr(
+                &m.receiver,
+                ResultUse::Ignored("only success is checked (`is_ok()`/`is_err()`), not the reply"),
+            );
+            return;
+        }
+        if matches!(name.as_str(), "invoke" | "invoke_async") {
+            self.script_invocation(m, u);
+            return;
+        }
+        let first_is_literal = m
+            .args
+            .first()
+            .is_some_and(|a| str_lit(a).is_some() || self.const_text(a).is_some());
+        if embed::is_exec_method(&name) && m.args.len() == 1 && !first_is_literal {
+            // `sqlx::query("..").bind(..).execute(&pool)`: the statement runs here
+            self.expr(&m.receiver, ResultUse::Used);
+            let span = self
+                .span_of(&m.method)
+                .join(self.span_of(&m.paren_token.span.close()));
+            if let Some(idx) = self.chain_embedded(&m.receiver) {
+                let executor = self.executor_of(&m.args[0]);
+                let binds = self.chain_binds(&m.receiver);
+                self.sql_exec(idx, executor, span, u.clone(), binds);
+            }
+            self.expr(&m.args[0], ResultUse::Used);
+            return;
+        }
+        if first_is_literal {
+            match embed::method_site(&name) {
+                Some(Language::Sql) => {
+                    let text = str_lit(&m.args[0]).or_else(|| self.const_text(&m.args[0]));
+                    if text.as_deref().is_some_and(embed::looks_like_sql) {
+                        if let Some(idx) = self.embed_literal(
+                            &m.args[0],
+                            Language::Sql,
+                            Origin::Method(name.clone()),
+                        ) {
+                            let span = self
+                                .span_of(&m.method)
+                                .join(self.span_of(&m.paren_token.span.close()));
+                            let executor = self.executor_of(&m.receiver);
+                            let binds = match m.args.iter().nth(1) {
+                                None => Some(Vec::new()),
+                                Some(params) => self.slice_binds(params),
+                            }
+                            .filter(|_| str_lit(&m.args[0]).is_some());
+                            self.sql_exec(idx, executor, span, u.clone(), binds);
+                        }
+                    }
+                }
+                Some(Language::Lua) if self.cx.mentions_redis => {
+                    self.embed_literal(&m.args[0], Language::Lua, Origin::Method(name.clone()));
+                }
+                _ => {}
+            }
+        }
+        let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
+        if self.cx.mentions_redis && commands::is_command_method(&name) {
+            if let Some(t) = commands::typed(&name, &args, self) {
+                let result = if turbofish_unit(m.turbofish.as_ref()) {
+                    ResultUse::Ignored("the reply type is `()`")
+                } else {
+                    u
+                };
+                let start = self.span_of(&m.method).start;
+                let end = self.span_of(&m.paren_token.span.close()).end;
+                // a chained receiver (`x.set_nx(..).expire(..)`) runs first
+                self.expr(&m.receiver, ResultUse::Used);
+                for a in &args {
+                    self.expr(a, ResultUse::Used);
+                }
+                let before = self.events.len();
+                self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
+                if self.events.len() > before {
+                    let receiver = self.span_of(&*m.receiver);
+                    if let Some(Event::Op(op)) = self.events.last_mut() {
+                        op.receiver = Some(receiver);
+                    }
+                }
+                return;
+            }
+        }
+        if !is_std_method(&name) {
+            let args_k = m.args.iter().map(|a| key_of(a, self)).collect();
+            let id = self.node();
+            let span = self
+                .span_of(&m.method)
+                .join(self.span_of(&m.paren_token.span.close()));
+            self.events.push(Event::Call(Call {
+                id,
+                name,
+                method: true,
+                on_self: is_self(&m.receiver),
+                args: args_k,
+                span,
+                result: u,
+                deps: self.current_deps(),
+            }));
+        }
+        self.expr(&m.receiver, ResultUse::Used);
+        for a in &m.args {
+            self.expr(a, ResultUse::Used);
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Walks one function body in source order and records Redis operations and calls, with
+//! what each reply is used for and which earlier reads the current path depends on.
+//!
+//! `FnWalker` holds the walk's state (bindings in scope, pending command builders, the events
+//! so far); its methods are split by concept: `flow` (blocks, statements, bindings,
+//! conditions, loops, name uses), `exprs` (the one walk over expressions, dispatching to the
+//! recognisers), `redis` (commands, builders, pipelines, scripts) and `embedded` (SQL and Lua
+//! text handed to libraries, executed statements).
+
+use super::commands::{self, CmdArg, OptionSource};
+use super::embed;
+use super::env::Env;
+use super::keys::{key_of, macro_args, path_text, value_of, Scope};
+use super::spans;
+use locklint_ir::source::{SourceFile, Span};
+use locklint_ir::Origin;
+use locklint_ir::{
+    Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
+    ResultUse, SqlExec, Value,
+};
+use std::collections::{HashMap, HashSet};
+
+mod embedded;
+mod exprs;
+mod flow;
+mod redis;
+
+use flow::{bounded, collect_uses};
+use redis::{BaseKind, Builder};
+use syn::spanned::Spanned;
+
+/// Per-file context shared by every function walker.
+pub struct FileCtx<'a> {
+    pub file: &'a SourceFile,
+    pub file_idx: usize,
+    /// The file talks to Redis (mentions `redis` or `fred`): typed command methods are recognised.
+    pub mentions_redis: bool,
+    pub consts: &'a HashMap<String, KeyRef>,
+    /// The file mentions sqlx: `query(..)` calls are sqlx's.
+    pub sqlx: bool,
+    /// Spans of string literals of `const`/`static` items, by name.
+    pub const_spans: &'a HashMap<String, Span>,
+}
+
+/// Deeper expressions than this are not descended into.
+const MAX_DEPTH: usize = 200;
+/// Conditions an event keeps (the nearest ones): enough for check-then-act, bounded for generated code.
+const MAX_DEPS: usize = 16;
+/// Below this expression depth, per-node work that reads a whole subtree is skipped.
+const SHALLOW: usize = 12;
+
+#[derive(Debug, Clone, Default)]
+struct Binding {
+    key: Option<KeyRef>,
+    value: Option<Value>,
+    expr: Option<syn::Expr>,
+    sources: Vec<Dep>,
+    builder: Option<usize>,
+    executor: Option<Executor>,
+}
+
+pub struct FnWalker<'a> {
+    cx: &'a FileCtx<'a>,
+    func_idx: usize,
+    name: String,
+    impl_type: Option<String>,
+    has_self: bool,
+    params: Vec<String>,
+    span: Span,
+    env: Env<Binding>,
+    events: Vec<Event>,
+    deps: Vec<Dep>,
+    builders: Vec<Builder>,
+    next_pipe: usize,
+    watched: usize,
+    depth: usize,
+    loop_break_deps: Vec<Vec<Dep>>,
+    field_inits: Vec<(String, String, KeyRef)>,
+    nested: Vec<(syn::Signature, syn::Block, Option<String>)>,
+    /// Builder created by the last chain that was not sent, for `let` to bind.
+    last_builder: Option<usize>,
+    /// Identifiers that appear in returned expressions (`return x`, the tail).
+    returned_names: HashSet<String>,
+    /// SQL and Lua texts found in this function; indexes start at `embedded_base` in the file.
+    embedded: Vec<Embedded>,
+    embedded_base: usize,
+    /// Declared types of parameters, for telling pools from connections.
+    param_types: Vec<(String, String)>,
+    /// How many macro invocations the walk is inside.
+    macro_depth: usize,
+}
+
+impl Scope for FnWalker<'_> {
+    fn local_key(&self, name: &str) -> Option<KeyRef> {
+        self.lookup(name).and_then(|b| b.key.clone())
+    }
+    fn local_value(&self, name: &str) -> Option<Value> {
+        self.lookup(name)
+            .map(|b| b.value.clone().unwrap_or(Value::Dynamic))
+    }
+    fn param(&self, name: &str) -> Option<usize> {
+        if self.lookup(name).is_some() {
+            return None;
+        }
+        self.params.iter().position(|p| p == name)
+    }
+    fn file_const(&self, name: &str) -> Option<KeyRef> {
+        self.cx.consts.get(name).cloned()
+    }
+    fn impl_type(&self) -> Option<&str> {
+        self.impl_type.as_deref()
+    }
+}
+
+impl OptionSource for FnWalker<'_> {
+    fn words(&self, arg: &syn::Expr) -> HashSet<String> {
+        let mut w = commands::expr_words(arg);
+        let mut seen = HashSet::new();
+        let mut todo: Vec<String> = w.iter().cloned().collect();
+        // follow locals that hold option builders
+        while let Some(word) = todo.pop() {
+            if !seen.insert(word.clone()) || seen.len() > 32 {
+                continue;
+            }
+            if let Some(b) = self.env.get_upper(&word) {
+                if let Some(e) = &b.expr {
+                    for x in commands::expr_words(e) {
+                        if w.insert(x.clone()) {
+                            todo.push(x);
+                        }
+                    }
+                }
+            }
+        }
+        w
+    }
+}
+
+fn pat_names(pat: &syn::Pat, out: &mut Vec<String>) {
+    match pat {
+        syn::Pat::Ident(i) => {
+            out.push(i.ident.to_string());
+            if let Some((_, sub)) = &i.subpat {
+                pat_names(sub, out);
+            }
+        }
+        syn::Pat::Tuple(t) => t.elems.iter().for_each(|p| pat_names(p, out)),
+        syn::Pat::TupleStruct(t) => t.elems.iter().for_each(|p| pat_names(p, out)),
+        syn::Pat::Struct(s) => s.fields.iter().for_each(|f| pat_names(&f.pat, out)),
+        syn::Pat::Type(t) => pat_names(&t.pat, out),
+        syn::Pat::Reference(r) => pat_names(&r.pat, out),
+        syn::Pat::Slice(s) => s.elems.iter().for_each(|p| pat_names(p, out)),
+        syn::Pat::Or(o) => o.cases.iter().for_each(|p| pat_names(p, out)),
+        syn::Pat::Paren(p) => pat_names(&p.pat, out),
+        _ => {}
+    }
+}
+
+fn is_unit_type(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Tuple(t) if t.elems.is_empty())
+}
+
+fn turbofish_unit(t: Option<&syn::AngleBracketedGenericArguments>) -> bool {
+    t.is_some_and(|t| {
+        t.args
+            .iter()
+            .any(|a| matches!(a, syn::GenericArgument::Type(ty) if is_unit_type(ty)))
+    })
+}
+
+fn path_last(e: &syn::Expr) -> Option<(String, String)> {
+    match e {
+        syn::Expr::Path(p) => {
+            let full = path_text(&p.path);
+            p.path.segments.last().map(|s| (s.ident.to_string(), full))
+        }
+        _ => None,
+    }
+}
+
+fn is_self(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Path(p) => p.path.is_ident("self"),
+        syn::Expr::Reference(r) => is_self(&r.expr),
+        syn::Expr::Paren(p) => is_self(&p.expr),
+        _ => false,
+    }
+}
+
+fn str_lit(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s.value()),
+        syn::Expr::Reference(r) => str_lit(&r.expr),
+        syn::Expr::Paren(p) => str_lit(&p.expr),
+        _ => None,
+    }
+}
+
+impl<'a> FnWalker<'a> {
+    pub fn new(
+        cx: &'a FileCtx<'a>,
+        func_idx: usize,
+        sig: &syn::Signature,
+        impl_type: Option<String>,
+        embedded_base: usize,
+    ) -> Self {
+        let mut params = Vec::new();
+        let mut param_types = Vec::new();
+        let mut has_self = false;
+        for input in &sig.inputs {
+            match input {
+                syn::FnArg::Receiver(_) => has_self = true,
+                syn::FnArg::Typed(t) => {
+                    let mut names = Vec::new();
+                    pat_names(&t.pat, &mut names);
+                    let name = names.into_iter().next().unwrap_or_default();
+                    let ty = quote::ToTokens::to_token_stream(&t.ty).to_string();
+                    param_types.push((name.clone(), ty));
+                    params.push(name);
+                }
+            }
+        }
+        FnWalker {
+            cx,
+            func_idx,
+            name: sig.ident.to_string(),
+            impl_type,
+            has_self,
+            params,
+            span: spans::of(cx.file, &sig.ident),
+            env: Env::default(),
+            events: Vec::new(),
+            deps: Vec::new(),
+            builders: Vec::new(),
+            next_pipe: 0,
+            watched: 0,
+            depth: 0,
+            loop_break_deps: Vec::new(),
+            field_inits: Vec::new(),
+            nested: Vec::new(),
+            last_builder: None,
+            returned_names: HashSet::new(),
+            embedded: Vec::new(),
+            embedded_base,
+            param_types,
+            macro_depth: 0,
+        }
+    }
+
+    pub fn placeholder(&self) -> Function {
+        Function {
+            name: self.name.clone(),
+            impl_type: self.impl_type.clone(),
+            has_self: self.has_self,
+            params: self.params.clone(),
+            span: self.span,
+            whole: self.span,
+            events: Vec::new(),
+            uses: Vec::new(),
+            returns_key: None,
+            item_slot: None,
+        }
+    }
+
+    /// Walk the body; returns the function, nested fn items to walk next, and struct field initialisers.
+    #[allow(clippy::type_complexity)]
+    pub fn run(
+        mut self,
+        body: &syn::Block,
+    ) -> (
+        Function,
+        Vec<(syn::Signature, syn::Block, Option<String>)>,
+        Vec<(String, String, KeyRef)>,
+        Vec<Embedded>,
+    ) {
+        self.walk_block(body, ResultUse::Returned);
+        let returns_key = match body.stmts.last() {
+            Some(syn::Stmt::Expr(e, None)) => {
+                let k = key_of(e, &self);
+                k.has_literal().then_some(k)
+            }
+            _ => None,
+        };
+        let bound = |r: &ResultUse| matches!(r, ResultUse::Bound { .. });
+        let needs_uses = self.events.iter().any(|e| match e {
+            Event::Op(o) => bound(&o.result),
+            Event::Call(c) => bound(&c.result),
+            Event::Sql { .. } => false,
+        }) || self
+            .embedded
+            .iter()
+            .any(|e| e.exec.as_ref().is_some_and(|x| bound(&x.result)));
+        let mut uses = Vec::new();
+        if needs_uses {
+            collect_uses(self.cx.file, body, &mut uses);
+            uses.sort_unstable();
+            // the last use of each name
+            let mut last_use: HashMap<&str, usize> = HashMap::new();
+            for (u, at) in &uses {
+                let e = last_use.entry(u.as_str()).or_insert(*at);
+                *e = (*e).max(*at);
+            }
+            let returned = &self.returned_names;
+            let resolve = |r: &mut ResultUse| {
+                if let ResultUse::Bound { names, after } = r {
+                    if names.iter().any(|n| returned.contains(n)) {
+                        *r = ResultUse::Returned;
+                        return;
+                    }
+                    let used = names
+                        .iter()
+                        .any(|n| last_use.get(n.as_str()).is_some_and(|at| at >= after));
+                    *r = if used {
+                        ResultUse::Used
+                    } else {
+                        ResultUse::Ignored("the variable holding the reply is never read")
+                    };
+                }
+            };
+            for ev in &mut self.events {
+                match ev {
+                    Event::Op(o) => resolve(&mut o.result),
+                    Event::Call(c) => resolve(&mut c.result),
+                    Event::Sql { .. } => {}
+                }
+            }
+            for e in &mut self.embedded {
+                if let Some(x) = &mut e.exec {
+                    resolve(&mut x.result);
+                }
+            }
+        }
+        let f = Function {
+            name: self.name.clone(),
+            impl_type: self.impl_type.clone(),
+            has_self: self.has_self,
+            params: self.params.clone(),
+            span: self.span,
+            whole: self.span,
+            events: std::mem::take(&mut self.events),
+            uses,
+            returns_key,
+            item_slot: None,
+        };
+        (f, self.nested, self.field_inits, self.embedded)
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Binding> {
+        self.env.get(name)
+    }
+
+    fn node(&self) -> NodeId {
+        NodeId {
+            file: self.cx.file_idx,
+            func: self.func_idx,
+            index: self.events.len(),
+        }
+    }
+
+    fn span_of<T: Spanned>(&self, node: &T) -> Span {
+        spans::of(self.cx.file, node)
+    }
+}

@@ -1,0 +1,394 @@
+//! Redis commands: typed methods, `redis::cmd` and `Cmd::new()` builders, pipelines and
+//! transactions, script invocations; each becomes an `Op` when it is sent.
+
+use super::*;
+
+#[derive(Debug, Clone)]
+pub(super) struct PendingArg {
+    pub(super) word: Option<String>,
+    pub(super) key: KeyRef,
+    pub(super) value: Value,
+    pub(super) span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct PendingCmd {
+    /// Command name for `cmd("..")`; `None` until the first `.arg` of `Cmd::new()`.
+    pub(super) name: Option<String>,
+    pub(super) typed: Option<(commands::Typed, Vec<PendingArg>)>,
+    pub(super) args: Vec<PendingArg>,
+    pub(super) span: Span,
+    pub(super) ignored: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Builder {
+    Cmd(PendingCmd),
+    Pipe {
+        id: usize,
+        atomic: bool,
+        cmds: Vec<PendingCmd>,
+    },
+}
+
+pub(super) fn command_text(name: &str, kind: &OpKind) -> String {
+    let upper = name.to_ascii_uppercase();
+    match kind {
+        OpKind::Write { nx: true, .. } if upper == "SET" => "SET ... NX".to_string(),
+        _ => upper,
+    }
+}
+
+pub(super) enum BaseKind {
+    Cmd(Option<String>, usize),
+    Pipe,
+    Existing(usize),
+}
+
+impl FnWalker<'_> {
+    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on.
+    pub(super) fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+        let mut keys = Vec::new();
+        let mut cur: &syn::Expr = &m.receiver;
+        while let syn::Expr::MethodCall(inner) = cur {
+            if inner.method == "key" && inner.args.len() == 1 {
+                let start = self.span_of(&inner.method).start;
+                let end = self.span_of(&inner.paren_token.span.close()).end;
+                keys.push((self.pending_arg(&inner.args[0]), Span::new(start, end)));
+            }
+            cur = &inner.receiver;
+        }
+        self.expr(&m.receiver, ResultUse::Used);
+        for a in &m.args {
+            self.expr(a, ResultUse::Used);
+        }
+        keys.reverse();
+        for (k, span) in keys {
+            self.emit_op(
+                OpKind::Script,
+                "EVALSHA".to_string(),
+                std::slice::from_ref(&k),
+                0,
+                None,
+                span,
+                u.clone(),
+                Channel::Direct,
+            );
+        }
+    }
+
+    pub(super) fn pending_arg(&self, e: &syn::Expr) -> PendingArg {
+        let span = self.span_of(e);
+        let key = key_of(e, self);
+        PendingArg {
+            word: str_lit(e).or_else(|| key.constant_text()),
+            value: value_of(e, self),
+            key,
+            span,
+        }
+    }
+
+    pub(super) fn emit_typed(
+        &mut self,
+        t: &commands::Typed,
+        args: &[syn::Expr],
+        span: Span,
+        result: ResultUse,
+        channel: Channel,
+    ) {
+        let pending: Vec<PendingArg> = args.iter().map(|a| self.pending_arg(a)).collect();
+        self.emit_op(
+            t.kind.clone(),
+            t.command.clone(),
+            &pending,
+            t.key_arg,
+            t.value_arg,
+            span,
+            result,
+            channel,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit_op(
+        &mut self,
+        kind: OpKind,
+        command: String,
+        args: &[PendingArg],
+        key_arg: usize,
+        value_arg: Option<usize>,
+        span: Span,
+        result: ResultUse,
+        channel: Channel,
+    ) {
+        let Some(key) = args.get(key_arg) else {
+            return;
+        };
+        let value = value_arg
+            .and_then(|i| args.get(i))
+            .map(|a| (a.value.clone(), a.span));
+        let id = self.node();
+        self.events.push(Event::Op(Box::new(Op {
+            id,
+            kind,
+            command,
+            key: key.key.clone(),
+            key_span: key.span,
+            value,
+            span,
+            stmt: None,
+            in_macro: self.macro_depth > 0,
+            result,
+            deps: self.current_deps(),
+            channel,
+            watched: self.watched > 0,
+            receiver: None,
+        })));
+    }
+
+    /// The builder a method chain starts from, if any: `redis::cmd(..)`, `redis::pipe()`,
+    /// `Cmd::new()`, or a local holding one.
+    pub(super) fn builder_base(&mut self, m: &syn::ExprMethodCall) -> Option<BaseKind> {
+        let mut cur: &syn::Expr = &m.receiver;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(inner) => cur = &inner.receiver,
+                syn::Expr::Reference(r) => cur = &r.expr,
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        self.base_kind(cur)
+    }
+
+    /// What a chain's starting expression is, builder-wise.
+    pub(super) fn base_kind(&self, e: &syn::Expr) -> Option<BaseKind> {
+        match e {
+            syn::Expr::Call(c) => {
+                let (name, full) = path_last(&c.func)?;
+                match name.as_str() {
+                    "cmd" if c.args.len() == 1 => {
+                        let n = str_lit(&c.args[0])
+                            .or_else(|| key_of(&c.args[0], self).constant_text())?;
+                        Some(BaseKind::Cmd(Some(n), self.span_of(&c.func).start))
+                    }
+                    "new" if full.ends_with("Cmd::new") => {
+                        Some(BaseKind::Cmd(None, self.span_of(&c.func).start))
+                    }
+                    "pipe"
+                        if c.args.is_empty()
+                            && (full.contains("redis") || self.cx.mentions_redis) =>
+                    {
+                        Some(BaseKind::Pipe)
+                    }
+                    "new" | "with_capacity" if full.contains("Pipeline::") => Some(BaseKind::Pipe),
+                    _ => None,
+                }
+            }
+            syn::Expr::Reference(r) => self.base_kind(&r.expr),
+            syn::Expr::Paren(p) => self.base_kind(&p.expr),
+            syn::Expr::Path(p) => {
+                let id = p.path.get_ident()?.to_string();
+                self.lookup(&id)?.builder.map(BaseKind::Existing)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn new_builder(&mut self, base: BaseKind) -> usize {
+        match base {
+            BaseKind::Existing(i) => i,
+            BaseKind::Cmd(name, start) => {
+                self.builders.push(Builder::Cmd(PendingCmd {
+                    name,
+                    typed: None,
+                    args: Vec::new(),
+                    span: Span::new(start, start),
+                    ignored: false,
+                }));
+                self.builders.len() - 1
+            }
+            BaseKind::Pipe => {
+                self.next_pipe += 1;
+                self.builders.push(Builder::Pipe {
+                    id: self.next_pipe,
+                    atomic: false,
+                    cmds: Vec::new(),
+                });
+                self.builders.len() - 1
+            }
+        }
+    }
+
+    pub(super) fn builder_chain(
+        &mut self,
+        outer: &syn::ExprMethodCall,
+        base: BaseKind,
+        u: ResultUse,
+    ) {
+        let mut chain: Vec<&syn::ExprMethodCall> = vec![outer];
+        let mut cur: &syn::Expr = &outer.receiver;
+        loop {
+            match cur {
+                syn::Expr::MethodCall(inner) => {
+                    chain.push(inner);
+                    cur = &inner.receiver;
+                }
+                syn::Expr::Reference(r) => cur = &r.expr,
+                syn::Expr::Paren(p) => cur = &p.expr,
+                _ => break,
+            }
+        }
+        chain.reverse();
+        let idx = self.new_builder(base);
+        let mut sent = false;
+        for (pos, mc) in chain.iter().enumerate() {
+            let name = mc.method.to_string();
+            let end = self.span_of(&mc.paren_token.span.close()).end;
+            let args: Vec<syn::Expr> = mc.args.iter().cloned().collect();
+            for a in &args {
+                self.expr(a, ResultUse::Used);
+            }
+            if commands::is_exec(&name) {
+                let mut result = if name.starts_with("exec") {
+                    ResultUse::Ignored("`exec` discards the reply")
+                } else if turbofish_unit(mc.turbofish.as_ref()) {
+                    ResultUse::Ignored("the reply type is `()`")
+                } else {
+                    u.clone()
+                };
+                for later in &chain[pos + 1..] {
+                    let l = later.method.to_string();
+                    if commands::discards_value(&l) {
+                        result = ResultUse::Ignored(
+                            "only success is checked (`is_ok()`/`is_err()`), not the reply",
+                        );
+                    } else if !commands::is_passthrough(&l) {
+                        result = ResultUse::Used;
+                    }
+                }
+                self.send(idx, result);
+                sent = true;
+                break;
+            }
+            let pending: Vec<PendingArg> = args.iter().map(|a| self.pending_arg(a)).collect();
+            let method_start = self.span_of(&mc.method).start;
+            let typed = commands::typed(&name, &args, self);
+            match &mut self.builders[idx] {
+                Builder::Cmd(c) => {
+                    if name == "arg" {
+                        for p in pending {
+                            if c.name.is_none() {
+                                c.name = p.word.clone();
+                            } else {
+                                c.args.push(p);
+                            }
+                        }
+                        c.span.end = end;
+                    }
+                }
+                Builder::Pipe { atomic, cmds, .. } => match name.as_str() {
+                    "atomic" => *atomic = true,
+                    "cmd" => {
+                        let n = pending
+                            .first()
+                            .and_then(|p| p.word.clone().or(p.key.constant_text()));
+                        cmds.push(PendingCmd {
+                            name: n,
+                            typed: None,
+                            args: Vec::new(),
+                            span: Span::new(method_start, end),
+                            ignored: false,
+                        });
+                    }
+                    "arg" => {
+                        if let Some(c) = cmds.last_mut() {
+                            c.args.extend(pending);
+                            c.span.end = end;
+                        }
+                    }
+                    "ignore" => {
+                        if let Some(c) = cmds.last_mut() {
+                            c.ignored = true;
+                        }
+                    }
+                    _ => {
+                        if let Some(t) = typed {
+                            cmds.push(PendingCmd {
+                                name: None,
+                                typed: Some((t, pending)),
+                                args: Vec::new(),
+                                span: Span::new(method_start, end),
+                                ignored: false,
+                            });
+                        }
+                    }
+                },
+            }
+        }
+        if !sent {
+            self.last_builder = Some(idx);
+        }
+    }
+
+    /// Send a builder: every pending command becomes an operation.
+    pub(super) fn send(&mut self, idx: usize, result: ResultUse) {
+        let (cmds, channel) = match &mut self.builders[idx] {
+            Builder::Cmd(c) => (vec![c.clone()], Channel::Direct),
+            Builder::Pipe { id, atomic, cmds } => (
+                std::mem::take(cmds),
+                Channel::Pipeline {
+                    id: *id,
+                    atomic: *atomic,
+                },
+            ),
+        };
+        for c in cmds {
+            let r = if c.ignored {
+                ResultUse::Ignored("`.ignore()` drops the reply")
+            } else {
+                result.clone()
+            };
+            if let Some((t, args)) = &c.typed {
+                self.emit_op(
+                    t.kind.clone(),
+                    t.command.clone(),
+                    args,
+                    t.key_arg,
+                    t.value_arg,
+                    c.span,
+                    r,
+                    channel,
+                );
+                continue;
+            }
+            let Some(name) = &c.name else { continue };
+            let words: Vec<CmdArg> = c
+                .args
+                .iter()
+                .map(|a| match &a.word {
+                    Some(w) => CmdArg::Word(w.clone()),
+                    None => CmdArg::Other,
+                })
+                .collect();
+            if name.eq_ignore_ascii_case("EVAL") || name.eq_ignore_ascii_case("EVAL_RO") {
+                if let Some(script) = c.args.first() {
+                    let src = self.cx.file.snippet(script.span);
+                    if src.starts_with('"') || src.starts_with('r') {
+                        self.embed_span(script.span, Language::Lua, Origin::Eval);
+                    }
+                }
+            }
+            let Some((kind, key_arg, value_arg)) = commands::builder(name, &words) else {
+                continue;
+            };
+            if kind == OpKind::Watch {
+                self.watched += 1;
+            }
+            let command = command_text(name, &kind);
+            self.emit_op(
+                kind, command, &c.args, key_arg, value_arg, c.span, r, channel,
+            );
+        }
+    }
+}
