@@ -1,0 +1,168 @@
+//! Lock helpers expanded at their call sites: a root function's trace takes in the
+//! operations of the helpers it calls, with the helpers' parameters replaced by the caller's
+//! arguments.
+
+use crate::{Index, TraceOp};
+use locklint_ir::source::{FileRef, Span};
+use locklint_ir::{Event, Function, KeyRef, NodeId, OpKind, Part, ResultUse};
+use std::collections::HashMap;
+
+use crate::trace::identity;
+
+/// How deep lock helpers are expanded into their callers.
+pub(crate) const MAX_INLINE_DEPTH: usize = 4;
+
+/// How many operations of helpers one function's trace takes in: helpers that call helpers
+/// many times each would otherwise multiply (later calls are not expanded).
+pub(crate) const MAX_INLINED_OPS: usize = 50_000;
+
+/// Replace the callee's parameter holes with the caller's argument templates.
+pub(crate) fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> KeyRef {
+    let param_of = |name: &str| callee.params.iter().position(|p| p == name);
+    if key.parts.len() == 1 {
+        if let (Some((i, _)), Part::Hole(_)) = (&key.param, &key.parts[0]) {
+            if let Some(arg) = args.get(*i) {
+                let mut r = arg.clone();
+                r.add_names(key.names.iter().cloned());
+                return r;
+            }
+        }
+    }
+    let mut out = KeyRef {
+        parts: Vec::new(),
+        ..key.clone()
+    };
+    for p in &key.parts {
+        match p {
+            Part::Hole(Some(n)) => match param_of(n).and_then(|i| args.get(i)) {
+                Some(arg) => {
+                    for ap in &arg.parts {
+                        out.push(ap.clone());
+                    }
+                    out.add_names(arg.names.iter().cloned());
+                }
+                None => out.push(p.clone()),
+            },
+            other => out.push(other.clone()),
+        }
+    }
+    out
+}
+
+pub(crate) struct Expander<'i, 'a> {
+    pub(crate) idx: &'i Index<'a>,
+    pub(crate) root: (usize, usize),
+    pub(crate) ops: Vec<TraceOp<'a>>,
+    /// Call node → reads its callee returns, so conditions on the call depend on them.
+    pub(crate) call_reads: HashMap<NodeId, Vec<NodeId>>,
+    pub(crate) stack: Vec<(usize, usize)>,
+    /// Helper operations taken in so far.
+    pub(crate) inlined: usize,
+}
+
+impl<'a> Expander<'_, 'a> {
+    pub(crate) fn expand_deps(&self, deps: &[locklint_ir::Dep]) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        for d in deps {
+            match self.call_reads.get(&d.0) {
+                Some(r) => out.extend(r.iter().copied()),
+                None => out.push(d.0),
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn expand(
+        &mut self,
+        at: (usize, usize),
+        args: Option<&[KeyRef]>,
+        outer_result: Option<&ResultUse>,
+        outer_deps: &[NodeId],
+        via: &[(FileRef, Span)],
+        root_event: Option<NodeId>,
+    ) -> Vec<NodeId> {
+        let func = self.idx.func(at);
+        let file = self.idx.files[at.0].file.clone();
+        let mut returned_reads = Vec::new();
+        self.stack.push(at);
+        for ev in &func.events {
+            match ev {
+                Event::Op(op) => {
+                    let mut key = match args {
+                        Some(a) => substitute(&op.key, func, a),
+                        None => op.key.clone(),
+                    };
+                    key = self.idx.resolve_key(&key, 0);
+                    let result = match (&op.result, outer_result) {
+                        (ResultUse::Returned, Some(outer)) => outer.clone(),
+                        (r, _) => r.clone(),
+                    };
+                    if op.kind == OpKind::Read && op.result == ResultUse::Returned {
+                        returned_reads.push(op.id);
+                    }
+                    let mut deps = self.expand_deps(&op.deps);
+                    deps.extend(outer_deps.iter().copied());
+                    let id = identity(&key, self.root);
+                    if args.is_some() {
+                        self.inlined += 1;
+                    }
+                    self.ops.push(TraceOp {
+                        op,
+                        file: file.clone(),
+                        func,
+                        key,
+                        identity: id,
+                        is_lock: false,
+                        result,
+                        deps,
+                        via: via.to_vec(),
+                        at: root_event.unwrap_or(op.id),
+                    });
+                }
+                Event::Call(call) => {
+                    if self.stack.len() > MAX_INLINE_DEPTH || self.inlined >= MAX_INLINED_OPS {
+                        continue;
+                    }
+                    let Some(target) = self.idx.resolve(call, at) else {
+                        continue;
+                    };
+                    if !self.idx.touches.contains(&target) || self.stack.contains(&target) {
+                        continue;
+                    }
+                    let call_args: Vec<KeyRef> = call
+                        .args
+                        .iter()
+                        .map(|a| match args {
+                            Some(outer) => substitute(a, func, outer),
+                            None => a.clone(),
+                        })
+                        .collect();
+                    let result = match (&call.result, outer_result) {
+                        (ResultUse::Returned, Some(outer)) => outer.clone(),
+                        (r, _) => r.clone(),
+                    };
+                    let mut deps = self.expand_deps(&call.deps);
+                    deps.extend(outer_deps.iter().copied());
+                    let mut v = via.to_vec();
+                    v.push((file.clone(), call.span));
+                    let reads = self.expand(
+                        target,
+                        Some(&call_args),
+                        Some(&result),
+                        &deps,
+                        &v,
+                        Some(root_event.unwrap_or(call.id)),
+                    );
+                    if call.result == ResultUse::Returned {
+                        returned_reads.extend(reads.iter().copied());
+                    }
+                    self.call_reads.insert(call.id, reads);
+                }
+                Event::Sql { .. } => {}
+            }
+        }
+        self.stack.pop();
+        returned_reads
+    }
+}

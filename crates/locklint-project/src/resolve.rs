@@ -1,0 +1,189 @@
+//! Cross-file resolution: functions by name, consts and struct field initialisers, key
+//! helpers, and which functions reach Redis (directly or through helpers).
+
+use locklint_ir::{Call, Event, FileIr, Function, KeyRef, Part};
+use std::collections::{HashMap, HashSet};
+
+pub(crate) struct Index<'a> {
+    pub(crate) files: &'a [FileIr],
+    pub(crate) consts: HashMap<String, Option<KeyRef>>,
+    pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
+    pub(crate) by_name: HashMap<&'a str, Vec<(usize, usize)>>,
+    pub(crate) touches: HashSet<(usize, usize)>,
+}
+
+pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
+    match map.get(&name) {
+        None => {
+            map.insert(name, Some(k));
+        }
+        Some(Some(prev)) if prev.template() != k.template() => {
+            map.insert(name, None);
+        }
+        _ => {}
+    }
+}
+
+impl<'a> Index<'a> {
+    pub(crate) fn new(files: &'a [FileIr]) -> Self {
+        let mut consts = HashMap::new();
+        let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+        for (fi, f) in files.iter().enumerate() {
+            for (n, k) in &f.consts {
+                merge_unique(&mut consts, n.clone(), k.clone());
+            }
+            for (t, field, k) in &f.field_inits {
+                let key = (t.clone(), field.clone());
+                match fields.get(&key) {
+                    None => {
+                        fields.insert(key, Some(k.clone()));
+                    }
+                    Some(Some(prev)) if prev.template() != k.template() => {
+                        fields.insert(key, None);
+                    }
+                    _ => {}
+                }
+            }
+            for (fj, func) in f.functions.iter().enumerate() {
+                by_name
+                    .entry(func.name.as_str())
+                    .or_default()
+                    .push((fi, fj));
+            }
+        }
+        let mut idx = Index {
+            files,
+            consts,
+            fields,
+            by_name,
+            touches: HashSet::new(),
+        };
+        idx.compute_touches();
+        idx
+    }
+
+    pub(crate) fn func(&self, at: (usize, usize)) -> &'a Function {
+        &self.files[at.0].functions[at.1]
+    }
+
+    /// Functions that reach Redis, directly or through the functions they call: a walk up
+    /// the call graph from those with their own operations.
+    pub(crate) fn compute_touches(&mut self) {
+        let mut callers: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::new();
+        let mut todo = Vec::new();
+        for (fi, f) in self.files.iter().enumerate() {
+            for (fj, func) in f.functions.iter().enumerate() {
+                if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
+                    todo.push((fi, fj));
+                }
+                for e in &func.events {
+                    if let Event::Call(c) = e {
+                        if let Some(t) = self.resolve(c, (fi, fj)) {
+                            callers.entry(t).or_default().push((fi, fj));
+                        }
+                    }
+                }
+            }
+        }
+        while let Some(f) = todo.pop() {
+            if !self.touches.insert(f) {
+                continue;
+            }
+            if let Some(cs) = callers.get(&f) {
+                todo.extend(cs.iter().copied().filter(|c| !self.touches.contains(c)));
+            }
+        }
+    }
+
+    /// The function a call reaches, when it can be told unambiguously.
+    pub(crate) fn resolve(&self, call: &Call, from: (usize, usize)) -> Option<(usize, usize)> {
+        let cands = self.by_name.get(call.name.as_str())?;
+        let caller = self.func(from);
+        let fits = |&&(fi, fj): &&(usize, usize)| {
+            let f = self.func((fi, fj));
+            if call.method {
+                if !f.has_self {
+                    return false;
+                }
+                if call.on_self {
+                    return f.impl_type == caller.impl_type;
+                }
+                f.params.len() == call.args.len()
+            } else {
+                !f.has_self && f.params.len() == call.args.len()
+            }
+        };
+        let matching: Vec<&(usize, usize)> = cands.iter().filter(fits).collect();
+        match matching.as_slice() {
+            [one] => Some(**one),
+            [] => None,
+            many => {
+                // prefer a definition in the caller's own file
+                let local: Vec<_> = many.iter().filter(|(fi, _)| *fi == from.0).collect();
+                (local.len() == 1).then(|| **local[0])
+            }
+        }
+    }
+
+    /// Resolve consts, struct fields and key-building helpers in a template.
+    pub(crate) fn resolve_key(&self, key: &KeyRef, depth: usize) -> KeyRef {
+        if depth > 8 {
+            return key.clone();
+        }
+        let single_hole = key.parts.len() == 1 && matches!(key.parts[0], Part::Hole(_));
+        let mut out = KeyRef {
+            parts: Vec::new(),
+            ..key.clone()
+        };
+        if single_hole {
+            if let Some(field) = &key.field {
+                if let Some(Some(k)) = self.fields.get(field) {
+                    let mut r = self.resolve_key(k, depth + 1);
+                    r.add_names(key.names.iter().cloned());
+                    r.field = key.field.clone();
+                    return r;
+                }
+            }
+            if let Some((name, arity)) = &key.call {
+                if let Some(k) = self.returned_key(name, *arity) {
+                    let mut r = self.resolve_key(&k, depth + 1);
+                    r.add_names(key.names.iter().cloned());
+                    return r;
+                }
+            }
+        }
+        for p in &key.parts {
+            match p {
+                Part::Const(name) => match self.consts.get(name) {
+                    Some(Some(k)) => {
+                        let r = self.resolve_key(k, depth + 1);
+                        for rp in r.parts {
+                            out.push(rp);
+                        }
+                    }
+                    _ => out.push(Part::Hole(Some(name.clone()))),
+                },
+                other => out.push(other.clone()),
+            }
+        }
+        out
+    }
+
+    pub(crate) fn returned_key(&self, name: &str, arity: usize) -> Option<KeyRef> {
+        let cands = self.by_name.get(name)?;
+        let mut found: Option<KeyRef> = None;
+        for &c in cands {
+            let f = self.func(c);
+            if f.params.len() != arity {
+                continue;
+            }
+            let k = f.returns_key.as_ref()?;
+            if found.as_ref().is_some_and(|p| p.template() != k.template()) {
+                return None;
+            }
+            found = Some(k.clone());
+        }
+        found
+    }
+}
