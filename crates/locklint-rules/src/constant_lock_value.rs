@@ -2,8 +2,12 @@
 
 use super::matching::{call_chain, diagnostic, key_text, with_related};
 use super::{Rule, RuleInfo};
+use crate::fixes::{edit, fix};
+use locklint_ir::diagnostic::Applicability;
+use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::Value;
+use locklint_project::TraceOp;
 use locklint_project::{Facts, Trace};
 
 pub struct ConstantLockValue;
@@ -40,8 +44,19 @@ impl Rule for ConstantLockValue {
                 "store a unique token per holder (for example `uuid::Uuid::new_v4().to_string()`) and compare it when releasing or renewing".to_string(),
             );
             let mut d = with_related(d, call_chain(o));
-            d.fix = super::fixes::random_token(o);
+            d.fix = random_token(o);
             out.push(d);
         }
     }
+}
+
+/// The constant value of an acquire replaced by a random token.
+fn random_token(o: &TraceOp) -> Option<Fix> {
+    let (_, vspan) = o.op.value.as_ref()?;
+    fix(
+        "write a random token instead of the constant (keep it to release and renew the lock)"
+            .to_string(),
+        Applicability::DisplayOnly,
+        vec![edit(&o.file, *vspan, "uuid::Uuid::new_v4().to_string()")],
+    )
 }

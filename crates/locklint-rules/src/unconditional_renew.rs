@@ -5,8 +5,16 @@ use super::matching::{
     RENEW_HELP,
 };
 use super::{Rule, RuleInfo};
+use crate::fixes::{
+    command_args, drop_trait_import, edit, fix, invocation, is_fred, reflow, renew_script,
+    script_expr, snippet, token_in_scope,
+};
+use locklint_ir::diagnostic::Applicability;
+use locklint_ir::diagnostic::Edit;
+use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::vocabulary;
+use locklint_ir::Channel;
 use locklint_ir::OpKind;
 use locklint_project::{scoped_identity, Facts, Trace, TraceOp};
 
@@ -61,11 +69,7 @@ impl Rule for UnconditionalRenew {
                 RENEW_HELP.to_string(),
             );
             let mut d = with_related(d, comparison_and_chain(compared, o));
-            d.fix = if overwrite {
-                None
-            } else {
-                super::fixes::guarded_renew(o)
-            };
+            d.fix = if overwrite { None } else { guarded_renew(o) };
             out.push(d);
         }
     }
@@ -78,4 +82,58 @@ fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &Facts) -> 
     let acquired_elsewhere = scoped_identity(o).is_some_and(|id| facts.acquired_nx.contains(&id));
     let renewer = vocabulary::names_renewal(&o.func.name);
     acquired_here || acquired_elsewhere || (renewer && o.is_lock)
+}
+
+/// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
+/// script. Unsafe when a token is in scope, shown only otherwise.
+fn guarded_renew(o: &TraceOp) -> Option<Fix> {
+    let cmd = o.op.command.as_str();
+    let lua_cmd = match cmd {
+        "expire" | "EXPIRE" => "expire",
+        "pexpire" | "PEXPIRE" => "pexpire",
+        _ => return None,
+    };
+    if is_fred(o) {
+        return None;
+    }
+    let (token, mut applicability) = match token_in_scope(o) {
+        Some(t) => (t, Applicability::Unsafe),
+        None => ("&token".to_string(), Applicability::DisplayOnly),
+    };
+    if o.op.in_macro || matches!(o.op.channel, Channel::Pipeline { .. }) {
+        applicability = Applicability::DisplayOnly;
+    }
+    let file = &o.file;
+    let args = command_args(file, o)?;
+    if args.len() != 2 {
+        return None;
+    }
+    let key = snippet(file, o.op.key_span);
+    let ttl = args[1].trim();
+    let (lua, define) = script_expr(o, &renew_script(lua_cmd));
+    let mut span = o.op.span;
+    let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
+        if !super::client::is_redis_rs(o) {
+            return None;
+        }
+        let (at, call) = invocation(o)?;
+        span = at;
+        format!("redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}){call}")
+    } else {
+        let text = snippet(file, o.op.span);
+        let base = text.find(['"'])?;
+        let lead = &text[..base];
+        format!("{lead}\"EVAL\").arg({lua}).arg(1).arg({key}).arg({token}).arg({ttl})")
+    };
+    let message = if applicability == Applicability::Unsafe {
+        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); check that `{token}` is this holder's token")
+    } else {
+        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); pass the token this holder wrote when it acquired the lock")
+    };
+    let mut edits: Vec<Edit> = define.into_iter().collect();
+    edits.push(edit(file, span, replacement));
+    if span != o.op.span {
+        drop_trait_import(o, span, &mut edits);
+    }
+    fix(message, applicability, reflow(o, edits))
 }
