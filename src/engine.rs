@@ -57,8 +57,6 @@ pub struct Options {
     pub default_ttl: Option<String>,
     /// File contents to use instead of what is on disk (fixes applied in memory).
     pub overlay: Option<std::sync::Arc<std::collections::HashMap<PathBuf, String>>>,
-    /// Keep every file's intermediate form in [`Report::irs`] (for the audit).
-    pub keep_irs: bool,
     /// `--baseline`: findings recorded in it are not reported and do not fail the run.
     pub baseline: Option<Arc<Baseline>>,
     /// `--changed-since`: only findings in these files (canonical paths) are reported.
@@ -101,9 +99,6 @@ pub struct Report {
     pub fixed: Option<usize>,
     /// Unsafe fixes are applied (`--unsafe-fixes`).
     pub unsafe_fixes: bool,
-    /// Every analysed file's intermediate form (the selection's and the rest of the
-    /// project's), when [`Options::keep_irs`] asks for it.
-    pub irs: Vec<FileIr>,
     /// The selected files that were analysed (as [`SourceFile::path`]); `files` counts them.
     pub selected: HashSet<PathBuf>,
     /// Files analysed for facts, the selection included.
@@ -218,15 +213,39 @@ pub fn settings_path(opts: &Options) -> Option<&Path> {
         .or(opts.paths.first().map(PathBuf::as_path))
 }
 
+/// One analysis of a project, as every consumer reads it: every file's intermediate form (the
+/// selection's and the rest of the project's), the project facts built from them once, the
+/// configuration they were built with, and the finished report of the selection.
+pub struct Analysis<'a> {
+    pub files: &'a [FileIr],
+    pub project: &'a locks::Project<'a>,
+    pub settings: &'a Settings,
+    pub report: &'a Report,
+}
+
 /// Analyse the project of `opts` and report the findings of its selection.
 pub fn run(opts: &Options) -> Report {
+    run_with(opts, |_| ()).0
+}
+
+/// [`run`], then hand the whole analysis to `consume` (on the analysis threads, while the
+/// files' intermediate form and the project facts are alive): the audit reads the same
+/// analysis as the findings, nothing is parsed or derived twice. `None` when nothing was
+/// analysed (a configuration error).
+pub fn run_with<T: Send>(
+    opts: &Options,
+    consume: impl FnOnce(&Analysis) -> T + Send,
+) -> (Report, Option<T>) {
     let resolver = match resolver(opts) {
         Ok(r) => r,
         Err(e) => {
-            return Report {
-                config_error: Some(e),
-                ..Default::default()
-            }
+            return (
+                Report {
+                    config_error: Some(e),
+                    ..Default::default()
+                },
+                None,
+            )
         }
     };
     let resolver = Arc::new(resolver);
@@ -280,11 +299,14 @@ pub fn run(opts: &Options) -> Report {
         })
         .collect();
     if !config_errors.is_empty() {
-        return Report {
-            config_error: Some(config_errors.iter().map(|e| e.render()).collect()),
-            notes: config_notes,
-            ..Default::default()
-        };
+        return (
+            Report {
+                config_error: Some(config_errors.iter().map(|e| e.render()).collect()),
+                notes: config_notes,
+                ..Default::default()
+            },
+            None,
+        );
     }
     let files = project_files(opts, kept, &excluded_dir, &resolver);
     let mut project_settings = settings_path(opts)
@@ -300,11 +322,34 @@ pub fn run(opts: &Options) -> Report {
         }
         project_settings = Arc::new(s);
     }
-    let mut report = pool().install(|| analyze_paths(files, opts, &project_settings));
-    report.help_uri = project_settings.help_uri.clone();
-    report.errors.splice(0..0, errors);
-    report.notes.splice(0..0, config_notes);
-    report.empty_paths = empty_paths;
+    pool().install(|| {
+        let (mut report, irs) = analyze_paths(files, opts);
+        let project = locks::analyze_with(&irs, &project_settings.project());
+        report.findings = findings_of(&project, opts);
+        // findings are reported for the selected files only; the others gave facts
+        if report.selected.len() < irs.len() {
+            report
+                .findings
+                .retain(|d| report.selected.contains(&d.primary.file.path));
+        }
+        report.help_uri = project_settings.help_uri.clone();
+        report.errors.splice(0..0, errors);
+        report.notes.splice(0..0, config_notes);
+        report.empty_paths = empty_paths;
+        finish(&mut report, opts, &resolver);
+        let out = consume(&Analysis {
+            files: &irs,
+            project: &project,
+            settings: &project_settings,
+            report: &report,
+        });
+        (report, Some(out))
+    })
+}
+
+/// Per-file configuration (rule selection, severities), the baseline and `--changed-since`,
+/// and the count of findings that fail the run.
+fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
     // per-file rule selection, severities and what fails the run
     report.findings.retain_mut(|d| {
         let Ok(s) = resolver.for_file(&d.primary.file.path) else {
@@ -318,7 +363,7 @@ pub fn run(opts: &Options) -> Report {
         }
         true
     });
-    filter_reported(&mut report, opts);
+    filter_reported(report, opts);
     report.failing = report
         .findings
         .iter()
@@ -331,7 +376,6 @@ pub fn run(opts: &Options) -> Report {
                 || fail_on != Some(config::Level::Error)
         })
         .count();
-    report
 }
 
 /// The key files of the selection and of the rest of the project are matched by: the
@@ -424,7 +468,8 @@ fn filter_reported(report: &mut Report, opts: &Options) {
     }
 }
 
-fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options, settings: &Settings) -> Report {
+/// Load and parse every file of the project (the selection counted in the report).
+fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<FileIr>) {
     let overlay = opts.overlay.as_deref();
     let loaded: Vec<(Loaded, bool)> = paths
         .into_par_iter()
@@ -454,17 +499,7 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options, settings: &Setting
         .enumerate()
         .map(|(i, f)| analyze_file(i, f))
         .collect();
-    report.findings = findings_with(&irs, opts, settings);
-    // findings are reported for the selected files only; the others gave facts
-    if report.selected.len() < irs.len() {
-        report
-            .findings
-            .retain(|d| report.selected.contains(&d.primary.file.path));
-    }
-    if opts.keep_irs {
-        report.irs = irs;
-    }
-    report
+    (report, irs)
 }
 
 /// Run the front-ends on one file. A panic inside them does not end the run: the file becomes
@@ -506,6 +541,12 @@ pub fn findings(irs: &[FileIr], opts: &Options) -> Vec<Diagnostic> {
 
 /// Run the rules over analysed files with project-wide settings.
 pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec<Diagnostic> {
+    findings_of(&locks::analyze_with(irs, &settings.project()), opts)
+}
+
+/// Run the enabled rules over the project facts (and report the files' parse problems).
+fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagnostic> {
+    let irs = project.files;
     let mut out = Vec::new();
     if enabled(PARSE_ERROR.name, opts) {
         for ir in irs {
@@ -514,7 +555,6 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
             }
         }
     }
-    let project = locks::analyze_with(irs, &settings.project());
     let active: Vec<_> = rules::all()
         .iter()
         .filter(|r| enabled(r.info().name, opts))
@@ -537,7 +577,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
         .flat_map_iter(|f| {
             let mut v = Vec::new();
             for r in &active {
-                rule_step(&f.file, &mut v, |v| r.check_file(f, &project, v));
+                rule_step(&f.file, &mut v, |v| r.check_file(f, project, v));
             }
             v
         })

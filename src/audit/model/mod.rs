@@ -19,14 +19,14 @@ use super::{
     verdict, Acquire, Audit, Fencing, Finding, Lock, Mechanism, Purpose, PurposeKind,
     PurposeSource, Release, Renewal, Site, TokenKind, Verdict, Write,
 };
-use crate::config::{Mode, Resolver, Settings};
+use crate::config::Settings;
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
 use crate::frontend::sql::lex as sql_lex;
 use crate::ir::sql::{Conflict, Kind, Statement};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
 use crate::locks::schema::Schema;
-use crate::locks::{self, Project, Trace, TraceOp};
+use crate::locks::{Project, Trace, TraceOp};
 use crate::rules::sql_matching::{
     exec_method, fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences,
     lock_table, lock_write, runs, LockWrite,
@@ -35,14 +35,12 @@ use crate::source::Span;
 use crate::vocabulary;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Analyse `opts.paths` and build the inventory (the files are read and parsed once, by the
 /// engine, which also runs the rules whose findings the inventory attaches).
 pub fn run(opts: &Options) -> Audit {
-    let mut report = engine::run(&Options {
-        keep_irs: true,
-        ..opts.clone()
+    let (mut report, locks) = engine::run_with(opts, |a| {
+        inventory(a.project, a.settings, &a.report.findings)
     });
     let mut audit = Audit {
         empty_paths: std::mem::take(&mut report.empty_paths),
@@ -64,10 +62,8 @@ pub fn run(opts: &Options) -> Audit {
             e.message
         ));
     }
-    let settings = project_settings(opts);
     audit.files = report.files;
-    let irs = std::mem::take(&mut report.irs);
-    audit.locks = inventory(&irs, &settings, &report.findings);
+    audit.locks = locks.unwrap_or_default();
     // the locks of the selection: those it takes, releases, renews or protects (their other
     // sites, elsewhere in the project, are still listed)
     if report.selected.len() < report.project_files {
@@ -82,29 +78,13 @@ pub fn run(opts: &Options) -> Audit {
     audit
 }
 
-fn project_settings(opts: &Options) -> Settings {
-    let resolver = match &opts.config {
-        ConfigSource::Isolated => return Settings::default(),
-        ConfigSource::Discover => Resolver::new(Mode::Discover),
-        ConfigSource::File(p) => match crate::config::load(p) {
-            Ok(Some(s)) => Resolver::new(Mode::Fixed(Arc::new(s))),
-            _ => return Settings::default(),
-        },
-    };
-    engine::settings_path(opts)
-        .and_then(|p| resolver.for_file(p).ok())
-        .map(|s| (*s).clone())
-        .unwrap_or_default()
-}
-
-/// The inventory of analysed files, with the findings of the normal rules attached.
-pub fn inventory(irs: &[FileIr], settings: &Settings, findings: &[Diagnostic]) -> Vec<Lock> {
-    let project = locks::analyze_with(irs, &settings.project());
+/// The inventory of an analysed project, with the findings of the normal rules attached.
+pub fn inventory(project: &Project, settings: &Settings, findings: &[Diagnostic]) -> Vec<Lock> {
     let mut out = Vec::new();
-    out.extend(redis_locks(&project));
-    out.extend(advisory_locks(&project));
-    out.extend(table_locks(&project));
-    out.extend(runtime_locks(&project));
+    out.extend(redis_locks(project));
+    out.extend(advisory_locks(project));
+    out.extend(table_locks(project));
+    out.extend(runtime_locks(project));
     for l in &mut out {
         attach_findings(l, findings);
         l.purpose = verdict::purpose(l, settings);
