@@ -2,12 +2,12 @@
 //! operations of the helpers it calls, with the helpers' parameters replaced by the caller's
 //! arguments.
 
-use crate::{Index, TraceOp};
 use locklint_ir::source::{FileRef, Span};
-use locklint_ir::{Event, Function, KeyRef, NodeId, OpKind, Part, ResultUse};
+use locklint_ir::{Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse};
 use std::collections::HashMap;
 
 use crate::trace::identity;
+use crate::{Index, TraceOp};
 
 /// How deep lock helpers are expanded into their callers.
 pub(crate) const MAX_INLINE_DEPTH: usize = 4;
@@ -51,11 +51,11 @@ pub(crate) fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> Ke
 
 pub(crate) struct Expander<'i, 'a> {
     pub(crate) idx: &'i Index<'a>,
-    pub(crate) root: (usize, usize),
+    pub(crate) root: FnId,
     pub(crate) ops: Vec<TraceOp<'a>>,
     /// Call node → reads its callee returns, so conditions on the call depend on them.
     pub(crate) call_reads: HashMap<NodeId, Vec<NodeId>>,
-    pub(crate) stack: Vec<(usize, usize)>,
+    pub(crate) stack: Vec<FnId>,
     /// Helper operations taken in so far.
     pub(crate) inlined: usize,
 }
@@ -75,7 +75,7 @@ impl<'a> Expander<'_, 'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn expand(
         &mut self,
-        at: (usize, usize),
+        at: FnId,
         args: Option<&[KeyRef]>,
         outer_result: Option<&ResultUse>,
         outer_deps: &[NodeId],
@@ -83,7 +83,7 @@ impl<'a> Expander<'_, 'a> {
         root_event: Option<NodeId>,
     ) -> Vec<NodeId> {
         let func = self.idx.func(at);
-        let file = self.idx.files[at.0].file.clone();
+        let file = self.idx.files[at.file].file.clone();
         let mut returned_reads = Vec::new();
         self.stack.push(at);
         for ev in &func.events {

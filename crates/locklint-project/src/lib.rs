@@ -16,7 +16,7 @@ use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
 pub use trace::{scoped_identity, Trace, TraceOp};
 
-use locklint_ir::{FileIr, KeyRef};
+use locklint_ir::{FileIr, FnId, KeyRef};
 use std::collections::{HashMap, HashSet};
 
 /// The analysed project: every file's intermediate form plus the derived traces and facts.
@@ -50,7 +50,7 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Proj
     let lock_words = &settings.lock_key_patterns;
     let idx = Index::new(files);
     let mut traces = Vec::new();
-    let mut roots: Vec<(usize, usize)> = idx.touches.iter().copied().collect();
+    let mut roots: Vec<FnId> = idx.touches.iter().copied().collect();
     roots.sort();
     for root in roots {
         let mut ex = Expander {
@@ -64,7 +64,7 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Proj
         ex.expand(root, None, None, &[], &[], None);
         traces.push(Trace::new(
             idx.func(root),
-            files[root.0].file.clone(),
+            files[root.file].file.clone(),
             ex.ops,
         ));
     }

@@ -1,15 +1,15 @@
 //! Cross-file resolution: functions by name, consts and struct field initialisers, key
 //! helpers, and which functions reach Redis (directly or through helpers).
 
-use locklint_ir::{Call, Event, FileIr, Function, KeyRef, Part};
+use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef, Part};
 use std::collections::{HashMap, HashSet};
 
 pub(crate) struct Index<'a> {
     pub(crate) files: &'a [FileIr],
     pub(crate) consts: HashMap<String, Option<KeyRef>>,
     pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
-    pub(crate) by_name: HashMap<&'a str, Vec<(usize, usize)>>,
-    pub(crate) touches: HashSet<(usize, usize)>,
+    pub(crate) by_name: HashMap<&'a str, Vec<FnId>>,
+    pub(crate) touches: HashSet<FnId>,
 }
 
 pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
@@ -28,7 +28,7 @@ impl<'a> Index<'a> {
     pub(crate) fn new(files: &'a [FileIr]) -> Self {
         let mut consts = HashMap::new();
         let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
-        let mut by_name: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::new();
         for (fi, f) in files.iter().enumerate() {
             for (n, k) in &f.consts {
                 merge_unique(&mut consts, n.clone(), k.clone());
@@ -49,7 +49,7 @@ impl<'a> Index<'a> {
                 by_name
                     .entry(func.name.as_str())
                     .or_default()
-                    .push((fi, fj));
+                    .push(FnId { file: fi, func: fj });
             }
         }
         let mut idx = Index {
@@ -63,24 +63,27 @@ impl<'a> Index<'a> {
         idx
     }
 
-    pub(crate) fn func(&self, at: (usize, usize)) -> &'a Function {
-        &self.files[at.0].functions[at.1]
+    pub(crate) fn func(&self, at: FnId) -> &'a Function {
+        &self.files[at.file].functions[at.func]
     }
 
     /// Functions that reach Redis, directly or through the functions they call: a walk up
     /// the call graph from those with their own operations.
     pub(crate) fn compute_touches(&mut self) {
-        let mut callers: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::new();
+        let mut callers: HashMap<FnId, Vec<FnId>> = HashMap::new();
         let mut todo = Vec::new();
         for (fi, f) in self.files.iter().enumerate() {
             for (fj, func) in f.functions.iter().enumerate() {
                 if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
-                    todo.push((fi, fj));
+                    todo.push(FnId { file: fi, func: fj });
                 }
                 for e in &func.events {
                     if let Event::Call(c) = e {
-                        if let Some(t) = self.resolve(c, (fi, fj)) {
-                            callers.entry(t).or_default().push((fi, fj));
+                        if let Some(t) = self.resolve(c, FnId { file: fi, func: fj }) {
+                            callers
+                                .entry(t)
+                                .or_default()
+                                .push(FnId { file: fi, func: fj });
                         }
                     }
                 }
@@ -97,11 +100,11 @@ impl<'a> Index<'a> {
     }
 
     /// The function a call reaches, when it can be told unambiguously.
-    pub(crate) fn resolve(&self, call: &Call, from: (usize, usize)) -> Option<(usize, usize)> {
+    pub(crate) fn resolve(&self, call: &Call, from: FnId) -> Option<FnId> {
         let cands = self.by_name.get(call.name.as_str())?;
         let caller = self.func(from);
-        let fits = |&&(fi, fj): &&(usize, usize)| {
-            let f = self.func((fi, fj));
+        let fits = |&&id: &&FnId| {
+            let f = self.func(id);
             if call.method {
                 if !f.has_self {
                     return false;
@@ -114,13 +117,13 @@ impl<'a> Index<'a> {
                 !f.has_self && f.params.len() == call.args.len()
             }
         };
-        let matching: Vec<&(usize, usize)> = cands.iter().filter(fits).collect();
+        let matching: Vec<&FnId> = cands.iter().filter(fits).collect();
         match matching.as_slice() {
             [one] => Some(**one),
             [] => None,
             many => {
                 // prefer a definition in the caller's own file
-                let local: Vec<_> = many.iter().filter(|(fi, _)| *fi == from.0).collect();
+                let local: Vec<_> = many.iter().filter(|id| id.file == from.file).collect();
                 (local.len() == 1).then(|| **local[0])
             }
         }

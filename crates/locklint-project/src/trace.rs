@@ -113,11 +113,7 @@ impl<'a> Trace<'a> {
     }
 }
 
-pub(crate) fn identity(key: &KeyRef, root: (usize, usize)) -> Option<KeyIdentity> {
-    let func = FnId {
-        file: root.0,
-        func: root.1,
-    };
+pub(crate) fn identity(key: &KeyRef, func: FnId) -> Option<KeyIdentity> {
     if key.has_literal() {
         return Some(KeyIdentity::Template(key.template()));
     }
