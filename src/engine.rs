@@ -2,6 +2,7 @@
 //! run the rules over every trace, and return sorted, de-duplicated findings.
 
 use crate::baseline::Baseline;
+use crate::cache::{Cache, Lookup};
 use crate::config::{self, Mode, Resolver, Settings};
 use crate::diagnostic::{Diagnostic, Location};
 use crate::discover::{describe_io, discover, PathError};
@@ -38,6 +39,8 @@ pub enum ConfigSource {
 pub struct Options {
     /// The selection: the files and directories whose findings are reported.
     pub paths: Vec<PathBuf>,
+    /// The analysis cache's directory (see [`crate::cache`]); `None`: no cache.
+    pub cache_dir: Option<PathBuf>,
     /// Directories under `paths` that are not part of the selection (the other packages of a
     /// workspace).
     pub exclude_dirs: Vec<PathBuf>,
@@ -494,12 +497,48 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
         }
     }
     report.project_files = sources.len();
-    let irs: Vec<FileIr> = sources
+    let cache = opts.cache_dir.as_deref().and_then(Cache::open);
+    let analysed: Vec<(FileIr, bool)> = sources
         .into_par_iter()
         .enumerate()
-        .map(|(i, f)| analyze_file(i, f))
+        .map(|(i, f)| match &cache {
+            // an editor's unsaved text changes with every key: not worth an entry
+            Some(cache) if !overlay.is_some_and(|o| o.contains_key(&f.path)) => {
+                analyze_cached(cache, i, f)
+            }
+            _ => (analyze_file(i, f), false),
+        })
         .collect();
+    let mut irs = Vec::with_capacity(analysed.len());
+    for (ir, rebuilt) in analysed {
+        if rebuilt && report.selected.contains(&ir.file.path) {
+            report.notes.push(Note {
+                path: ir.file.display.clone(),
+                message: "its entry in the analysis cache could not be read and was rebuilt"
+                    .to_string(),
+            });
+        }
+        irs.push(ir);
+    }
     (report, irs)
+}
+
+/// [`analyze_file`] through the cache: a stored analysis of the same text at the same place in
+/// the project is used as it is; anything else is analysed and stored. The flag says the stored
+/// entry did not read back and was rebuilt.
+fn analyze_cached(cache: &Cache, index: usize, file: crate::source::FileRef) -> (FileIr, bool) {
+    let corrupt = match cache.load(index, &file) {
+        Lookup::Hit(ir) => return (ir, false),
+        Lookup::Miss => false,
+        Lookup::Corrupt => true,
+    };
+    match isolate::catch(|| frontend::analyze(index, file.clone())) {
+        Ok(ir) => {
+            cache.store(index, &file, &ir);
+            (ir, corrupt)
+        }
+        Err(message) => (panicked(file, &message), corrupt),
+    }
 }
 
 /// Run the front-ends on one file. A panic inside them does not end the run: the file becomes
@@ -508,12 +547,15 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
 pub fn analyze_file(index: usize, file: crate::source::FileRef) -> FileIr {
     match isolate::catch(|| frontend::analyze(index, file.clone())) {
         Ok(ir) => ir,
-        Err(message) => {
-            let mut ir = FileIr::new(file.clone());
-            ir.problems.push(isolate::file_problem(&file, &message));
-            ir
-        }
+        Err(message) => panicked(file, &message),
     }
+}
+
+/// The form of a file whose analysis panicked: one problem at its start.
+fn panicked(file: crate::source::FileRef, message: &str) -> FileIr {
+    let mut ir = FileIr::new(file.clone());
+    ir.problems.push(isolate::file_problem(&file, message));
+    ir
 }
 
 /// Run one rule step; a panic becomes a `parse-error` finding on `file`.

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod baseline;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod discover;

@@ -30,6 +30,8 @@ pub struct AuditArgs {
     /// `locklint.toml` directory or repository above the paths.
     #[arg(long, value_name = "DIR")]
     pub project_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: super::CacheArgs,
 }
 
 /// Run the audit over `paths` (or `args.paths` when empty) in the project of `root` (else
@@ -61,6 +63,7 @@ pub fn run(
         .or(root)
         .or_else(|| crate::project::root_for(paths, None));
     let mut opts = audit::model::options(paths, exclude_dirs, config);
+    opts.cache_dir = args.cache.dir(root.as_deref());
     opts.project_root = root;
     let result = audit::run(&opts);
     for e in &result.errors {

@@ -200,6 +200,7 @@ pub fn options(
     Ok(Options {
         paths: paths.to_vec(),
         exclude_dirs: exclude_dirs.to_vec(),
+        cache_dir: args.cache.dir(project_root.as_deref()),
         project_root,
         select: args.select.clone(),
         ignore: args.ignore.clone(),

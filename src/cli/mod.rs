@@ -69,6 +69,30 @@ pub struct CheckArgs {
     pub report: ReportArgs,
 }
 
+/// Where the analysis cache lives (shared by `check`, `audit` and `cargo locklint`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct CacheArgs {
+    /// The analysis cache's directory. Default: `.locklint_cache` at the project root.
+    #[arg(long, value_name = "DIR", env = "LOCKLINT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Neither read nor write the analysis cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache directory for a run in the project at `root` (none without a project root,
+    /// unless `--cache-dir` names one).
+    pub fn dir(&self, root: Option<&std::path::Path>) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        self.cache_dir
+            .clone()
+            .or_else(|| root.map(|r| r.join(crate::cache::DIR_NAME)))
+    }
+}
+
 /// Options shared by `locklint check` and `cargo locklint`.
 #[derive(Debug, Args, Clone)]
 pub struct ReportArgs {
@@ -117,6 +141,8 @@ pub struct ReportArgs {
     /// `locklint.toml` directory or repository above the paths.
     #[arg(long, value_name = "DIR")]
     pub project_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     /// Apply safe fixes to the files.
     #[arg(long)]
     pub fix: bool,

@@ -31,6 +31,9 @@ pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
     let report = engine::run(&Options {
         paths: vec![path.to_path_buf()],
         project_root: root.map(Path::to_path_buf),
+        cache_dir: std::env::var_os("LOCKLINT_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| root.map(|r| r.join(crate::cache::DIR_NAME))),
         config: ConfigSource::Discover,
         overlay: Some(Arc::new(overlay)),
         ..Default::default()

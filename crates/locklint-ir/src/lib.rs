@@ -10,11 +10,11 @@ pub mod sql;
 pub mod suggest;
 pub mod vocabulary;
 
-use crate::source::{FileRef, Span};
+use crate::source::{FileRef, SourceFile, Span};
 use std::fmt;
 
 /// One piece of a key template.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Part {
     Lit(String),
     /// A dynamic piece (`{}`), with the expression's name when it has one.
@@ -31,7 +31,7 @@ const MAX_KEY_TEXT: usize = 1024;
 const MAX_KEY_NAMES: usize = 16;
 
 /// A Redis key as far as it can be resolved statically.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct KeyRef {
     pub parts: Vec<Part>,
     /// The key is (or contains, for a bare hole) this function parameter (index, name).
@@ -176,7 +176,7 @@ impl fmt::Display for KeyRef {
 }
 
 /// Which expiry a write carries in the same command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Expiry {
     Ex,
     Px,
@@ -186,7 +186,7 @@ pub enum Expiry {
 }
 
 /// What an operation does to its key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OpKind {
     /// `GET`, `EXISTS` (a read whose result a later write may depend on).
     Read,
@@ -245,7 +245,7 @@ impl OpKind {
 }
 
 /// The value an acquire writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Value {
     /// A literal, possibly through a `const` or a local binding: the text shown to users.
     Constant(String),
@@ -254,12 +254,12 @@ pub enum Value {
 }
 
 /// What the program does with a command's reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ResultUse {
     /// Read, compared, matched or passed on.
     Used,
     /// Thrown away; the reason says how (`let _`, `()` reply type, `exec`, statement, `is_ok`).
-    Ignored(&'static str),
+    Ignored(std::borrow::Cow<'static, str>),
     /// Bound to a variable (index of the binding statement's end); used if the name appears later.
     Bound { names: Vec<String>, after: usize },
     /// Flows out of the function as its return value.
@@ -267,7 +267,9 @@ pub enum ResultUse {
 }
 
 /// Identifies an operation or call inside the project: (file, function, index).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct NodeId {
     pub file: usize,
     pub func: usize,
@@ -286,14 +288,18 @@ impl NodeId {
 
 /// Identifies a function inside the project: its file's position and its index among that
 /// file's functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct FnId {
     pub file: usize,
     pub func: usize,
 }
 
 /// What tells two Redis operations apart as the same key or not.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum KeyIdentity {
     /// A key template with literal text (`lock:job:{}`).
     Template(String),
@@ -325,18 +331,20 @@ impl KeyIdentity {
 }
 
 /// A key identity in the scope where it names one lock (see [`KeyIdentity::scoped`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ScopedKey {
     Field { ty: String, field: String },
     Template { file: usize, template: String },
 }
 
 /// A condition the current path depends on: a read op or a call result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Dep(pub NodeId);
 
 /// Where a command was issued from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Channel {
     /// A command sent on its own.
     Direct,
@@ -345,7 +353,7 @@ pub enum Channel {
 }
 
 /// One Redis command found in the source.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Op {
     pub id: NodeId,
     pub kind: OpKind,
@@ -371,7 +379,7 @@ pub struct Op {
 }
 
 /// A call to a function or method that may be a lock helper.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Call {
     pub id: NodeId,
     pub name: String,
@@ -386,7 +394,7 @@ pub struct Call {
 }
 
 /// Events of a function body in source order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Event {
     Op(Box<Op>),
     Call(Call),
@@ -408,7 +416,7 @@ impl Event {
 }
 
 /// A function or method.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Function {
     pub name: String,
     /// `Some(type)` for methods in an `impl` block.
@@ -440,7 +448,7 @@ impl Function {
 }
 
 /// A problem reading a file that is reported as a finding (`parse-error`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ParseProblem {
     pub message: String,
     pub span: Span,
@@ -449,7 +457,7 @@ pub struct ParseProblem {
 }
 
 /// Maps byte offsets of a decoded text (a string literal's value) to byte offsets of the file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TextMap {
     /// `(text offset, file offset)` at which a verbatim run (or one escape) starts.
     points: Vec<(usize, usize)>,
@@ -494,14 +502,14 @@ impl TextMap {
 }
 
 /// The language of an embedded text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Language {
     Sql,
     Lua,
 }
 
 /// What runs a SQL statement, as far as the code shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Executor {
     /// A connection pool (`&PgPool`, `Pool<Postgres>`, deadpool/bb8 pools): each call may use a
     /// different connection.
@@ -515,7 +523,7 @@ pub enum Executor {
 
 /// SQL or Lua text found in a file: a whole `.sql`/`.lua` file, or a string literal passed to
 /// a database or Redis scripting API.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Embedded {
     pub language: Language,
     pub text: String,
@@ -531,7 +539,7 @@ pub struct Embedded {
 }
 
 /// Where an SQL or Lua text came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Origin {
     /// A whole `.sql` or `.lua` file.
     File,
@@ -549,7 +557,7 @@ pub enum Origin {
 }
 
 /// The libraries whose functions take SQL or Lua text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Library {
     Sqlx,
     Diesel,
@@ -571,7 +579,7 @@ impl Origin {
 }
 
 /// A SQL statement executed from Rust code.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SqlExec {
     /// Position in the function's event order.
     pub id: NodeId,
@@ -586,9 +594,12 @@ pub struct SqlExec {
     pub binds: Option<Vec<Span>>,
 }
 
-/// Everything a front-end extracted from one file.
-#[derive(Debug)]
+/// Everything a front-end extracted from one file. It serialises without its file (the
+/// analysis cache stores it by the file's content): a deserialised `FileIr` holds an empty file
+/// until its reader sets [`FileIr::file`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct FileIr {
+    #[serde(skip, default = "unread_file")]
     pub file: FileRef,
     pub functions: Vec<Function>,
     /// `const`/`static` string or literal items: name → value text.
@@ -602,6 +613,10 @@ pub struct FileIr {
     pub sql: sql::SqlIr,
     /// Parsed Lua scripts (filled by the Lua front-end).
     pub lua: lua::LuaIr,
+}
+
+fn unread_file() -> FileRef {
+    SourceFile::new(std::path::PathBuf::new(), String::new())
 }
 
 impl FileIr {

@@ -5,13 +5,13 @@
 use crate::source::Span;
 
 /// What the Lua front-end extracted from one file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LuaIr {
     pub scripts: Vec<Script>,
 }
 
 /// One parsed Redis script.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Script {
     /// Index in [`crate::FileIr::embedded`].
     pub embedded: usize,
@@ -36,7 +36,7 @@ impl Script {
 }
 
 /// What a key-changing call does to a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WriteKind {
     /// `DEL`, `UNLINK`.
     Release,
@@ -45,7 +45,7 @@ pub enum WriteKind {
 }
 
 /// A `redis.call`/`redis.pcall` that deletes a key or changes its expiry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyWrite {
     pub kind: WriteKind,
     /// The command as users know it: `DEL`, `PEXPIRE`, `SET ... KEEPTTL`.

@@ -6,7 +6,7 @@
 use crate::source::Span;
 
 /// What the SQL front-end extracted from one file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SqlIr {
     /// Every statement of every SQL text of the file, in text order.
     pub statements: Vec<Statement>,
@@ -15,7 +15,7 @@ pub struct SqlIr {
     pub texts: Vec<SqlText>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SqlText {
     pub statements: std::ops::Range<usize>,
     pub params: Vec<Param>,
@@ -24,7 +24,7 @@ pub struct SqlText {
 }
 
 /// A PostgreSQL parameter `$n` outside quotes, comments and dollar-quoted bodies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Param {
     /// Byte range in the embedded text.
     pub start: usize,
@@ -56,7 +56,7 @@ impl SqlIr {
 }
 
 /// What a statement does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     Select,
     Insert,
@@ -70,7 +70,7 @@ pub enum Kind {
 }
 
 /// What an `INSERT` does when the row exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Conflict {
     None,
     /// `ON CONFLICT DO NOTHING`, `INSERT IGNORE`, `INSERT OR IGNORE`.
@@ -84,7 +84,7 @@ pub enum Conflict {
 }
 
 /// A column reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Col {
     /// Table or alias it is qualified with (lower case).
     pub qualifier: Option<String>,
@@ -94,7 +94,7 @@ pub struct Col {
 }
 
 /// Facts about an expression.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Value {
     pub columns: Vec<Col>,
     /// Contains a bind parameter (`$1`, `?`, `:name`).
@@ -119,7 +119,7 @@ impl Value {
 }
 
 /// A comparison in a `WHERE` clause.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CmpOp {
     Eq,
     NotEq,
@@ -142,7 +142,7 @@ impl CmpOp {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Cmp {
     pub op: CmpOp,
     pub left: Value,
@@ -151,7 +151,7 @@ pub struct Cmp {
 
 /// A `WHERE` clause (of an `UPDATE`/`DELETE`, or of `ON CONFLICT ... DO UPDATE`), or the
 /// assignments of `ON DUPLICATE KEY UPDATE`, which act as its condition.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Filter {
     /// From the `WHERE` keyword to the end of the condition.
     pub span: Span,
@@ -162,14 +162,14 @@ pub struct Filter {
 
 /// `column = value` in `SET`, `DO UPDATE SET` or `ON DUPLICATE KEY UPDATE`, or a column and
 /// its value in `INSERT ... VALUES`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Assign {
     pub column: String,
     pub value: Value,
 }
 
 /// A call of a PostgreSQL advisory lock function.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Advisory {
     /// Function name, lower case (`pg_try_advisory_lock`).
     pub name: String,
@@ -197,7 +197,7 @@ impl Advisory {
 }
 
 /// A table definition or extension found in a statement.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct TableDef {
     pub table: String,
     pub columns: Vec<String>,
@@ -206,7 +206,7 @@ pub struct TableDef {
 }
 
 /// One SQL statement and what rules need to know about it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Statement {
     /// Index into [`crate::FileIr::embedded`].
     pub embedded: usize,

@@ -118,7 +118,7 @@ impl FnWalker<'_> {
                     );
                 }
                 self.loop_break_deps.push(Vec::new());
-                self.walk_block(&f.body, ResultUse::Ignored("the reply is dropped"));
+                self.walk_block(&f.body, ResultUse::Ignored("the reply is dropped".into()));
                 self.loop_break_deps.pop();
                 self.env.truncate(mark);
             }
@@ -208,7 +208,7 @@ impl FnWalker<'_> {
                         names: vec![n.clone()],
                         after: self.span_of(&a.eq_token).end,
                     },
-                    Some(_) => ResultUse::Ignored("the reply is bound to `_`"),
+                    Some(_) => ResultUse::Ignored("the reply is bound to `_`".into()),
                     None => ResultUse::Used,
                 };
                 self.expr(&a.right, u);
@@ -400,7 +400,9 @@ impl FnWalker<'_> {
         if commands::discards_value(&name) && m.args.is_empty() {
             self.expr(
                 &m.receiver,
-                ResultUse::Ignored("only success is checked (`is_ok()`/`is_err()`), not the reply"),
+                ResultUse::Ignored(
+                    "only success is checked (`is_ok()`/`is_err()`), not the reply".into(),
+                ),
             );
             return;
         }
@@ -459,7 +461,7 @@ impl FnWalker<'_> {
         if self.cx.mentions_redis && commands::is_command_method(&name) {
             if let Some(t) = commands::typed(&name, &args, self) {
                 let result = if turbofish_unit(m.turbofish.as_ref()) {
-                    ResultUse::Ignored("the reply type is `()`")
+                    ResultUse::Ignored("the reply type is `()`".into())
                 } else {
                     u
                 };

@@ -176,12 +176,14 @@ impl FnWalker<'_> {
                     let u = if last && semi.is_none() {
                         tail.clone()
                     } else {
-                        ResultUse::Ignored("the reply is dropped")
+                        ResultUse::Ignored("the reply is dropped".into())
                     };
                     let after = self.statement_expr(e, u);
                     self.deps.extend(after);
                 }
-                syn::Stmt::Macro(m) => self.mac(&m.mac, ResultUse::Ignored("the reply is dropped")),
+                syn::Stmt::Macro(m) => {
+                    self.mac(&m.mac, ResultUse::Ignored("the reply is dropped".into()))
+                }
                 syn::Stmt::Item(syn::Item::Fn(f)) => {
                     self.nested
                         .push((f.sig.clone(), (*f.block).clone(), self.impl_type.clone()));
@@ -277,9 +279,9 @@ impl FnWalker<'_> {
             return;
         };
         let u = if unit {
-            ResultUse::Ignored("the reply type is `()`")
+            ResultUse::Ignored("the reply type is `()`".into())
         } else if wildcard || (!names.is_empty() && names.iter().all(|n| n.starts_with('_'))) {
-            ResultUse::Ignored("the reply is bound to `_`")
+            ResultUse::Ignored("the reply is bound to `_`".into())
         } else if names.is_empty() {
             ResultUse::Used
         } else {
@@ -365,7 +367,7 @@ impl FnWalker<'_> {
         let deps_mark = self.deps.len();
         self.deps.extend(deps.iter().copied());
         self.loop_break_deps.push(Vec::new());
-        self.walk_block(&w.body, ResultUse::Ignored("the reply is dropped"));
+        self.walk_block(&w.body, ResultUse::Ignored("the reply is dropped".into()));
         let mut after = self.loop_break_deps.pop().unwrap_or_default();
         self.deps.truncate(deps_mark);
         self.env.truncate(env_mark);
@@ -375,7 +377,7 @@ impl FnWalker<'_> {
 
     pub(super) fn loop_expr(&mut self, l: &syn::ExprLoop) -> Vec<Dep> {
         self.loop_break_deps.push(Vec::new());
-        self.walk_block(&l.body, ResultUse::Ignored("the reply is dropped"));
+        self.walk_block(&l.body, ResultUse::Ignored("the reply is dropped".into()));
         self.loop_break_deps.pop().unwrap_or_default()
     }
 }

@@ -316,7 +316,7 @@ impl<'a> FnWalker<'a> {
                     *r = if used {
                         ResultUse::Used
                     } else {
-                        ResultUse::Ignored("the variable holding the reply is never read")
+                        ResultUse::Ignored("the variable holding the reply is never read".into())
                     };
                 }
             };

@@ -251,9 +251,9 @@ impl FnWalker<'_> {
             }
             if commands::is_exec(&name) {
                 let mut result = if name.starts_with("exec") {
-                    ResultUse::Ignored("`exec` discards the reply")
+                    ResultUse::Ignored("`exec` discards the reply".into())
                 } else if turbofish_unit(mc.turbofish.as_ref()) {
-                    ResultUse::Ignored("the reply type is `()`")
+                    ResultUse::Ignored("the reply type is `()`".into())
                 } else {
                     u.clone()
                 };
@@ -261,7 +261,7 @@ impl FnWalker<'_> {
                     let l = later.method.to_string();
                     if commands::discards_value(&l) {
                         result = ResultUse::Ignored(
-                            "only success is checked (`is_ok()`/`is_err()`), not the reply",
+                            "only success is checked (`is_ok()`/`is_err()`), not the reply".into(),
                         );
                     } else if !commands::is_passthrough(&l) {
                         result = ResultUse::Used;
@@ -345,7 +345,7 @@ impl FnWalker<'_> {
         };
         for c in cmds {
             let r = if c.ignored {
-                ResultUse::Ignored("`.ignore()` drops the reply")
+                ResultUse::Ignored("`.ignore()` drops the reply".into())
             } else {
                 result.clone()
             };

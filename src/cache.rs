@@ -1,0 +1,116 @@
+//! The analysis cache: each file's intermediate form, stored under a key made of the tool's
+//! build, the file's position in the project, its path and its text, so that an unchanged file
+//! is not parsed again. `.locklint_cache/` at the project root by default (`--cache-dir`,
+//! `LOCKLINT_CACHE_DIR`, `--no-cache`), holding a `.gitignore` that ignores it all.
+//!
+//! What a front-end extracts from a file depends on nothing else (not the configuration, not
+//! other files), so an entry is valid exactly when its key matches. Entries are written to a
+//! temporary file and renamed into place, so runs sharing a cache never read half an entry; an
+//! entry that does not read back (truncated, garbage, another build's) is rebuilt.
+
+use crate::ir::FileIr;
+use crate::source::FileRef;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The cache directory's name at the project root.
+pub const DIR_NAME: &str = ".locklint_cache";
+
+/// An open cache directory.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    /// This build's entries: `<dir>/<build>/`.
+    entries: PathBuf,
+}
+
+/// What a lookup found.
+pub enum Lookup {
+    Hit(FileIr),
+    Miss,
+    /// An entry exists but does not read back; it is rebuilt.
+    Corrupt,
+}
+
+impl Cache {
+    /// Open (creating it when needed) the cache in `dir`. `None` when it cannot be created:
+    /// the run goes on without a cache.
+    pub fn open(dir: &Path) -> Option<Cache> {
+        let entries = dir.join(build_id());
+        std::fs::create_dir_all(&entries).ok()?;
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            let _ = std::fs::write(&ignore, "# Automatically created by locklint.\n*\n");
+        }
+        Some(Cache { entries })
+    }
+
+    fn path_of(&self, index: usize, file: &FileRef) -> PathBuf {
+        let mut h = Sha256::new();
+        h.update(index.to_le_bytes());
+        h.update(file.path.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        h.update(file.text.as_bytes());
+        let digest = h.finalize();
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.entries.join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// The stored analysis of `file` at position `index` in the project.
+    pub fn load(&self, index: usize, file: &FileRef) -> Lookup {
+        let path = self.path_of(index, file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Lookup::Miss;
+        };
+        match serde_json::from_slice::<FileIr>(&bytes) {
+            Ok(mut ir) => {
+                ir.file = file.clone();
+                Lookup::Hit(ir)
+            }
+            Err(_) => Lookup::Corrupt,
+        }
+    }
+
+    /// Store the analysis of `file`; a failure to write only costs the next run a parse.
+    pub fn store(&self, index: usize, file: &FileRef, ir: &FileIr) {
+        let path = self.path_of(index, file);
+        let Some(dir) = path.parent() else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let Ok(bytes) = serde_json::to_vec(ir) else {
+            return;
+        };
+        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+            return;
+        };
+        if tmp.write_all(&bytes).is_ok() {
+            let _ = tmp.persist(&path);
+        }
+    }
+}
+
+/// This build of locklint: its version and the executable's size and modification time (a
+/// rebuilt binary of the same version does not trust the entries of the old one).
+fn build_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let exe = std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .map(|m| {
+                let modified = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!("{}-{modified}", m.len())
+            })
+            .unwrap_or_default();
+        let mut h = Sha256::new();
+        h.update(exe.as_bytes());
+        let digest = h.finalize();
+        let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}-{short}", env!("CARGO_PKG_VERSION"))
+    })
+}

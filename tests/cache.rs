@@ -1,0 +1,264 @@
+//! The analysis cache: a warm run gives the cold run's answer, a changed file is analysed
+//! again (and changes its callers' findings), a broken entry is rebuilt with a note, runs that
+//! share a cache both finish with the right answer, and the cache goes where the flags, the
+//! environment or the project root say.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn locklint(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_locklint"));
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("LOCKLINT_CACHE_DIR")
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run locklint")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every entry file under a cache directory (not its `.gitignore`).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.file_name().is_some_and(|n| n != ".gitignore") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A project (a git repository) whose lock helpers live in `src/locks.rs` and whose caller
+/// is `src/reports.rs`: the caller's finding rests on the helper's release.
+fn helper_project() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir(tmp.path().join(".git")).unwrap();
+    let example =
+        repo_root().join("fixtures/unconditional-release/bad_release_helper_in_other_file");
+    for f in ["locks.rs", "reports.rs"] {
+        std::fs::copy(example.join(f), src.join(f)).unwrap();
+    }
+    tmp
+}
+
+fn rules_in(json: &str, file: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(file)))
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_warm_run_gives_the_cold_runs_answer_on_every_fixture() {
+    let cache = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    let args = |c: &Path| -> Vec<String> {
+        vec![
+            "check".into(),
+            "fixtures".into(),
+            "--project-root".into(),
+            "fixtures".into(),
+            "--format".into(),
+            "json".into(),
+            "--cache-dir".into(),
+            c.display().to_string(),
+        ]
+    };
+    let a = args(cache.path());
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let uncached = locklint(
+        &root,
+        &[
+            "check",
+            "fixtures",
+            "--project-root",
+            "fixtures",
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+        &[],
+    );
+    let cold = locklint(&root, &a, &[]);
+    let stored = entries(cache.path());
+    assert!(stored.len() > 100, "{} entries", stored.len());
+    let warm = locklint(&root, &a, &[]);
+    assert_eq!(stdout(&cold), stdout(&uncached));
+    assert_eq!(stdout(&warm), stdout(&uncached));
+    assert_eq!(warm.status.code(), uncached.status.code());
+    // the warm run read the entries (it wrote none)
+    assert_eq!(entries(cache.path()), stored);
+    assert!(!stdout(&warm).is_empty());
+}
+
+/// A lock helper that acquires (`SET .. NX PX`), or one that only reads the key.
+fn try_lock_helper(acquires: bool) -> String {
+    let command = if acquires {
+        r#"redis::cmd("SET").arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms)"#
+    } else {
+        r#"redis::cmd("GET").arg(key)"#
+    };
+    format!(
+        "pub async fn try_lock(\n    con: &mut redis::aio::MultiplexedConnection,\n    key: &str,\n    token: &str,\n    ttl_ms: u64,\n) -> redis::RedisResult<bool> {{\n    let _ = (token, ttl_ms);\n    let reply: Option<String> = {command}.query_async(con).await?;\n    Ok(reply.is_some())\n}}\n"
+    )
+}
+
+#[test]
+fn a_changed_helper_changes_its_callers_findings_on_the_next_warm_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir(tmp.path().join(".git")).unwrap();
+    // the caller ignores whether it got the lock: a finding only while `try_lock` acquires
+    std::fs::write(
+        src.join("jobs.rs"),
+        "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection) {\n    let _ = try_lock(con, \"lock:nightly\", \"me\", 60_000).await;\n}\n",
+    )
+    .unwrap();
+    let locks = src.join("locks.rs");
+    std::fs::write(&locks, try_lock_helper(true)).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let check = || {
+        let o = locklint(
+            tmp.path(),
+            &[
+                "check",
+                "src/jobs.rs",
+                "--format",
+                "json",
+                "--cache-dir",
+                &c,
+            ],
+            &[],
+        );
+        stdout(&o)
+    };
+    let before = check();
+    assert_eq!(rules_in(&before, "jobs.rs"), vec!["lock-result-ignored"]);
+    assert_eq!(check(), before);
+    std::fs::write(&locks, try_lock_helper(false)).unwrap();
+    let after = check();
+    assert!(rules_in(&after, "jobs.rs").is_empty(), "{after}");
+    // and back: the old text's entry answers as before
+    std::fs::write(&locks, try_lock_helper(true)).unwrap();
+    assert_eq!(check(), before);
+    assert_eq!(entries(cache.path()).len(), 3);
+}
+
+#[test]
+fn a_broken_cache_entry_is_rebuilt_with_a_note_and_the_same_answer() {
+    let tmp = helper_project();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "src", "--format", "json", "--cache-dir", &c];
+    let first = locklint(tmp.path(), &args, &[]);
+    let stored = entries(cache.path());
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    // one entry truncated, the other garbage
+    let whole = std::fs::read(&stored[0]).unwrap();
+    std::fs::write(&stored[0], &whole[..whole.len() / 2]).unwrap();
+    std::fs::write(&stored[1], b"\x00\xffnot an analysis").unwrap();
+    let second = locklint(tmp.path(), &args, &[]);
+    assert_eq!(stdout(&second), stdout(&first));
+    let notes = stderr(&second);
+    assert_eq!(
+        notes.matches("could not be read and was rebuilt").count(),
+        2,
+        "{notes}"
+    );
+    // rebuilt: the next run reads them without a note
+    let third = locklint(tmp.path(), &args, &[]);
+    assert_eq!(stdout(&third), stdout(&first));
+    assert!(!stderr(&third).contains("rebuilt"), "{}", stderr(&third));
+}
+
+#[test]
+fn runs_sharing_a_cache_both_finish_with_the_right_answer() {
+    let tmp = helper_project();
+    let expected = stdout(&locklint(
+        tmp.path(),
+        &["check", "src", "--format", "json", "--no-cache"],
+        &[],
+    ));
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    for _ in 0..3 {
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_locklint"))
+                .args(["check", "src", "--format", "json", "--cache-dir", &c])
+                .current_dir(tmp.path())
+                .env_remove("LOCKLINT_CACHE_DIR")
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        for child in [a, b] {
+            let o = child.wait_with_output().unwrap();
+            assert_eq!(stdout(&o), expected);
+        }
+    }
+}
+
+#[test]
+fn the_cache_lives_at_the_project_root_unless_told_otherwise() {
+    // default: `.locklint_cache` at the project root, ignored by git
+    let tmp = helper_project();
+    let sub = tmp.path().join("src");
+    locklint(&sub, &["check", "reports.rs"], &[]);
+    let dir = tmp.path().join(".locklint_cache");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".gitignore"))
+            .unwrap()
+            .lines()
+            .last(),
+        Some("*")
+    );
+    assert_eq!(entries(&dir).len(), 2);
+    // `--no-cache`: nothing written
+    let tmp = helper_project();
+    locklint(tmp.path(), &["check", "src", "--no-cache"], &[]);
+    assert!(!tmp.path().join(".locklint_cache").exists());
+    // `LOCKLINT_CACHE_DIR`, for `check` and for `audit`
+    for command in ["check", "audit"] {
+        let tmp = helper_project();
+        let env_dir = tempfile::tempdir().unwrap();
+        locklint(
+            tmp.path(),
+            &[command, "src"],
+            &[("LOCKLINT_CACHE_DIR", env_dir.path())],
+        );
+        assert!(!tmp.path().join(".locklint_cache").exists());
+        assert_eq!(entries(env_dir.path()).len(), 2, "{command}");
+    }
+}
