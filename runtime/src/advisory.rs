@@ -899,7 +899,7 @@ impl From<AdvisoryError> for LeaseError {
 /// use locklint_runtime::lock::{Lease, Lock};
 /// let locks = AdvisoryLocker::new(pool);
 /// let lease = locks.try_acquire("job", Duration::from_secs(30)).await?;
-/// lease.release().await?;
+/// lease.unlock().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -1006,7 +1006,7 @@ impl crate::lock::Lease for AdvisoryLease {
             .await
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         let name = self.name;
         if !self.guard.is_held() {
             drop(self.guard); // closes the connection

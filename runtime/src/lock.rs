@@ -20,7 +20,7 @@
 //!     lease.spawn_keep_alive(); // renew in the background; lease.lost() signals a loss
 //!     let fence = lease.fence(); // pass it to the protected resource
 //!     lease.renew(Duration::from_secs(30)).await?; // Err(Lost) once it is no longer ours
-//!     lease.release().await?;
+//!     lease.unlock().await?;
 //!     Ok(fence.0)
 //! }
 //!
@@ -121,7 +121,7 @@ impl LeaseError {
 ///     _ = lease.lost() => unreachable!("not lost"),
 ///     _ = async {} => {} // the work done under the lock
 /// }
-/// lease.release().await.unwrap();
+/// lease.unlock().await.unwrap();
 /// # }
 /// ```
 pub trait Lease: Send {
@@ -138,6 +138,12 @@ pub trait Lease: Send {
 
     /// A future that resolves once the lease is known to be lost (or released). It owns
     /// what it needs, so it can be awaited in a `select!` next to the work.
+    ///
+    /// For leases with a TTL (Redis, lock table) and the keep-alive running, renewals that
+    /// keep failing resolve it once less than one renewal interval (TTL/3) of validity is
+    /// left without a successful renewal: within one interval of the first failed renewal,
+    /// and always before the validity ends, so the holder has that interval to stop. An
+    /// advisory lease resolves it at the first failed session check.
     fn lost(&self) -> impl Future<Output = ()> + Send + 'static;
 
     /// Starts renewing the lease in the background (every TTL/3 for leases with a TTL; a
@@ -152,9 +158,35 @@ pub trait Lease: Send {
     /// still held.
     fn renew(&mut self, ttl: Duration) -> impl Future<Output = Result<(), LeaseError>> + Send;
 
-    /// Releases the lock. [`LeaseError::Lost`] if it was no longer ours (someone else's
-    /// lock is never released).
-    fn release(self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+    /// Ends the lease and releases the lock: `Ok(())` if it was still ours,
+    /// [`LeaseError::Lost`] if it was not (someone else's lock is never released),
+    /// [`LeaseError::Backend`] if the backend failed.
+    ///
+    /// It is named `unlock` rather than `release` so that it never shares a name with the
+    /// inherent `release` of the concrete leases
+    /// ([`redis_lock::Lease::release`](crate::redis_lock::Lease::release),
+    /// `table::TableLease::release`), which keep the lease and return whether it was still
+    /// ours (`Ok(false)` instead of `Err(Lost)`). Had both been called `release`, Rust would
+    /// pick this by-value method over the inherent `&mut self` one whenever this trait is in
+    /// scope, so the same line would change meaning with an import. With two names, a call
+    /// says which one it is:
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::lock::{Lease as _, Lock};
+    ///
+    /// // The inherent method, trait in scope or not: keeps the lease, `Ok(false)` if it was
+    /// // no longer ours, and can be retried after an error.
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// let still_ours: bool = lease.release().await?;
+    ///
+    /// // The trait method: consumes the lease, `Err(LeaseError::Lost)` if it was no longer ours.
+    /// let lease = Lock::try_acquire(&locker, "report", Duration::from_secs(30)).await?;
+    /// let (): () = lease.unlock().await?;
+    /// # let _ = still_ours; Ok(()) }
+    /// ```
+    fn unlock(self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }
 
 /// A lock service of any backend: it hands out [`Lease`]s.
@@ -505,7 +537,7 @@ impl Lease for MemoryLease {
         span.traced(renewal, lease_outcome("renewed")).await
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         let span = OpSpan::with_fence(Op::Release, "memory", &self.name, self.fence.0);
         span.traced(self.release_untraced(), lease_outcome("released"))
             .await
@@ -549,7 +581,7 @@ mod tests {
         assert!(locks.try_acquire("job", TTL).await.unwrap_err().is_busy());
         let other = locks.try_acquire("other", TTL).await.unwrap();
         assert_eq!(other.fence(), FencingToken(1), "fences are per name");
-        a.release().await.unwrap();
+        a.unlock().await.unwrap();
         let b = locks.try_acquire("job", TTL).await.unwrap();
         assert_eq!(b.fence(), FencingToken(2), "fences survive a release");
         assert!(b.is_held());
@@ -572,7 +604,7 @@ mod tests {
         assert!(b.fence() > a.fence());
         // The stale holder can neither renew nor release the new holder's lease.
         assert!(a.renew(TTL).await.unwrap_err().is_lost());
-        assert!(a.release().await.unwrap_err().is_lost());
+        assert!(a.unlock().await.unwrap_err().is_lost());
         assert_eq!(locks.holder_fence("job"), Some(b.fence().0));
         assert!(b.is_held());
     }
@@ -600,7 +632,7 @@ mod tests {
             assert!(a.is_held());
             assert!(locks.try_acquire("job", TTL).await.unwrap_err().is_busy());
         }
-        a.release().await.unwrap();
+        a.unlock().await.unwrap();
         assert!(locks.try_acquire("job", TTL).await.is_ok());
     }
 

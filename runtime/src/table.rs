@@ -30,8 +30,9 @@
 //! [`TableLease::spawn_keep_alive`] renews the lease every TTL/3 in the background and signals
 //! loss like a Redis lease: [`TableLease::lost`] resolves, [`TableLease::is_held`] turns false
 //! and the [`cancellation_token`](TableLease::cancellation_token) is cancelled as soon as a
-//! renewal finds the row expired or taken over, or the lease's validity ran out while
-//! renewals kept failing.
+//! renewal finds the row expired or taken over, or once renewals have kept failing until
+//! less than one renewal interval of validity is left (one interval before the validity
+//! ends, so the holder has that long to stop).
 //!
 //! A lease is still only a lease: a holder paused past its TTL keeps running. Protect the
 //! writes with the fence (see [`crate::fence`]).
@@ -52,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fence::{fence_from_i64, FencingToken};
 use crate::ident::{unqualified, validate_identifier, InvalidIdentifier};
 use crate::lock::LeaseError;
+use crate::renewal::{self, Schedule};
 use crate::trace::{Op, OpSpan};
 
 /// The default lock table name.
@@ -326,7 +328,8 @@ impl TableLease {
     }
 
     /// A conservative local estimate of the lease's end: the TTL counted from *before* the
-    /// acquire (or renew) request was sent. Useful to stop starting new work in time; it is no
+    /// acquire (or renew) request was sent, minus a drift allowance (1% of the TTL plus
+    /// 2 ms). Useful to stop starting new work in time; it is no
     /// substitute for fencing, since the process may pause right after checking it.
     ///
     /// ```no_run
@@ -369,8 +372,10 @@ impl TableLease {
     }
 
     /// A future that resolves when the lease ends: its validity ran out, a renewal found the
-    /// row expired or taken over, or it was released. It owns what it needs, so it can be
-    /// awaited in a `select!` next to the work.
+    /// row expired or taken over, or it was released. With the keep-alive running, renewals
+    /// that keep failing resolve it once less than one renewal interval (TTL/3) of validity
+    /// is left: within one interval of the first failed renewal and before the validity
+    /// ends. It owns what it needs, so it can be awaited in a `select!` next to the work.
     ///
     /// ```no_run
     /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
@@ -438,7 +443,7 @@ impl TableLease {
             .renew_row(&self.name, &self.owner, self.fence, ttl)
             .await?
         {
-            self.shared.extend(started + ttl);
+            self.shared.extend(renewal::valid_until(started, ttl));
             Ok(())
         } else {
             self.shared.ended.cancel();
@@ -467,9 +472,9 @@ impl TableLease {
     }
 
     /// Starts a background task that renews the lease to its TTL every TTL/3. A renewal that
-    /// fails with a database error is retried every TTL/24 (at most 250 ms) while the lease
-    /// is still valid; a renewal that finds the row expired or taken over, or a lease whose
-    /// validity ran out, ends the lease ([`Self::lost`], [`Self::is_held`],
+    /// fails with a database error is retried every TTL/24 (at most 250 ms) while more than
+    /// one renewal interval of validity is left; after that, or when a renewal finds the row
+    /// expired or taken over, or gets no reply in time, the lease ends ([`Self::lost`], [`Self::is_held`],
     /// [`Self::cancellation_token`]). It never revives an expired lease. The task stops when
     /// the lease (and every clone) is dropped or released. Must be called within a tokio
     /// runtime.
@@ -519,9 +524,9 @@ async fn keep_alive(
     ttl: Duration,
     shared: Arc<Shared>,
 ) {
-    let interval = (ttl / 3).max(Duration::from_millis(1));
-    let retry = (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
-    let mut next = Instant::now() + interval;
+    let schedule = Schedule::for_ttl(ttl);
+    let mut next = Instant::now() + schedule.interval;
+    let mut failing = false;
     loop {
         tokio::select! {
             biased;
@@ -530,25 +535,40 @@ async fn keep_alive(
         }
         let now = Instant::now();
         let valid_until = shared.valid_until();
-        if now >= valid_until {
+        if now >= valid_until || (failing && now >= schedule.give_up_at(valid_until)) {
+            // Expired, or less than one renewal interval left after failed renewals.
             shared.ended.cancel();
             return;
         }
-        let reply =
-            tokio::time::timeout(valid_until - now, lock.renew_row(&name, &owner, fence, ttl))
-                .await;
+        let answer_by = schedule.answer_by(now, valid_until);
+        let reply = tokio::time::timeout(
+            answer_by.saturating_duration_since(now),
+            lock.renew_row(&name, &owner, fence, ttl),
+        )
+        .await;
         match reply {
             Ok(Ok(true)) => {
-                shared.extend(now + ttl);
-                next = now + interval;
+                shared.extend(renewal::valid_until(now, ttl));
+                failing = false;
+                next = now + schedule.interval;
             }
-            // Expired, taken over or released: the row is no longer ours.
+            // Expired, taken over or released: the row is no longer ours; or no reply in time.
             Ok(Ok(false)) | Err(_) => {
                 shared.ended.cancel();
                 return;
             }
-            // The row is ours until it expires; a later renewal may get through.
-            Ok(Err(_)) => next = Instant::now() + retry,
+            // The row is ours until it expires; a later renewal may get through while more
+            // than one renewal interval of validity is left.
+            Ok(Err(_)) => {
+                failing = true;
+                match schedule.retry_at(Instant::now(), valid_until) {
+                    Some(at) => next = at,
+                    None => {
+                        shared.ended.cancel();
+                        return;
+                    }
+                }
+            }
         }
     }
 }
@@ -771,7 +791,7 @@ impl TableLock {
             fence: FencingToken(fence_from_i64(fence)),
             ttl,
             shared: Arc::new(Shared {
-                valid_until: Mutex::new(started + ttl),
+                valid_until: Mutex::new(renewal::valid_until(started, ttl)),
                 ended: CancellationToken::new(),
             }),
             keep_alive: None,
@@ -973,7 +993,7 @@ impl crate::lock::Lease for TableLease {
         Ok(TableLease::renew(self, ttl).await?)
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         match TableLease::release(&self).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LeaseError::Lost {

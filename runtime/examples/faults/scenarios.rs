@@ -756,7 +756,7 @@ async fn advisory_terminate(servers: &Servers, report: &mut Report) -> Result<()
         .is_ok();
     let lost_after = killed.elapsed();
     let held_after = locklint_runtime::lock::Lease::is_held(&lease);
-    let released = locklint_runtime::lock::Lease::release(lease).await;
+    let released = locklint_runtime::lock::Lease::unlock(lease).await;
     // Every connection the pool can hand out: none may be the terminated session.
     let mut conns = Vec::new();
     let mut pids = Vec::new();

@@ -9,25 +9,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::release_mode::{release_key, ReleaseModes};
+use crate::renewal::{self, add_saturating, Schedule};
 use super::scripts::RENEW;
 use super::{LockConnection, LockError, LostReason};
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
-
-/// `instant + duration`, saturating far in the future instead of panicking on overflow.
-pub(crate) fn add_saturating(instant: Instant, duration: Duration) -> Instant {
-    instant
-        .checked_add(duration)
-        .or_else(|| instant.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(instant)
-}
-
-/// Safety margin subtracted from a TTL when computing how long a lease is valid locally:
-/// 1% of the TTL plus 2 ms for clock-rate differences between this host and the server,
-/// never more than half the TTL.
-pub(crate) fn drift_allowance(ttl: Duration) -> Duration {
-    (ttl / 100 + Duration::from_millis(2)).min(ttl / 2)
-}
 
 /// Converts a TTL to whole milliseconds, rejecting zero and out-of-range values.
 pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64, LockError> {
@@ -66,7 +52,7 @@ impl Shared {
         ttl: Duration,
         acquired_at: Instant,
     ) -> Self {
-        let valid_until = add_saturating(acquired_at, ttl.saturating_sub(drift_allowance(ttl)));
+        let valid_until = renewal::valid_until(acquired_at, ttl);
         Shared {
             name,
             key,
@@ -88,7 +74,7 @@ impl Shared {
     }
 
     fn extend(&self, attempt_start: Instant, ttl: Duration) {
-        let until = add_saturating(attempt_start, ttl.saturating_sub(drift_allowance(ttl)));
+        let until = renewal::valid_until(attempt_start, ttl);
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
     }
 
@@ -114,6 +100,13 @@ impl Shared {
         } else {
             LostReason::Expired
         }
+    }
+
+    fn is_renewal_failing(&self) -> bool {
+        self.renewal_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     fn set_renewal_failing(&self, error: Option<String>) {
@@ -277,6 +270,13 @@ impl<C: LockConnection> Lease<C> {
     /// was released. It owns what it needs, so it can be awaited in a `select!` next to the
     /// work protected by the lock.
     ///
+    /// With the [keep-alive](Self::spawn_keep_alive) running, a renewal that keeps failing
+    /// (a dead connection, a server that does not answer) resolves it once less than one
+    /// renewal interval (TTL/3) of validity is left without a successful renewal: within one
+    /// interval of the first failed renewal, and always before the validity ends, so the
+    /// holder has that interval to stop. Without a keep-alive it resolves when the validity
+    /// ends.
+    ///
     /// ```no_run
     /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
     /// # async fn work(_fence: u64) {}
@@ -347,11 +347,17 @@ impl<C: LockConnection> Lease<C> {
 
     /// Starts a background task that renews the lease to its TTL every TTL/3.
     ///
-    /// The task stops at the first renewal that fails (key gone or owned by someone else, a
-    /// Redis or connection error, or no reply before the lease would expire) and marks the
-    /// lease lost, which wakes [`lost`](Self::lost), cancels the
-    /// [`cancellation_token`](Self::cancellation_token) and makes
-    /// [`is_held`](Self::is_held) false. It never recreates a key: renewal is a
+    /// A renewal that fails transiently (a dropped or refused connection, a timeout, a server
+    /// loading or failing over) is retried every TTL/24 (at most 250 ms), but only while more
+    /// than one renewal interval of validity is left: once less than one interval remains
+    /// without a successful renewal, the lease is declared lost
+    /// ([`LostReason::RenewalFailed`]). Loss is therefore signalled within one renewal
+    /// interval of the first failed renewal and one interval (TTL/3) before the validity
+    /// ends, which leaves the holder that long to stop. The task also stops, and marks the
+    /// lease lost, when a renewal finds the key gone or owned by someone else
+    /// ([`LostReason::NotOwner`]) or fails for another reason. A loss wakes
+    /// [`lost`](Self::lost), cancels the [`cancellation_token`](Self::cancellation_token) and
+    /// makes [`is_held`](Self::is_held) false. It never recreates a key: renewal is a
     /// compare-and-`PEXPIRE`.
     ///
     /// `max_hold` bounds the total hold time, measured from [`acquired_at`](Self::acquired_at):
@@ -361,6 +367,16 @@ impl<C: LockConnection> Lease<C> {
     ///
     /// Calling it again replaces the previous keep-alive task. Must be called within a tokio
     /// runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// // Renewed every 10 s; a dead connection is reported lost at most 20 s after it died,
+    /// // while 10 s of the lease are still left.
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// lease.spawn_keep_alive(Duration::from_secs(600));
+    /// # Ok(()) }
+    /// ```
     pub fn spawn_keep_alive(&mut self, max_hold: Duration) {
         self.stop_keep_alive();
         let shared = Arc::clone(&self.shared);
@@ -486,7 +502,8 @@ async fn renew_once<C: LockConnection>(
 }
 
 async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hold: Duration) {
-    let interval = (shared.ttl / 3).max(Duration::from_millis(1));
+    let schedule = Schedule::for_ttl(shared.ttl);
+    let interval = schedule.interval;
     let hold_deadline = add_saturating(shared.acquired_at, max_hold);
     let mut next = add_saturating(shared.acquired_at, interval);
     loop {
@@ -516,6 +533,12 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
             shared.mark_lost(LostReason::MaxHoldReached);
             return;
         }
+        if shared.is_renewal_failing() && now >= schedule.give_up_at(valid_until) {
+            // Less than one renewal interval left and no renewal got through: say so now,
+            // while the holder still has that interval to stop.
+            shared.mark_lost(shared.expiry_reason());
+            return;
+        }
         // Renew to the full TTL, or only up to the hold deadline if that comes first.
         let ttl = shared.ttl.min(hold_deadline.saturating_duration_since(now));
         let ttl_ms = (ttl.as_millis() as u64).max(1);
@@ -523,8 +546,9 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
             // This renewal ends at the hold deadline: from now on, running out is due to it.
             shared.hold_capped.store(true, Ordering::SeqCst);
         }
+        let answer_by = schedule.answer_by(now, valid_until);
         let reply = tokio::time::timeout(
-            valid_until.saturating_duration_since(now),
+            answer_by.saturating_duration_since(now),
             renew_once(&mut conn, &shared, ttl_ms),
         )
         .await;
@@ -534,28 +558,35 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
                 next = add_saturating(now, interval);
             }
             Ok(Ok(false)) => return,
-            // A transient failure is retried while the lease is still valid: the key is
-            // still ours until then, and a reconnecting client may get through.
+            // A transient failure is retried while more than one renewal interval of
+            // validity is left: the key is still ours until it expires, and a reconnecting
+            // client may get through.
             Ok(Err(e)) if e.is_transient() => {
                 shared.set_renewal_failing(Some(e.to_string()));
-                next = add_saturating(Instant::now(), retry_delay(interval));
+                match schedule.retry_at(Instant::now(), valid_until) {
+                    Some(at) => next = at,
+                    None => {
+                        shared.mark_lost(shared.expiry_reason());
+                        return;
+                    }
+                }
             }
             Ok(Err(e)) => {
                 shared.mark_lost(LostReason::RenewalFailed(e.to_string()));
                 return;
             }
             Err(_) => {
+                if !shared.is_renewal_failing() {
+                    shared.set_renewal_failing(Some(format!(
+                        "no reply to the renewal within {:?}",
+                        answer_by.saturating_duration_since(now)
+                    )));
+                }
                 shared.mark_lost(shared.expiry_reason());
                 return;
             }
         }
     }
-}
-
-/// The pause before retrying a renewal that failed transiently: short against the renewal
-/// interval, so several retries fit in the remaining validity.
-fn retry_delay(interval: Duration) -> Duration {
-    (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250))
 }
 
 /// A cloneable, read-only view of a [`Lease`], handed to the closure run by

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 
 use super::backoff::{random_token, Backoff};
-use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
+use super::lease::{spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
+use crate::renewal::add_saturating;
 use super::release_mode::ReleaseModes;
 use super::scripts::ACQUIRE;
 use super::wake::{self, Wakeups, Watch};

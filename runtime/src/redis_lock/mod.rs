@@ -125,7 +125,7 @@ impl<C: LockConnection> crate::lock::Lease for Lease<C> {
         Ok(Lease::renew(self, ttl).await?)
     }
 
-    async fn release(mut self) -> Result<(), crate::lock::LeaseError> {
+    async fn unlock(mut self) -> Result<(), crate::lock::LeaseError> {
         if Lease::release(&mut self).await? {
             Ok(())
         } else {
