@@ -51,7 +51,9 @@ impl Schedule {
     /// The moment a lease valid until `valid_until` is declared lost unless a renewal has
     /// succeeded by then: one renewal interval before its validity ends.
     pub(crate) fn give_up_at(&self, valid_until: Instant) -> Instant {
-        valid_until.checked_sub(self.interval).unwrap_or(valid_until)
+        valid_until
+            .checked_sub(self.interval)
+            .unwrap_or(valid_until)
     }
 
     /// How long a renewal sent at `now` may wait for its reply: until the lease would be
@@ -96,7 +98,9 @@ mod tests {
         let first = start + schedule.interval;
         assert_eq!(schedule.answer_by(first, until), give_up);
         // Failed at once: retried shortly after, never past the give-up point.
-        let retry = schedule.retry_at(first, until).expect("still time to retry");
+        let retry = schedule
+            .retry_at(first, until)
+            .expect("still time to retry");
         assert_eq!(retry, first + Duration::from_micros(37_500));
         let late = give_up - Duration::from_millis(1);
         assert_eq!(schedule.retry_at(late, until), Some(give_up));

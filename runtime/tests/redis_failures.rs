@@ -157,15 +157,15 @@ async fn keep_alive_signals_a_killed_connection_while_the_lease_is_still_valid()
     eprintln!(
         "lost() {took:?} after CLIENT KILL ({reason}); the key had {key_ttl} ms left; renewal every {interval:?}"
     );
-    assert!(
-        matches!(reason, LostReason::RenewalFailed(_)),
-        "{reason:?}"
-    );
+    assert!(matches!(reason, LostReason::RenewalFailed(_)), "{reason:?}");
     assert!(
         lost_at < lease.valid_until(),
         "signalled only at the end of the validity"
     );
-    assert!(key_ttl > 0, "the key had expired before the holder was told");
+    assert!(
+        key_ttl > 0,
+        "the key had expired before the holder was told"
+    );
     assert!(took < ttl, "took {took:?}, longer than the TTL");
     assert!(
         took <= interval * 2 + Duration::from_millis(150),

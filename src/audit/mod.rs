@@ -81,10 +81,12 @@ pub enum Mechanism {
     LockTable,
     /// `locklint-runtime`'s `RedisLocker`.
     RuntimeRedis,
-    /// `locklint-runtime`'s `AdvisoryLock`.
+    /// `locklint-runtime`'s `AdvisoryLock` or `AdvisoryLocker`.
     RuntimeAdvisory,
     /// `locklint-runtime`'s `TableLock`.
     RuntimeTable,
+    /// `locklint-runtime`'s `Lock` trait: a locker of any backend (generic code).
+    RuntimeLock,
     /// Redlock across several Redis nodes (the `rslock` / `redlock` crates).
     Redlock,
 }
@@ -102,6 +104,7 @@ impl Mechanism {
             Mechanism::RuntimeRedis => "locklint-runtime RedisLocker",
             Mechanism::RuntimeAdvisory => "locklint-runtime AdvisoryLock",
             Mechanism::RuntimeTable => "locklint-runtime TableLock",
+            Mechanism::RuntimeLock => "locklint-runtime Lock (any backend)",
             Mechanism::Redlock => "Redlock (multi-node Redis)",
         }
     }
@@ -202,6 +205,10 @@ pub struct Write {
     /// A single-row `UPDATE ... WHERE` that a condition could make safe alone.
     #[serde(skip)]
     pub conditional_update: bool,
+    /// Follows a read of the same table made under the lock: the value written may depend
+    /// on it (a read-modify-write).
+    #[serde(skip)]
+    pub after_read: bool,
 }
 
 impl Write {
@@ -438,6 +445,7 @@ pub fn serde_plain(m: Mechanism) -> &'static str {
         Mechanism::RuntimeRedis => "runtime-redis",
         Mechanism::RuntimeAdvisory => "runtime-advisory",
         Mechanism::RuntimeTable => "runtime-table",
+        Mechanism::RuntimeLock => "runtime-lock",
         Mechanism::Redlock => "redlock",
     }
 }

@@ -154,6 +154,11 @@ pub fn decide(lock: &mut Lock) {
                         "make this write idempotent at {}: a unique key with `ON CONFLICT DO NOTHING`",
                         w.site.short()
                     ));
+                } else if w.after_read {
+                    steps.push(format!(
+                        "this write may depend on a read made under the lock: claim the row with the fencing token at the read and require it at the write, {} (`UPDATE .. SET fence = $n WHERE .. AND fence <= $n RETURNING ..` at the read, `AND fence = $n` at the write; `FencedClaim` in locklint-runtime); a fence compared only at the write can still lose an update",
+                        w.site.short()
+                    ));
                 } else if minted {
                     steps.push(format!(
                         "add a fence here: {} (compare the minted token: `AND fence < $n`)",

@@ -9,9 +9,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::release_mode::{release_key, ReleaseModes};
-use crate::renewal::{self, add_saturating, Schedule};
 use super::scripts::RENEW;
 use super::{LockConnection, LockError, LostReason};
+use crate::renewal::{self, add_saturating, Schedule};
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 

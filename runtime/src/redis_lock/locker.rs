@@ -9,11 +9,11 @@ use futures_util::FutureExt;
 
 use super::backoff::{random_token, Backoff};
 use super::lease::{spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
-use crate::renewal::add_saturating;
 use super::release_mode::ReleaseModes;
 use super::scripts::ACQUIRE;
 use super::wake::{self, Wakeups, Watch};
 use super::{LockConnection, LockError};
+use crate::renewal::add_saturating;
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
