@@ -91,7 +91,17 @@
 //! Migrations for every table used here ship in `migrations/{postgres,mysql,sqlite}/` and are
 //! also applied by the `migrate` functions ([`table::TableLock::migrate`],
 //! [`idempotency::ClaimTable::migrate`], [`fence::FenceCounter::migrate`]).
-
+//!
+// Links to modules of features that are off lead to the feature table.
+#![cfg_attr(not(feature = "redis"), doc = "[`redis_lock`]: crate#cargo-features")]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`advisory`]: crate#cargo-features\n[`fence::FenceCounter::migrate`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "[`table`]: crate#cargo-features\n[`idempotency`]: crate#cargo-features\n[`table::TableLock::migrate`]: crate#cargo-features\n[`idempotency::ClaimTable::migrate`]: crate#cargo-features"
+)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "postgres")]

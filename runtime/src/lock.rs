@@ -1,9 +1,8 @@
 //! One interface over every backend: the [`Lock`] and [`Lease`] traits.
 //!
 //! A service written against these traits can switch between the Redis leases
-//! ([`RedisLocker`](crate::redis_lock::RedisLocker)), PostgreSQL advisory locks
-//! ([`AdvisoryLocker`](crate::advisory::AdvisoryLocker)) and lock tables
-//! ([`TableLock`](crate::table::TableLock)), and its tests can use the in-memory
+//! ([`RedisLocker`]), PostgreSQL advisory locks ([`AdvisoryLocker`]) and lock tables
+//! ([`TableLock`]), and its tests can use the in-memory
 //! [`MemoryLock`]. Every backend reports the same three failures ([`LeaseError`]):
 //!
 //! * [`LeaseError::Busy`]: someone else holds the lock (after the wait, if any),
@@ -30,6 +29,28 @@
 //! assert_eq!(run_job(&locks).await.unwrap(), 2);
 //! # }
 //! ```
+//!
+#![cfg_attr(
+    feature = "redis",
+    doc = "[`RedisLocker`]: crate::redis_lock::RedisLocker"
+)]
+#![cfg_attr(not(feature = "redis"), doc = "[`RedisLocker`]: crate#cargo-features")]
+#![cfg_attr(
+    feature = "postgres",
+    doc = "[`AdvisoryLocker`]: crate::advisory::AdvisoryLocker"
+)]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`AdvisoryLocker`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    any(feature = "postgres", feature = "mysql", feature = "sqlite"),
+    doc = "[`TableLock`]: crate::table::TableLock"
+)]
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "[`TableLock`]: crate#cargo-features"
+)]
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -43,6 +64,12 @@ use crate::trace::{acquire_outcome, lease_outcome, Op, OpSpan};
 use crate::FencingToken;
 
 /// A boxed backend error.
+///
+/// ```
+/// use locklint_runtime::lock::{BoxError, LeaseError};
+/// let e: BoxError = "connection reset".into();
+/// assert!(matches!(LeaseError::backend(e), LeaseError::Backend(_)));
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The failures every [`Lock`] and [`Lease`] reports.
@@ -163,28 +190,22 @@ pub trait Lease: Send {
     /// [`LeaseError::Backend`] if the backend failed.
     ///
     /// It is named `unlock` rather than `release` so that it never shares a name with the
-    /// inherent `release` of the concrete leases
-    /// ([`redis_lock::Lease::release`](crate::redis_lock::Lease::release),
+    /// inherent `release` of the concrete leases (`redis_lock::Lease::release`,
     /// `table::TableLease::release`), which keep the lease and return whether it was still
     /// ours (`Ok(false)` instead of `Err(Lost)`). Had both been called `release`, Rust would
     /// pick this by-value method over the inherent `&mut self` one whenever this trait is in
     /// scope, so the same line would change meaning with an import. With two names, a call
-    /// says which one it is:
+    /// says which one it is (see the example on `redis_lock::Lease::release`).
     ///
-    /// ```no_run
-    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), Box<dyn std::error::Error>> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// use std::time::Duration;
-    /// use locklint_runtime::lock::{Lease as _, Lock};
-    ///
-    /// // The inherent method, trait in scope or not: keeps the lease, `Ok(false)` if it was
-    /// // no longer ours, and can be retried after an error.
-    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
-    /// let still_ours: bool = lease.release().await?;
-    ///
-    /// // The trait method: consumes the lease, `Err(LeaseError::Lost)` if it was no longer ours.
-    /// let lease = Lock::try_acquire(&locker, "report", Duration::from_secs(30)).await?;
-    /// let (): () = lease.unlock().await?;
-    /// # let _ = still_ours; Ok(()) }
+    /// use locklint_runtime::lock::{Lease, Lock, MemoryLock};
+    /// let locks = MemoryLock::new();
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await.unwrap();
+    /// locks.expire("job"); // lost before it was released
+    /// assert!(lease.unlock().await.unwrap_err().is_lost());
+    /// # }
     /// ```
     fn unlock(self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }

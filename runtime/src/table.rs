@@ -57,16 +57,37 @@ use crate::renewal::{self, Schedule};
 use crate::trace::{Op, OpSpan};
 
 /// The default lock table name.
+///
+/// ```
+/// assert_eq!(locklint_runtime::table::DEFAULT_TABLE, "locklint_locks");
+/// ```
 pub const DEFAULT_TABLE: &str = "locklint_locks";
 
 /// Migration creating the default lock table in PostgreSQL.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_POSTGRES.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_POSTGRES: &str = include_str!("../migrations/postgres/0001_locklint_locks.sql");
 /// Migration creating the default lock table in MySQL / MariaDB.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_MYSQL.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_MYSQL: &str = include_str!("../migrations/mysql/0001_locklint_locks.sql");
 /// Migration creating the default lock table in SQLite.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_SQLITE.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_SQLITE: &str = include_str!("../migrations/sqlite/0001_locklint_locks.sql");
 
 /// The SQL dialect of a database.
+///
+/// ```
+/// use locklint_runtime::table::{migration_sql, Dialect};
+/// assert!(migration_sql(Dialect::MySql, "app_locks").unwrap().contains("app_locks"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
     /// PostgreSQL (9.5 or newer).
@@ -88,6 +109,13 @@ impl Dialect {
 }
 
 /// The migration SQL creating a lock table named `table` (validated) in `dialect`.
+///
+/// ```
+/// use locklint_runtime::table::{migration_sql, Dialect};
+/// let sql = migration_sql(Dialect::Postgres, "app.locks").unwrap();
+/// assert!(sql.contains("app.locks"));
+/// assert!(migration_sql(Dialect::Sqlite, "locks; --").is_err());
+/// ```
 pub fn migration_sql(dialect: Dialect, table: &str) -> Result<String, InvalidIdentifier> {
     validate_identifier(table)?;
     Ok(dialect.lock_migration().replace(DEFAULT_TABLE, table))
@@ -109,6 +137,14 @@ macro_rules! on_pool {
 }
 
 /// A connection pool of one of the supported databases.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use locklint_runtime::table::{Dialect, LockPool};
+/// let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap();
+/// assert_eq!(LockPool::from(pool).dialect(), Dialect::Sqlite);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub enum LockPool {
     /// A PostgreSQL pool.
@@ -124,6 +160,14 @@ pub enum LockPool {
 
 impl LockPool {
     /// The dialect of this pool's database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::{Dialect, TableLock};
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.pool().dialect(), Dialect::Sqlite);
+    /// # }
+    /// ```
     pub fn dialect(&self) -> Dialect {
         match self {
             #[cfg(feature = "postgres")]
@@ -676,11 +720,28 @@ pub struct TableLock {
 
 impl TableLock {
     /// A lock table named [`DEFAULT_TABLE`] (`locklint_locks`) in `pool`'s database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::TableLock;
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.table(), "locklint_locks");
+    /// # }
+    /// ```
     pub fn new(pool: impl Into<LockPool>) -> Self {
         Self::with_table(pool, DEFAULT_TABLE).expect("default table name is valid")
     }
 
     /// A lock table named `table` (validated as an identifier; may be `schema.table`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::TableLock;
+    /// let locks = TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "main.app_locks").unwrap();
+    /// assert_eq!(locks.table(), "main.app_locks");
+    /// assert!(TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "x; DROP TABLE y").is_err());
+    /// # }
+    /// ```
     pub fn with_table(pool: impl Into<LockPool>, table: &str) -> Result<Self, InvalidIdentifier> {
         validate_identifier(table)?;
         let pool = pool.into();
@@ -692,16 +753,38 @@ impl TableLock {
     }
 
     /// The table name.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.table(), locklint_runtime::table::DEFAULT_TABLE);
+    /// # }
+    /// ```
     pub fn table(&self) -> &str {
         &self.table
     }
 
     /// The pool the lock table lives in.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::{LockPool, TableLock};
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert!(matches!(locks.pool(), LockPool::Sqlite(_)));
+    /// # }
+    /// ```
     pub fn pool(&self) -> &LockPool {
         &self.pool
     }
 
     /// The migration SQL creating this lock table (see also [`migration_sql`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = locklint_runtime::table::TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "app_locks").unwrap();
+    /// assert!(locks.migration_sql().contains("app_locks"));
+    /// # }
+    /// ```
     pub fn migration_sql(&self) -> String {
         self.pool
             .dialect()
@@ -710,6 +793,14 @@ impl TableLock {
     }
 
     /// Creates the lock table if it does not exist.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), sqlx::Error> {
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect("sqlite::memory:").await?);
+    /// locks.migrate().await?;
+    /// locks.migrate().await?; // idempotent
+    /// # Ok(()) }
+    /// ```
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
         let sql = self.migration_sql();
         on_pool!(&self.pool, |p| sqlx::raw_sql(&sql)
@@ -721,6 +812,17 @@ impl TableLock {
     /// Takes the lock `name` for `ttl` if it is free (never acquired, released, or expired by
     /// the database clock); returns `None` while another lease is live. Never blocks on the
     /// current holder. The TTL is rounded up to whole milliseconds (at least 1 ms).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), sqlx::Error> {
+    /// use std::time::Duration;
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect("sqlite::memory:").await?);
+    /// locks.migrate().await?;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(30)).await?.expect("free");
+    /// assert!(locks.try_acquire("job", Duration::from_secs(30)).await?.is_none()); // held
+    /// assert!(lease.release().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(
         &self,
         name: &str,
@@ -800,6 +902,16 @@ impl TableLock {
 
     /// Like [`Self::try_acquire`], retrying with a short randomized backoff (5 to 55 ms)
     /// until the lock is taken or `timeout` has passed; `None` on timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// use std::time::Duration;
+    /// match locks.acquire_timeout("job", Duration::from_secs(30), Duration::from_secs(5)).await? {
+    ///     Some(lease) => { lease.release().await?; }
+    ///     None => println!("still held after 5 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(
         &self,
         name: &str,

@@ -170,6 +170,16 @@ impl Shared {
 ///
 /// The token is kept until a release is confirmed by Redis: if [`Lease::release`] fails or
 /// its future is dropped midway, the release can be retried and is attempted again on drop.
+///
+/// ```no_run
+/// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+/// lease.spawn_keep_alive(Duration::from_secs(300));
+/// // ... writes carrying lease.fence() ...
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping a lease releases the lock in the background"]
 pub struct Lease<C: LockConnection> {
     shared: Arc<Shared>,
@@ -212,22 +222,46 @@ impl<C: LockConnection> Lease<C> {
     /// The maximum hold time of the locker that issued this lease
     /// ([`RedisLocker::with_max_hold`](super::RedisLocker::with_max_hold)), used when the
     /// keep-alive is started through the [`Lease`](crate::lock::Lease) trait.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert!(lease.max_hold() >= std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
     pub fn max_hold(&self) -> Duration {
         self.max_hold
     }
 
     /// The lock name this lease was acquired for.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.name(), "report");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// The Redis key holding the lock (`<prefix>:{<name>}:lock`).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.key(), "locklint:{report}:lock");
+    /// # }
+    /// ```
     pub fn key(&self) -> &str {
         &self.shared.key
     }
 
     /// This lease's random token (128 bits from the OS RNG, 32 hex digits), stored as the
     /// lock key's value.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.token().len(), 32);
+    /// # }
+    /// ```
     pub fn token(&self) -> &str {
         &self.shared.token
     }
@@ -235,32 +269,77 @@ impl<C: LockConnection> Lease<C> {
     /// The fencing token minted together with the lock: strictly greater than the fence of
     /// every earlier acquisition of the same lock name, also across a loss of the Redis
     /// data (see [`RedisLocker::try_acquire`](super::RedisLocker::try_acquire)).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let fence: i64 = lease.fence().as_i64(); // bind it in the fenced write
+    /// # let _ = fence;
+    /// # }
+    /// ```
     pub fn fence(&self) -> FencingToken {
         self.shared.fence
     }
 
     /// The TTL the lease was acquired with (and that the keep-alive renews to).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let renew_every = lease.ttl() / 3;
+    /// # let _ = renew_every;
+    /// # }
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.shared.ttl
     }
 
     /// When the attempt that won the lock started (monotonic clock).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let held_for = lease.acquired_at().elapsed();
+    /// # let _ = held_for;
+    /// # }
+    /// ```
     pub fn acquired_at(&self) -> Instant {
         self.shared.acquired_at
     }
 
     /// The instant until which the lease is valid, measured from the start of the winning
     /// attempt (or of the last successful renewal) minus a small clock-drift allowance.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if lease.valid_until() < std::time::Instant::now() + std::time::Duration::from_secs(1) {
+    ///     // too little time left to start another batch
+    /// }
+    /// # }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         self.shared.valid_until()
     }
 
     /// Time left before [`valid_until`](Self::valid_until); zero once the lease has ended.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if lease.remaining() < std::time::Duration::from_secs(1) {
+    ///     // too little time left to start another batch
+    /// }
+    /// # }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.shared.remaining()
     }
 
     /// Whether the lease is still valid: not released, not lost, and not past its validity.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if !lease.is_held() {
+    ///     return; // stop working under it
+    /// }
+    /// # }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.shared.is_held()
     }
@@ -300,16 +379,38 @@ impl<C: LockConnection> Lease<C> {
     ///
     /// Without a keep-alive nothing watches the clock, so check [`is_held`](Self::is_held)
     /// or await [`lost`](Self::lost) as well.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let token = lease.cancellation_token(); // hand it to code that stops on cancellation
+    /// # drop(token);
+    /// # }
+    /// ```
     pub fn cancellation_token(&self) -> CancellationToken {
         self.shared.ended.clone()
     }
 
     /// Why the lease ended, if it has.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if let Some(reason) = lease.lost_reason() {
+    ///     eprintln!("lost: {reason}");
+    /// }
+    /// # }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.shared.reason.get().cloned()
     }
 
     /// A cheap, cloneable view of this lease for the code running under the lock.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let handle = lease.handle(); // cheap to clone, hand it to tasks
+    /// # drop(handle);
+    /// # }
+    /// ```
     pub fn handle(&self) -> LeaseHandle {
         LeaseHandle {
             shared: Arc::clone(&self.shared),
@@ -385,6 +486,14 @@ impl<C: LockConnection> Lease<C> {
     }
 
     /// Stops the keep-alive task, if any, without releasing the lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &mut locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// lease.spawn_keep_alive(std::time::Duration::from_secs(60));
+    /// lease.stop_keep_alive(); // the lease now ends at its TTL unless renewed
+    /// assert!(!lease.keep_alive_running());
+    /// # }
+    /// ```
     pub fn stop_keep_alive(&mut self) {
         if let Some(task) = self.keep_alive.take() {
             task.abort();
@@ -392,6 +501,14 @@ impl<C: LockConnection> Lease<C> {
     }
 
     /// Whether a keep-alive task is attached and still running.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &mut locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if !lease.keep_alive_running() && lease.is_held() {
+    ///     lease.spawn_keep_alive(std::time::Duration::from_secs(60));
+    /// }
+    /// # }
+    /// ```
     pub fn keep_alive_running(&self) -> bool {
         self.keep_alive.as_ref().is_some_and(|t| !t.is_finished())
     }
@@ -405,6 +522,27 @@ impl<C: LockConnection> Lease<C> {
     /// left intact. Stops the keep-alive first. On error the lease keeps its token, so the
     /// call can be retried (a drop also retries in the background). Releasing an already
     /// released lease returns `Ok(false)` without contacting Redis.
+    ///
+    /// This is the method `lease.release()` calls, whether or not the
+    /// [`Lease`](crate::lock::Lease) trait is in scope: the trait ends a lease with
+    /// [`unlock`](crate::lock::Lease::unlock) (by value, `Err(Lost)` when it was no longer
+    /// ours), a different name, so an import never changes which one runs.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::lock::{Lease as _, Lock};
+    ///
+    /// // This method, trait in scope or not: keeps the lease, `Ok(false)` if it was no
+    /// // longer ours, and can be retried after an error.
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// let still_ours: bool = lease.release().await?;
+    ///
+    /// // The trait's: consumes the lease, `Err(LeaseError::Lost)` if it was no longer ours.
+    /// let lease = Lock::try_acquire(&locker, "report", Duration::from_secs(30)).await?;
+    /// let (): () = lease.unlock().await?;
+    /// # let _ = still_ours; Ok(()) }
+    /// ```
     pub async fn release(&mut self) -> Result<bool, LockError> {
         self.stop_keep_alive();
         let span = OpSpan::with_fence(Op::Release, "redis", &self.shared.name, self.shared.fence.0);
@@ -591,6 +729,21 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
 
 /// A cloneable, read-only view of a [`Lease`], handed to the closure run by
 /// [`RedisLocker::with_lock`](super::RedisLocker::with_lock).
+///
+/// ```no_run
+/// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// let fence = locker
+///     .with_lock("report", Duration::from_secs(30), |handle| async move {
+///         let worker = tokio::spawn({
+///             let handle = handle.clone();
+///             async move { handle.fence() }
+///         });
+///         worker.await.expect("worker")
+///     })
+///     .await?;
+/// # let _ = fence; Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct LeaseHandle {
     shared: Arc<Shared>,
@@ -607,46 +760,107 @@ impl std::fmt::Debug for LeaseHandle {
 
 impl LeaseHandle {
     /// See [`Lease::name`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert_eq!(lease.name(), "report");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// See [`Lease::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert!(lease.key().ends_with(":lock"));
+    /// # }
+    /// ```
     pub fn key(&self) -> &str {
         &self.shared.key
     }
 
     /// See [`Lease::token`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert_eq!(lease.token().len(), 32);
+    /// # }
+    /// ```
     pub fn token(&self) -> &str {
         &self.shared.token
     }
 
     /// See [`Lease::fence`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let fence = lease.fence();
+    /// # let _ = fence;
+    /// # }
+    /// ```
     pub fn fence(&self) -> FencingToken {
         self.shared.fence
     }
 
     /// See [`Lease::valid_until`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let until = lease.valid_until();
+    /// # let _ = until;
+    /// # }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         self.shared.valid_until()
     }
 
     /// See [`Lease::remaining`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let left = lease.remaining();
+    /// # let _ = left;
+    /// # }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.shared.remaining()
     }
 
     /// See [`Lease::is_held`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// if !lease.is_held() {
+    ///     return; // stop working under it
+    /// }
+    /// # }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.shared.is_held()
     }
 
     /// See [`Lease::lost`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let lost = lease.lost(); // await it in a `select!` next to the work
+    /// # drop(lost);
+    /// # }
+    /// ```
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.shared.lost()
     }
 
     /// See [`Lease::cancellation_token`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let token = lease.cancellation_token(); // hand it to code that stops on cancellation
+    /// # drop(token);
+    /// # }
+    /// ```
     pub fn cancellation_token(&self) -> CancellationToken {
         self.shared.ended.clone()
     }
