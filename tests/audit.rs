@@ -96,6 +96,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
         "runtime-types",
         &[
             ("accounts", "runtime-advisory", "fine-for-efficiency"),
+            ("balances", "runtime-redis", "unsafe-for-correctness"),
             ("ledger", "runtime-lock", "unsafe-for-correctness"),
             ("overdue", "runtime-table", "no-lock-needed"),
             ("reports", "runtime-redis", "no-lock-needed"),
@@ -200,6 +201,8 @@ fn fenced_lock_reports_the_mint_and_the_checked_write() {
 /// project's own `TableLock`, a semaphore's `acquire` and another crate's `RedisLocker` in a
 /// file that also uses the runtime are not locks; the runtime's are found through a renamed
 /// import, a crate alias, a struct field, a generic `L: Lock` and `Lock::try_acquire(..)`.
+/// A write that depends on a read made under the lock is told to claim the row at the read,
+/// whether it is unfenced or fenced only at the write.
 #[test]
 fn runtime_types_are_recognised_by_import_not_by_name() {
     let doc = json("runtime-types");
@@ -257,6 +260,15 @@ fn runtime_types_are_recognised_by_import_not_by_name() {
     assert!(steps
         .iter()
         .any(|s| s.starts_with("make this write idempotent") && s.contains("src/ledger.rs:26")));
+
+    // A fence compared only at the write, after a plain read of the row: not safe alone.
+    let balances = lock("balances");
+    assert_eq!(balances["protects"][0]["fenced"], true);
+    assert_eq!(balances["purpose"]["value"], "correctness");
+    assert!(balances["next_steps"][0]
+        .as_str()
+        .unwrap()
+        .contains("`FencedClaim` in locklint-runtime"));
 
     // `with_lock` on a struct field: kept alive and released by the call itself.
     let reports = lock("reports");

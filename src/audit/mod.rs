@@ -212,9 +212,12 @@ pub struct Write {
 }
 
 impl Write {
-    /// Safe without the lock's help.
+    /// Safe without the lock's help. A fenced write that follows a plain read of its table
+    /// is not: the fence is compared only when writing, so a stale holder that writes first
+    /// is accepted and the newer holder, which read the same row, then writes over its
+    /// update (the read must claim the row with the fence).
     pub fn safe_alone(&self) -> bool {
-        self.idempotent || self.fenced
+        self.idempotent || (self.fenced && !self.after_read)
     }
 }
 
