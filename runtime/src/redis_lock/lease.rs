@@ -680,10 +680,6 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
         // Renew to the full TTL, or only up to the hold deadline if that comes first.
         let ttl = shared.ttl.min(hold_deadline.saturating_duration_since(now));
         let ttl_ms = (ttl.as_millis() as u64).max(1);
-        if ttl < shared.ttl {
-            // This renewal ends at the hold deadline: from now on, running out is due to it.
-            shared.hold_capped.store(true, Ordering::SeqCst);
-        }
         let answer_by = schedule.answer_by(now, valid_until);
         let reply = tokio::time::timeout(
             answer_by.saturating_duration_since(now),
@@ -693,6 +689,11 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
         match reply {
             Ok(Ok(true)) => {
                 shared.set_renewal_failing(None);
+                if ttl < shared.ttl {
+                    // This renewal ended at the hold deadline: from now on, running out is
+                    // due to it.
+                    shared.hold_capped.store(true, Ordering::SeqCst);
+                }
                 next = add_saturating(now, interval);
             }
             Ok(Ok(false)) => return,
