@@ -48,6 +48,7 @@ const FIXTURES: &[&str] = &[
     "scheduler",
     "cache",
     "runtime-lease",
+    "runtime-types",
     "redlock",
 ];
 
@@ -90,6 +91,16 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     (
         "runtime-lease",
         &[("digest", "runtime-redis", "fine-for-efficiency")],
+    ),
+    (
+        "runtime-types",
+        &[
+            ("accounts", "runtime-advisory", "fine-for-efficiency"),
+            ("balances", "runtime-redis", "unsafe-for-correctness"),
+            ("ledger", "runtime-lock", "unsafe-for-correctness"),
+            ("overdue", "runtime-table", "no-lock-needed"),
+            ("reports", "runtime-redis", "no-lock-needed"),
+        ],
     ),
     (
         "redlock",
@@ -184,6 +195,87 @@ fn fenced_lock_reports_the_mint_and_the_checked_write() {
     assert!(protects
         .iter()
         .all(|w| w["fenced"] == true || w["idempotent"] == true));
+}
+
+/// `locklint-runtime`'s types are recognised by what the file imports, not by name: the
+/// project's own `TableLock`, a semaphore's `acquire` and another crate's `RedisLocker` in a
+/// file that also uses the runtime are not locks; the runtime's are found through a renamed
+/// import, a crate alias, a struct field, a generic `L: Lock` and `Lock::try_acquire(..)`.
+/// A write that depends on a read made under the lock is told to claim the row at the read,
+/// whether it is unfenced or fenced only at the write.
+#[test]
+fn runtime_types_are_recognised_by_import_not_by_name() {
+    let doc = json("runtime-types");
+    let locks = doc["locks"].as_array().unwrap();
+    for l in locks {
+        for a in l["acquires"].as_array().unwrap() {
+            let path = a["site"]["path"].as_str().unwrap();
+            assert!(
+                !path.ends_with("lookalike.rs") && !path.ends_with("locks.rs"),
+                "a look-alike taken for the runtime's lock: {a}"
+            );
+        }
+    }
+    let lock = |name: &str| {
+        locks
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("no lock `{name}`"))
+    };
+
+    // Through the trait, on an `AdvisoryLocker`: the claim and the write are fenced.
+    let accounts = lock("accounts");
+    let targets: Vec<&str> = accounts["protects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["FencedClaim", "FencedWrite"]);
+    assert_eq!(
+        accounts["fencing"]["checked_writes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(accounts["fencing"]["minted"].as_array().unwrap().len(), 1);
+    assert_eq!(accounts["releases"][0]["command"], "unlock");
+
+    // A read-modify-write under a generic `Lock`: the next step names the claim form.
+    let ledger = lock("ledger");
+    let steps: Vec<&str> = ledger["next_steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let claim = steps
+        .iter()
+        .find(|s| s.contains("FencedClaim"))
+        .unwrap_or_else(|| panic!("no claim-form step in {steps:?}"));
+    assert!(claim.contains("src/ledger.rs:21"), "{claim}");
+    assert!(claim.contains("AND fence <= $n RETURNING"), "{claim}");
+    // The insert does not depend on the read: no claim form for it.
+    assert!(steps
+        .iter()
+        .any(|s| s.starts_with("make this write idempotent") && s.contains("src/ledger.rs:26")));
+
+    // A fence compared only at the write, after a plain read of the row: not safe alone.
+    let balances = lock("balances");
+    assert_eq!(balances["protects"][0]["fenced"], true);
+    assert_eq!(balances["purpose"]["value"], "correctness");
+    assert!(balances["next_steps"][0]
+        .as_str()
+        .unwrap()
+        .contains("`FencedClaim` in locklint-runtime"));
+
+    // `with_lock` on a struct field: kept alive and released by the call itself.
+    let reports = lock("reports");
+    assert_eq!(reports["acquires"][0]["checked"], serde_json::Value::Null);
+    assert_eq!(reports["renewed"], true);
+    assert_eq!(reports["protects"][0]["target"], "claim_once");
+    assert_eq!(reports["protects"][0]["idempotent"], true);
 }
 
 #[test]

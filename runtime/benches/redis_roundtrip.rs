@@ -1,9 +1,10 @@
 //! Uncontended lease round trips against a local Redis (`REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 //!
-//! Measures `try_acquire` + `release` (acquire script: `SET NX PX` + `INCR`; release:
-//! compare-and-delete) against the bare, unsafe pair `SET key value NX PX` / `DEL key` on the
-//! same connection, and prints both rates and their ratio.
+//! Measures `try_acquire` + `release` (acquire script: `SET NX PX` and, for the winner, the
+//! fence counter raised to `max(counter + 1, server time in µs)`; release: compare-and-delete)
+//! against the bare, unsafe pair `SET key value NX PX` / `DEL key` on the same connection,
+//! in alternating rounds, and prints both rates and their ratio.
 //!
 //! Run with `cargo bench -p locklint-runtime --bench redis_roundtrip`.
 

@@ -57,12 +57,24 @@ use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
 /// A 64-bit advisory lock key.
+///
+/// ```
+/// use locklint_runtime::advisory::AdvisoryKey;
+/// assert_eq!(AdvisoryKey::from(42).value(), 42);
+/// assert_eq!(AdvisoryKey::from("nightly"), AdvisoryKey::from_name("nightly"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AdvisoryKey(pub i64);
 
 impl AdvisoryKey {
     /// The key for `name`: the first 8 bytes of SHA-256(`name` as UTF-8), big-endian, as an
     /// `i64`. Stable across versions and platforms (see the [module docs](self)).
+    ///
+    /// ```
+    /// use locklint_runtime::advisory::AdvisoryKey;
+    /// // SHA-256("abc") begins ba 78 16 bf 8f 01 cf ea
+    /// assert_eq!(AdvisoryKey::from_name("abc").value(), 0xba78_16bf_8f01_cfea_u64 as i64);
+    /// ```
     pub fn from_name(name: &str) -> Self {
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(name.as_bytes());
@@ -93,6 +105,10 @@ impl AdvisoryKey {
     }
 
     /// The raw key.
+    ///
+    /// ```
+    /// assert_eq!(locklint_runtime::advisory::AdvisoryKey(7).value(), 7);
+    /// ```
     pub fn value(self) -> i64 {
         self.0
     }
@@ -123,6 +139,16 @@ impl std::fmt::Display for AdvisoryKey {
 }
 
 /// Errors of the session advisory lock operations.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+/// use locklint_runtime::advisory::{AdvisoryError, AdvisoryLock};
+/// let guard = AdvisoryLock::try_lock(pool, "job").await.map_err(|e| match e {
+///     AdvisoryError::Database(e) => e,
+///     other => panic!("{other}"),
+/// })?;
+/// # drop(guard); Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum AdvisoryError {
     /// The database reported an error. The connection involved has been closed, so any lock
@@ -140,6 +166,16 @@ pub enum AdvisoryError {
 }
 
 /// Where the dedicated connection for a session lock comes from.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+/// use locklint_runtime::advisory::AdvisoryLock;
+/// // From the pool, or on a connection already taken from it.
+/// let a = AdvisoryLock::try_lock(&pool, "a").await?;
+/// let conn = pool.acquire().await?;
+/// let b = AdvisoryLock::try_lock(conn, "b").await?;
+/// # drop((a, b)); Ok(()) }
+/// ```
 #[derive(Debug)]
 pub enum LockSource {
     /// Acquire one connection from this pool.
@@ -267,6 +303,16 @@ impl AdvisoryLock {
     /// Takes the session lock `key` with `pg_try_advisory_lock` on a dedicated connection
     /// from `source` without waiting. `None` if another session holds it; the connection then
     /// goes back to its pool (or, if standalone, is closed).
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// match AdvisoryLock::try_lock(pool, "nightly-report").await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("another session is running it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(
         source: impl Into<LockSource>,
         key: impl Into<AdvisoryKey>,
@@ -306,6 +352,16 @@ impl AdvisoryLock {
     /// If the future is dropped mid-wait the connection is closed, never pooled.
     /// A zero `timeout` behaves like [`Self::try_lock`]; timeouts beyond `i32::MAX`
     /// milliseconds (PostgreSQL's limit for `lock_timeout`) are capped.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), locklint_runtime::advisory::AdvisoryError> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// if let Some(guard) = AdvisoryLock::lock_timeout(pool, "rebuild", Duration::from_secs(5)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_timeout(
         source: impl Into<LockSource>,
         key: impl Into<AdvisoryKey>,
@@ -379,6 +435,17 @@ impl AdvisoryLock {
     /// Takes the transaction-scoped lock `key` with `pg_try_advisory_xact_lock`; `false` if
     /// another session holds it. The server releases it when `tx` commits or rolls back
     /// (including when the `Transaction` is dropped), and there is no unlock call.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// let mut tx = pool.begin().await?;
+    /// if AdvisoryLock::try_lock_xact(&mut tx, "rebuild-index").await? {
+    ///     // ... work in tx ...
+    /// }
+    /// tx.commit().await // releases the lock
+    /// # }
+    /// ```
     pub async fn try_lock_xact(
         tx: &mut Transaction<'_, Postgres>,
         key: impl Into<AdvisoryKey>,
@@ -399,6 +466,17 @@ impl AdvisoryLock {
     /// Waits for the transaction-scoped lock `key` with `pg_advisory_xact_lock`, bounded only
     /// by the session's `lock_timeout`/`statement_timeout` (set them with `SET LOCAL` in `tx`
     /// to bound the wait). Released at commit or rollback.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// use locklint_runtime::advisory::AdvisoryLock;
+    /// let mut tx = pool.begin().await?;
+    /// sqlx::query("SET LOCAL lock_timeout = '5s'").execute(&mut *tx).await?;
+    /// AdvisoryLock::lock_xact(&mut tx, "rebuild-index").await?;
+    /// // ... work in tx ...
+    /// tx.commit().await
+    /// # }
+    /// ```
     pub async fn lock_xact(
         tx: &mut Transaction<'_, Postgres>,
         key: impl Into<AdvisoryKey>,
@@ -899,7 +977,7 @@ impl From<AdvisoryError> for LeaseError {
 /// use locklint_runtime::lock::{Lease, Lock};
 /// let locks = AdvisoryLocker::new(pool);
 /// let lease = locks.try_acquire("job", Duration::from_secs(30)).await?;
-/// lease.release().await?;
+/// lease.unlock().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -1006,7 +1084,7 @@ impl crate::lock::Lease for AdvisoryLease {
             .await
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         let name = self.name;
         if !self.guard.is_held() {
             drop(self.guard); // closes the connection

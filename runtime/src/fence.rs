@@ -62,6 +62,19 @@
 //!
 //! Tokens come from [`crate::table::TableLock`] (its fence column), from the Redis leases in
 //! [`crate::redis_lock`], or from a [`FenceCounter`] bumped while holding any lock.
+//!
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`FencedTable::add_fence_column_sql`]: crate#cargo-features\n[`FencedClaim`]: crate#cargo-features\n[`FencedWrite`]: crate#cargo-features\n[`FenceError::StaleFence`]: crate#cargo-features\n[`FenceCounter`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "[`crate::table::TableLock`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "[`crate::redis_lock`]: crate#cargo-features"
+)]
 
 #[cfg(feature = "postgres")]
 use sqlx::postgres::{PgArguments, PgExecutor, PgRow};
@@ -74,11 +87,24 @@ use sqlx::{Acquire, Postgres};
 use crate::ident::{validate_identifier, validate_simple_identifier, InvalidIdentifier};
 
 /// A fencing token: strictly increasing across successive acquisitions of one lock.
+///
+/// ```
+/// use locklint_runtime::FencingToken;
+/// assert!(FencingToken(2) > FencingToken(1));
+/// assert_eq!(FencingToken(7).to_string(), "7");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(pub u64);
 
 impl FencingToken {
     /// The token as a signed 64-bit integer, the type SQL databases bind most easily.
+    /// Tokens above `i64::MAX` (never issued by this crate) saturate.
+    ///
+    /// ```
+    /// use locklint_runtime::FencingToken;
+    /// assert_eq!(FencingToken(42).as_i64(), 42);
+    /// assert_eq!(FencingToken(u64::MAX).as_i64(), i64::MAX);
+    /// ```
     pub fn as_i64(self) -> i64 {
         i64::try_from(self.0).unwrap_or(i64::MAX)
     }
@@ -99,6 +125,18 @@ pub(crate) fn fence_from_i64(value: i64) -> u64 {
 
 #[cfg(feature = "postgres")]
 /// The error returned by a fenced write.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), sqlx::Error> {
+/// use locklint_runtime::fence::{FenceError, FencedTable, FencedWrite};
+/// let sql = FencedTable::new("jobs").unwrap().update_sql("state = 'done'");
+/// match FencedWrite::new(&sql, token).bind(7_i64).execute(pool).await {
+///     Ok(_) => {}
+///     Err(FenceError::StaleFence { presented, .. }) => eprintln!("{presented} is stale: stop"),
+///     Err(FenceError::Database(e)) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum FenceError {
     /// The statement affected no rows: the resource has already accepted a token at least as
@@ -121,6 +159,13 @@ pub enum FenceError {
 #[cfg(feature = "postgres")]
 impl FenceError {
     /// True for [`FenceError::StaleFence`].
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FenceError;
+    /// use locklint_runtime::FencingToken;
+    /// let e = FenceError::StaleFence { presented: FencingToken(3), current: Some(4) };
+    /// assert!(e.is_stale());
+    /// ```
     pub fn is_stale(&self) -> bool {
         matches!(self, FenceError::StaleFence { .. })
     }
@@ -131,6 +176,14 @@ impl FenceError {
 /// [`FencedWrite`] (run with [`execute`](FencedWrite::execute)) or [`FencedClaim`] (run with
 /// [`fetch`](FencedClaim::fetch)). Both bind their parameters and configure the
 /// current-fence lookup the same way.
+///
+/// ```
+/// use locklint_runtime::fence::{FencedTable, FencedWrite};
+/// use locklint_runtime::FencingToken;
+/// let sql = FencedTable::new("jobs").unwrap().update_sql("state = $3");
+/// let write = FencedWrite::new(&sql, FencingToken(5)).bind(7_i64).bind("done");
+/// assert_eq!(write.token(), FencingToken(5));
+/// ```
 #[must_use = "a fenced statement does nothing until executed or fetched"]
 pub struct FencedStatement<'q, Q> {
     token: FencingToken,
@@ -247,6 +300,17 @@ impl<'q> FencedWrite<'q> {
     /// with `$1`: `WHERE ... AND fence < $1` storing `$1` on success (write-only form, see
     /// [`FencedTable::update_sql`]), or `WHERE ... AND fence = $1` after a claim
     /// ([`FencedTable::claimed_update_sql`]).
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FencedWrite;
+    /// use locklint_runtime::FencingToken;
+    /// let write = FencedWrite::new(
+    ///     "UPDATE jobs SET state = 'done', fence = $1 WHERE id = $2 AND fence < $1",
+    ///     FencingToken(5),
+    /// )
+    /// .bind(7_i64);
+    /// # let _ = write;
+    /// ```
     pub fn new(sql: &'q str, token: FencingToken) -> Self {
         FencedStatement {
             token,
@@ -258,6 +322,17 @@ impl<'q> FencedWrite<'q> {
     /// Runs the statement on `conn` (a `&PgPool`, `&mut PgConnection` or
     /// `&mut Transaction<Postgres>`) and returns the number of affected rows, which is at
     /// least 1; zero affected rows become [`FenceError::StaleFence`].
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool, token: locklint_runtime::FencingToken) -> Result<(), locklint_runtime::fence::FenceError> {
+    /// use locklint_runtime::fence::{FencedTable, FencedWrite};
+    /// let sql = FencedTable::new("jobs").unwrap().update_sql("state = 'done'");
+    /// let mut tx = pool.begin().await?;
+    /// let rows = FencedWrite::new(&sql, token).bind(7_i64).execute(&mut tx).await?;
+    /// assert_eq!(rows, 1);
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn execute<'a, 'c, A>(
         self,
         conn: A,
@@ -398,6 +473,16 @@ async fn current_fence(
 ///
 /// Holds the validated table, key column and fence column names and produces the SQL of the
 /// fencing pattern described in the [module docs](self).
+///
+/// ```
+/// use locklint_runtime::fence::FencedTable;
+/// let jobs = FencedTable::with_columns("app.jobs", "job_id", "job_fence").unwrap();
+/// assert_eq!(
+///     jobs.claimed_update_sql("state = $3"),
+///     "UPDATE app.jobs SET state = $3 WHERE job_id = $2 AND job_fence = $1"
+/// );
+/// assert!(FencedTable::new("jobs; DROP TABLE jobs").is_err());
+/// ```
 #[derive(Debug, Clone)]
 pub struct FencedTable {
     table: String,
@@ -409,11 +494,23 @@ pub struct FencedTable {
 #[cfg(feature = "postgres")]
 impl FencedTable {
     /// A table keyed by `id` with its fence in `fence`. `table` may be schema-qualified.
+    ///
+    /// ```
+    /// let accounts = locklint_runtime::fence::FencedTable::new("billing.accounts").unwrap();
+    /// assert_eq!(accounts.table(), "billing.accounts");
+    /// ```
     pub fn new(table: &str) -> Result<Self, InvalidIdentifier> {
         Self::with_columns(table, "id", "fence")
     }
 
-    /// A table keyed by `key_column` with its fence in `fence_column`.
+    /// A table keyed by `key_column` with its fence in `fence_column`; every name is
+    /// validated as an identifier.
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FencedTable;
+    /// let jobs = FencedTable::with_columns("jobs", "job_id", "job_fence").unwrap();
+    /// assert!(jobs.update_sql("state = $3").ends_with("WHERE job_id = $2 AND job_fence < $1"));
+    /// ```
     pub fn with_columns(
         table: &str,
         key_column: &str,
@@ -431,12 +528,25 @@ impl FencedTable {
     }
 
     /// The table name.
+    ///
+    /// ```
+    /// let accounts = locklint_runtime::fence::FencedTable::new("billing.accounts").unwrap();
+    /// assert_eq!(accounts.table(), "billing.accounts");
+    /// ```
     pub fn table(&self) -> &str {
         &self.table
     }
 
     /// The migration adding the fence column:
     /// `ALTER TABLE <table> ADD COLUMN IF NOT EXISTS <fence> BIGINT NOT NULL DEFAULT 0`.
+    ///
+    /// ```
+    /// let accounts = locklint_runtime::fence::FencedTable::new("accounts").unwrap();
+    /// assert_eq!(
+    ///     accounts.add_fence_column_sql(),
+    ///     "ALTER TABLE accounts ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0"
+    /// );
+    /// ```
     pub fn add_fence_column_sql(&self) -> String {
         format!(
             "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} BIGINT NOT NULL DEFAULT 0",
@@ -445,6 +555,13 @@ impl FencedTable {
     }
 
     /// Runs [`Self::add_fence_column_sql`]; idempotent.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// let accounts = locklint_runtime::fence::FencedTable::new("accounts").unwrap();
+    /// accounts.add_fence_column(pool).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn add_fence_column<'e, E: PgExecutor<'e>>(
         &self,
         executor: E,
@@ -514,6 +631,13 @@ impl FencedTable {
     }
 
     /// The fence currently stored on the row with key `key`, or `None` if there is no such row.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// let accounts = locklint_runtime::fence::FencedTable::new("accounts").unwrap();
+    /// let fence: Option<u64> = accounts.current_fence(pool, 42_i64).await?;
+    /// # let _ = fence; Ok(()) }
+    /// ```
     pub async fn current_fence<'e, 'q, E, K>(
         &'q self,
         executor: E,
@@ -533,6 +657,10 @@ impl FencedTable {
 
 #[cfg(feature = "postgres")]
 /// The PostgreSQL migration creating the default fence counter table `locklint_fences`.
+///
+/// ```
+/// assert!(locklint_runtime::fence::FENCE_COUNTER_MIGRATION_POSTGRES.contains("locklint_fences"));
+/// ```
 pub const FENCE_COUNTER_MIGRATION_POSTGRES: &str =
     include_str!("../migrations/postgres/0003_locklint_fences.sql");
 
@@ -543,6 +671,21 @@ pub const FENCE_COUNTER_MIGRATION_POSTGRES: &str =
 /// Call [`FenceCounter::next`] *after* acquiring the lock: every later holder then draws a
 /// larger token than every earlier one, and fenced writes reject the earlier holders.
 #[derive(Debug, Clone)]
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use locklint_runtime::advisory::AdvisoryLock;
+/// use locklint_runtime::fence::FenceCounter;
+/// let fences = FenceCounter::default(); // the table `locklint_fences`
+/// fences.migrate(pool).await?;
+/// if let Some(mut guard) = AdvisoryLock::try_lock(pool, "billing").await? {
+///     let token = fences.next(&mut *guard.connection().await, "billing").await?;
+///     // ... fenced writes with `token` ...
+///     # let _ = token;
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct FenceCounter {
     table: String,
     next_sql: String,
@@ -558,6 +701,12 @@ impl Default for FenceCounter {
 #[cfg(feature = "postgres")]
 impl FenceCounter {
     /// A counter table named `table` (may be schema-qualified).
+    ///
+    /// ```
+    /// use locklint_runtime::fence::FenceCounter;
+    /// let fences = FenceCounter::with_table("app.fences").unwrap();
+    /// assert!(fences.migration_sql().contains("app.fences"));
+    /// ```
     pub fn with_table(table: &str) -> Result<Self, InvalidIdentifier> {
         validate_identifier(table)?;
         Ok(FenceCounter {
@@ -570,17 +719,37 @@ impl FenceCounter {
     }
 
     /// The migration creating this counter table.
+    ///
+    /// ```
+    /// let sql = locklint_runtime::fence::FenceCounter::default().migration_sql();
+    /// assert!(sql.contains("CREATE TABLE IF NOT EXISTS locklint_fences"));
+    /// ```
     pub fn migration_sql(&self) -> String {
         FENCE_COUNTER_MIGRATION_POSTGRES.replace("locklint_fences", &self.table)
     }
 
     /// Creates the counter table if it does not exist.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// locklint_runtime::fence::FenceCounter::default().migrate(pool).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn migrate<'e, E: PgExecutor<'e>>(&self, executor: E) -> Result<(), sqlx::Error> {
         let sql = self.migration_sql();
         executor.execute(sqlx::raw_sql(&sql)).await.map(|_| ())
     }
 
     /// Atomically increments the counter `name` (starting at 1) and returns the new value.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// let fences = locklint_runtime::fence::FenceCounter::default();
+    /// let a = fences.next(pool, "billing").await?;
+    /// let b = fences.next(pool, "billing").await?;
+    /// assert!(b > a);
+    /// # Ok(()) }
+    /// ```
     pub async fn next<'e, E: PgExecutor<'e>>(
         &self,
         executor: E,

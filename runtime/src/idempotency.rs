@@ -45,17 +45,43 @@ use crate::ident::{validate_identifier, InvalidIdentifier};
 use crate::table::Dialect;
 
 /// The default claims table name.
+///
+/// ```
+/// assert_eq!(locklint_runtime::idempotency::ClaimTable::default().table(), "locklint_claims");
+/// ```
 pub const DEFAULT_TABLE: &str = "locklint_claims";
 
 /// Migration creating the default claims table in PostgreSQL.
+///
+/// ```
+/// assert!(locklint_runtime::idempotency::MIGRATION_POSTGRES.contains("locklint_claims"));
+/// ```
 pub const MIGRATION_POSTGRES: &str =
     include_str!("../migrations/postgres/0002_locklint_claims.sql");
 /// Migration creating the default claims table in MySQL / MariaDB.
+///
+/// ```
+/// assert!(locklint_runtime::idempotency::MIGRATION_MYSQL.contains("locklint_claims"));
+/// ```
 pub const MIGRATION_MYSQL: &str = include_str!("../migrations/mysql/0002_locklint_claims.sql");
 /// Migration creating the default claims table in SQLite.
+///
+/// ```
+/// assert!(locklint_runtime::idempotency::MIGRATION_SQLITE.contains("locklint_claims"));
+/// ```
 pub const MIGRATION_SQLITE: &str = include_str!("../migrations/sqlite/0002_locklint_claims.sql");
 
 /// The outcome of a claim.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+/// use locklint_runtime::idempotency::{claim_once, Claim};
+/// match claim_once(pool, "welcome-mail", "user-42").await? {
+///     Claim::Claimed => { /* send it */ }
+///     Claim::AlreadyDone => { /* sent before: skip */ }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Claim {
     /// This call inserted the claim: the caller should do the work.
@@ -66,7 +92,14 @@ pub enum Claim {
 }
 
 /// Databases supported by [`claim_once`] and [`ClaimTable`]: PostgreSQL, MySQL/MariaDB and
-/// SQLite. Sealed; implemented by [`sqlx::Postgres`], [`sqlx::MySql`] and [`sqlx::Sqlite`].
+/// SQLite. Sealed; implemented by `sqlx::Postgres`, `sqlx::MySql` and `sqlx::Sqlite` (each
+/// with its cargo feature).
+///
+/// ```
+/// use locklint_runtime::idempotency::ClaimDatabase;
+/// use locklint_runtime::table::Dialect;
+/// assert_eq!(<sqlx::Postgres as ClaimDatabase>::DIALECT, Dialect::Postgres);
+/// ```
 pub trait ClaimDatabase: Database + private::Sealed {
     /// The dialect of this database.
     const DIALECT: Dialect;
@@ -125,6 +158,19 @@ claim_database!(MySql, Dialect::MySql);
 claim_database!(Sqlite, Dialect::Sqlite);
 
 /// A claims table (default [`DEFAULT_TABLE`], `locklint_claims`).
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use locklint_runtime::idempotency::{Claim, ClaimTable};
+/// let invoices = ClaimTable::new("invoice_claims")?;
+/// invoices.migrate(pool).await?;
+/// let mut tx = pool.begin().await?;
+/// if invoices.claim(&mut *tx, "2026-11", "customer-7").await? == Claim::Claimed {
+///     // create the invoice in the same transaction
+/// }
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ClaimTable {
     table: String,
@@ -140,6 +186,12 @@ impl Default for ClaimTable {
 
 impl ClaimTable {
     /// A claims table named `table` (validated as an identifier; may be `schema.table`).
+    ///
+    /// ```
+    /// use locklint_runtime::idempotency::ClaimTable;
+    /// assert_eq!(ClaimTable::new("app.claims").unwrap().table(), "app.claims");
+    /// assert!(ClaimTable::new("claims; DROP TABLE x").is_err());
+    /// ```
     pub fn new(table: &str) -> Result<Self, InvalidIdentifier> {
         validate_identifier(table)?;
         Ok(ClaimTable {
@@ -148,11 +200,22 @@ impl ClaimTable {
     }
 
     /// The table name.
+    ///
+    /// ```
+    /// assert_eq!(locklint_runtime::idempotency::ClaimTable::default().table(), "locklint_claims");
+    /// ```
     pub fn table(&self) -> &str {
         &self.table
     }
 
     /// The migration SQL creating this claims table in `dialect`.
+    ///
+    /// ```
+    /// use locklint_runtime::idempotency::ClaimTable;
+    /// use locklint_runtime::table::Dialect;
+    /// let sql = ClaimTable::new("mail_claims").unwrap().migration_sql(Dialect::Sqlite);
+    /// assert!(sql.contains("mail_claims"));
+    /// ```
     pub fn migration_sql(&self, dialect: Dialect) -> String {
         let sql = match dialect {
             Dialect::Postgres => MIGRATION_POSTGRES,
@@ -163,6 +226,12 @@ impl ClaimTable {
     }
 
     /// Creates the claims table if it does not exist.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// locklint_runtime::idempotency::ClaimTable::default().migrate(pool).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn migrate<'e, E>(&self, executor: E) -> Result<(), sqlx::Error>
     where
         E: Executor<'e>,
@@ -199,6 +268,16 @@ impl ClaimTable {
     ///
     /// While a concurrent transaction holds an uncommitted claim of the same key, this call
     /// waits for it to commit (then `AlreadyDone`) or roll back (then `Claimed`).
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// use locklint_runtime::idempotency::{Claim, ClaimTable};
+    /// let claims = ClaimTable::default();
+    /// let first = claims.claim(pool, "export", "2026-12-01").await?;
+    /// let again = claims.claim(pool, "export", "2026-12-01").await?;
+    /// assert_eq!((first, again), (Claim::Claimed, Claim::AlreadyDone));
+    /// # Ok(()) }
+    /// ```
     pub async fn claim<'e, E>(
         &self,
         executor: E,
@@ -227,6 +306,17 @@ impl ClaimTable {
     /// Deletes the claim of `(scope, key)` so the work can be claimed again; returns whether
     /// a claim existed. Only for compensating a claim made outside the transaction of its
     /// work, after that work is known to have failed.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// use locklint_runtime::idempotency::{Claim, ClaimTable};
+    /// # async fn upload() -> Result<(), ()> { Ok(()) }
+    /// let claims = ClaimTable::default();
+    /// if claims.claim(pool, "upload", "report-7").await? == Claim::Claimed && upload().await.is_err() {
+    ///     claims.unclaim(pool, "upload", "report-7").await?; // let a later run try again
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unclaim<'e, E>(
         &self,
         executor: E,
@@ -245,6 +335,17 @@ impl ClaimTable {
 /// [`ClaimTable::claim`] on the default table `locklint_claims` (create it with
 /// [`ClaimTable::migrate`]). `executor` is a pool, connection or transaction
 /// (`&mut *tx`) of PostgreSQL, MySQL/MariaDB or SQLite.
+///
+/// ```no_run
+/// # async fn demo(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+/// use locklint_runtime::idempotency::{claim_once, Claim};
+/// let mut tx = pool.begin().await?;
+/// if claim_once(&mut *tx, "invoice:2026-11", "customer-7").await? == Claim::Claimed {
+///     // create the invoice in the same transaction
+/// }
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
 pub async fn claim_once<'e, E>(executor: E, scope: &str, key: &str) -> Result<Claim, sqlx::Error>
 where
     E: Executor<'e>,

@@ -7,11 +7,23 @@
 //! Nothing is quoted, so identifiers keep each database's ordinary case rules.
 
 /// A table or column name was rejected by [`validate_identifier`].
+///
+/// ```
+/// use locklint_runtime::ident::{validate_identifier, InvalidIdentifier};
+/// assert_eq!(validate_identifier("a-b"), Err(InvalidIdentifier("a-b".into())));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid SQL identifier {0:?}: expected `name` or `schema.name`, each [A-Za-z_][A-Za-z0-9_]* and at most 63 bytes")]
 pub struct InvalidIdentifier(pub String);
 
 /// Checks that `name` is a plain or schema-qualified SQL identifier (see the module docs).
+///
+/// ```
+/// use locklint_runtime::ident::validate_identifier;
+/// assert!(validate_identifier("app.locks").is_ok());
+/// assert!(validate_identifier("locks; DROP TABLE users").is_err());
+/// assert!(validate_identifier("a.b.c").is_err());
+/// ```
 pub fn validate_identifier(name: &str) -> Result<(), InvalidIdentifier> {
     let parts: Vec<&str> = name.split('.').collect();
     let ok = (1..=2).contains(&parts.len()) && parts.iter().all(|p| is_simple(p));
@@ -23,6 +35,12 @@ pub fn validate_identifier(name: &str) -> Result<(), InvalidIdentifier> {
 }
 
 /// Checks that `name` is a single unqualified identifier (no schema part).
+///
+/// ```
+/// use locklint_runtime::ident::validate_simple_identifier;
+/// assert!(validate_simple_identifier("fence").is_ok());
+/// assert!(validate_simple_identifier("app.fence").is_err());
+/// ```
 pub fn validate_simple_identifier(name: &str) -> Result<(), InvalidIdentifier> {
     if is_simple(name) {
         Ok(())

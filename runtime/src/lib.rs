@@ -36,14 +36,14 @@
 //! What each primitive protects against ("yes" = the failure cannot cause two effective
 //! holders / a duplicate or lost write; "no" = it can):
 //!
-//! | Primitive | Process pause past the TTL | Clock drift between clients | Failover without replication | Network partition |
-//! |---|---|---|---|---|
-//! | Redis lease ([`redis_lock`]) | no: the paused holder resumes and writes | yes (expiry runs on the Redis server), but a jump of the *server* clock can expire a lease early | no: a promoted replica that missed the `SET` grants the lock again | no: the cut-off holder keeps working after expiry |
-//! | Redis lease + fence checked by the resource | yes: the old token is rejected | yes | yes for the fence: a lost counter restarts at the server's time in microseconds, above every earlier fence (unless the new primary's clock is behind by more than the failover took) | yes: writes through the partitioned holder's old token are rejected |
-//! | Advisory session lock ([`advisory`]) | no: the lock lasts while the session lives, but a paused holder whose session was killed keeps running | yes (no clocks involved) | no: advisory locks are not replicated, a promoted standby has none | no: the server ends the session when it notices, the client may not |
-//! | Advisory xact lock | no (same as the session lock), but work done *in the same transaction* is safe: if the session dies the transaction rolls back | yes | no for external effects; in-transaction writes are lost with the transaction, not duplicated | no for external effects; in-transaction writes roll back |
-//! | Lock table ([`table`]) + fence | yes with the fence (without it: no) | yes: expiry is judged by the database clock only (for SQLite, the clock of the host the processes share) | yes if the table is replicated synchronously (the lock and the fence fail over together) | yes with the fence |
-//! | `claim_once` ([`idempotency`]) | yes: the second claim sees the first | yes | yes if the claims table is replicated synchronously; a lost committed claim can be claimed again | yes: the unique key is checked by the database |
+//! | Primitive | Process pause past the TTL | Clock drift between clients | Failover without replication | Network partition | Connection or server lost mid-hold (with the keep-alive) |
+//! |---|---|---|---|---|---|
+//! | Redis lease ([`redis_lock`]) | no: the paused holder resumes and writes | yes (expiry runs on the Redis server), but a jump of the *server* clock can expire a lease early | no: a promoted replica that missed the `SET` grants the lock again | no: the cut-off holder keeps working after expiry | `lost()` within one renewal interval (TTL/3) of the first failed renewal, one interval before the validity ends; a client that reconnects before then keeps the lease |
+//! | Redis lease + fence checked by the resource | yes: the old token is rejected | yes | yes for the fence: a lost counter restarts at the server's time in microseconds, above every earlier fence (unless the new primary's clock is behind by more than the failover took) | yes: writes through the partitioned holder's old token are rejected | as the Redis lease; writes after the loss are refused by the fence |
+//! | Advisory session lock ([`advisory`]) | no: the lock lasts while the session lives, but a paused holder whose session was killed keeps running | yes (no clocks involved) | no: advisory locks are not replicated, a promoted standby has none | no: the server ends the session when it notices, the client may not | `lost()` at the first failed session check (every keep-alive interval) |
+//! | Advisory xact lock | no (same as the session lock), but work done *in the same transaction* is safe: if the session dies the transaction rolls back | yes | no for external effects; in-transaction writes are lost with the transaction, not duplicated | no for external effects; in-transaction writes roll back | the transaction fails at its next statement and rolls back |
+//! | Lock table ([`table`]) + fence | yes with the fence (without it: no) | yes: expiry is judged by the database clock only (for SQLite, the clock of the host the processes share) | yes if the table is replicated synchronously (the lock and the fence fail over together) | yes with the fence | as the Redis lease |
+//! | `claim_once` ([`idempotency`]) | yes: the second claim sees the first | yes | yes if the claims table is replicated synchronously; a lost committed claim can be claimed again | yes: the unique key is checked by the database | not a lease: the claim commits or it does not |
 //!
 //! Rules of thumb: prefer the fence or claim to live **in the same database and transaction**
 //! as the data it protects; use the lock to avoid duplicate work, the fence/claim to make
@@ -91,7 +91,17 @@
 //! Migrations for every table used here ship in `migrations/{postgres,mysql,sqlite}/` and are
 //! also applied by the `migrate` functions ([`table::TableLock::migrate`],
 //! [`idempotency::ClaimTable::migrate`], [`fence::FenceCounter::migrate`]).
-
+//!
+// Links to modules of features that are off lead to the feature table.
+#![cfg_attr(not(feature = "redis"), doc = "[`redis_lock`]: crate#cargo-features")]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`advisory`]: crate#cargo-features\n[`fence::FenceCounter::migrate`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "[`table`]: crate#cargo-features\n[`idempotency`]: crate#cargo-features\n[`table::TableLock::migrate`]: crate#cargo-features\n[`idempotency::ClaimTable::migrate`]: crate#cargo-features"
+)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "postgres")]
@@ -103,6 +113,13 @@ pub mod ident;
 pub mod lock;
 #[cfg(feature = "redis")]
 pub mod redis_lock;
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite"
+))]
+mod renewal;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub mod table;
 mod trace;

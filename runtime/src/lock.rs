@@ -1,9 +1,8 @@
 //! One interface over every backend: the [`Lock`] and [`Lease`] traits.
 //!
 //! A service written against these traits can switch between the Redis leases
-//! ([`RedisLocker`](crate::redis_lock::RedisLocker)), PostgreSQL advisory locks
-//! ([`AdvisoryLocker`](crate::advisory::AdvisoryLocker)) and lock tables
-//! ([`TableLock`](crate::table::TableLock)), and its tests can use the in-memory
+//! ([`RedisLocker`]), PostgreSQL advisory locks ([`AdvisoryLocker`]) and lock tables
+//! ([`TableLock`]), and its tests can use the in-memory
 //! [`MemoryLock`]. Every backend reports the same three failures ([`LeaseError`]):
 //!
 //! * [`LeaseError::Busy`]: someone else holds the lock (after the wait, if any),
@@ -20,7 +19,7 @@
 //!     lease.spawn_keep_alive(); // renew in the background; lease.lost() signals a loss
 //!     let fence = lease.fence(); // pass it to the protected resource
 //!     lease.renew(Duration::from_secs(30)).await?; // Err(Lost) once it is no longer ours
-//!     lease.release().await?;
+//!     lease.unlock().await?;
 //!     Ok(fence.0)
 //! }
 //!
@@ -30,6 +29,28 @@
 //! assert_eq!(run_job(&locks).await.unwrap(), 2);
 //! # }
 //! ```
+//!
+#![cfg_attr(
+    feature = "redis",
+    doc = "[`RedisLocker`]: crate::redis_lock::RedisLocker"
+)]
+#![cfg_attr(not(feature = "redis"), doc = "[`RedisLocker`]: crate#cargo-features")]
+#![cfg_attr(
+    feature = "postgres",
+    doc = "[`AdvisoryLocker`]: crate::advisory::AdvisoryLocker"
+)]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`AdvisoryLocker`]: crate#cargo-features"
+)]
+#![cfg_attr(
+    any(feature = "postgres", feature = "mysql", feature = "sqlite"),
+    doc = "[`TableLock`]: crate::table::TableLock"
+)]
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "[`TableLock`]: crate#cargo-features"
+)]
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -43,6 +64,12 @@ use crate::trace::{acquire_outcome, lease_outcome, Op, OpSpan};
 use crate::FencingToken;
 
 /// A boxed backend error.
+///
+/// ```
+/// use locklint_runtime::lock::{BoxError, LeaseError};
+/// let e: BoxError = "connection reset".into();
+/// assert!(matches!(LeaseError::backend(e), LeaseError::Backend(_)));
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The failures every [`Lock`] and [`Lease`] reports.
@@ -121,7 +148,7 @@ impl LeaseError {
 ///     _ = lease.lost() => unreachable!("not lost"),
 ///     _ = async {} => {} // the work done under the lock
 /// }
-/// lease.release().await.unwrap();
+/// lease.unlock().await.unwrap();
 /// # }
 /// ```
 pub trait Lease: Send {
@@ -138,6 +165,12 @@ pub trait Lease: Send {
 
     /// A future that resolves once the lease is known to be lost (or released). It owns
     /// what it needs, so it can be awaited in a `select!` next to the work.
+    ///
+    /// For leases with a TTL (Redis, lock table) and the keep-alive running, renewals that
+    /// keep failing resolve it once less than one renewal interval (TTL/3) of validity is
+    /// left without a successful renewal: within one interval of the first failed renewal,
+    /// and always before the validity ends, so the holder has that interval to stop. An
+    /// advisory lease resolves it at the first failed session check.
     fn lost(&self) -> impl Future<Output = ()> + Send + 'static;
 
     /// Starts renewing the lease in the background (every TTL/3 for leases with a TTL; a
@@ -152,9 +185,29 @@ pub trait Lease: Send {
     /// still held.
     fn renew(&mut self, ttl: Duration) -> impl Future<Output = Result<(), LeaseError>> + Send;
 
-    /// Releases the lock. [`LeaseError::Lost`] if it was no longer ours (someone else's
-    /// lock is never released).
-    fn release(self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+    /// Ends the lease and releases the lock: `Ok(())` if it was still ours,
+    /// [`LeaseError::Lost`] if it was not (someone else's lock is never released),
+    /// [`LeaseError::Backend`] if the backend failed.
+    ///
+    /// It is named `unlock` rather than `release` so that it never shares a name with the
+    /// inherent `release` of the concrete leases (`redis_lock::Lease::release`,
+    /// `table::TableLease::release`), which keep the lease and return whether it was still
+    /// ours (`Ok(false)` instead of `Err(Lost)`). Had both been called `release`, Rust would
+    /// pick this by-value method over the inherent `&mut self` one whenever this trait is in
+    /// scope, so the same line would change meaning with an import. With two names, a call
+    /// says which one it is (see the example on `redis_lock::Lease::release`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use locklint_runtime::lock::{Lease, Lock, MemoryLock};
+    /// let locks = MemoryLock::new();
+    /// let lease = locks.try_acquire("job", Duration::from_secs(5)).await.unwrap();
+    /// locks.expire("job"); // lost before it was released
+    /// assert!(lease.unlock().await.unwrap_err().is_lost());
+    /// # }
+    /// ```
+    fn unlock(self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }
 
 /// A lock service of any backend: it hands out [`Lease`]s.
@@ -505,7 +558,7 @@ impl Lease for MemoryLease {
         span.traced(renewal, lease_outcome("renewed")).await
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         let span = OpSpan::with_fence(Op::Release, "memory", &self.name, self.fence.0);
         span.traced(self.release_untraced(), lease_outcome("released"))
             .await
@@ -549,7 +602,7 @@ mod tests {
         assert!(locks.try_acquire("job", TTL).await.unwrap_err().is_busy());
         let other = locks.try_acquire("other", TTL).await.unwrap();
         assert_eq!(other.fence(), FencingToken(1), "fences are per name");
-        a.release().await.unwrap();
+        a.unlock().await.unwrap();
         let b = locks.try_acquire("job", TTL).await.unwrap();
         assert_eq!(b.fence(), FencingToken(2), "fences survive a release");
         assert!(b.is_held());
@@ -572,7 +625,7 @@ mod tests {
         assert!(b.fence() > a.fence());
         // The stale holder can neither renew nor release the new holder's lease.
         assert!(a.renew(TTL).await.unwrap_err().is_lost());
-        assert!(a.release().await.unwrap_err().is_lost());
+        assert!(a.unlock().await.unwrap_err().is_lost());
         assert_eq!(locks.holder_fence("job"), Some(b.fence().0));
         assert!(b.is_held());
     }
@@ -600,7 +653,7 @@ mod tests {
             assert!(a.is_held());
             assert!(locks.try_acquire("job", TTL).await.unwrap_err().is_busy());
         }
-        a.release().await.unwrap();
+        a.unlock().await.unwrap();
         assert!(locks.try_acquire("job", TTL).await.is_ok());
     }
 

@@ -30,8 +30,9 @@
 //! [`TableLease::spawn_keep_alive`] renews the lease every TTL/3 in the background and signals
 //! loss like a Redis lease: [`TableLease::lost`] resolves, [`TableLease::is_held`] turns false
 //! and the [`cancellation_token`](TableLease::cancellation_token) is cancelled as soon as a
-//! renewal finds the row expired or taken over, or the lease's validity ran out while
-//! renewals kept failing.
+//! renewal finds the row expired or taken over, or once renewals have kept failing until
+//! less than one renewal interval of validity is left (one interval before the validity
+//! ends, so the holder has that long to stop).
 //!
 //! A lease is still only a lease: a holder paused past its TTL keeps running. Protect the
 //! writes with the fence (see [`crate::fence`]).
@@ -52,19 +53,41 @@ use tokio_util::sync::CancellationToken;
 use crate::fence::{fence_from_i64, FencingToken};
 use crate::ident::{unqualified, validate_identifier, InvalidIdentifier};
 use crate::lock::LeaseError;
+use crate::renewal::{self, Schedule};
 use crate::trace::{Op, OpSpan};
 
 /// The default lock table name.
+///
+/// ```
+/// assert_eq!(locklint_runtime::table::DEFAULT_TABLE, "locklint_locks");
+/// ```
 pub const DEFAULT_TABLE: &str = "locklint_locks";
 
 /// Migration creating the default lock table in PostgreSQL.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_POSTGRES.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_POSTGRES: &str = include_str!("../migrations/postgres/0001_locklint_locks.sql");
 /// Migration creating the default lock table in MySQL / MariaDB.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_MYSQL.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_MYSQL: &str = include_str!("../migrations/mysql/0001_locklint_locks.sql");
 /// Migration creating the default lock table in SQLite.
+///
+/// ```
+/// assert!(locklint_runtime::table::MIGRATION_SQLITE.contains("locklint_locks"));
+/// ```
 pub const MIGRATION_SQLITE: &str = include_str!("../migrations/sqlite/0001_locklint_locks.sql");
 
 /// The SQL dialect of a database.
+///
+/// ```
+/// use locklint_runtime::table::{migration_sql, Dialect};
+/// assert!(migration_sql(Dialect::MySql, "app_locks").unwrap().contains("app_locks"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
     /// PostgreSQL (9.5 or newer).
@@ -86,6 +109,13 @@ impl Dialect {
 }
 
 /// The migration SQL creating a lock table named `table` (validated) in `dialect`.
+///
+/// ```
+/// use locklint_runtime::table::{migration_sql, Dialect};
+/// let sql = migration_sql(Dialect::Postgres, "app.locks").unwrap();
+/// assert!(sql.contains("app.locks"));
+/// assert!(migration_sql(Dialect::Sqlite, "locks; --").is_err());
+/// ```
 pub fn migration_sql(dialect: Dialect, table: &str) -> Result<String, InvalidIdentifier> {
     validate_identifier(table)?;
     Ok(dialect.lock_migration().replace(DEFAULT_TABLE, table))
@@ -107,6 +137,14 @@ macro_rules! on_pool {
 }
 
 /// A connection pool of one of the supported databases.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use locklint_runtime::table::{Dialect, LockPool};
+/// let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap();
+/// assert_eq!(LockPool::from(pool).dialect(), Dialect::Sqlite);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub enum LockPool {
     /// A PostgreSQL pool.
@@ -122,6 +160,14 @@ pub enum LockPool {
 
 impl LockPool {
     /// The dialect of this pool's database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::{Dialect, TableLock};
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.pool().dialect(), Dialect::Sqlite);
+    /// # }
+    /// ```
     pub fn dialect(&self) -> Dialect {
         match self {
             #[cfg(feature = "postgres")]
@@ -326,7 +372,8 @@ impl TableLease {
     }
 
     /// A conservative local estimate of the lease's end: the TTL counted from *before* the
-    /// acquire (or renew) request was sent. Useful to stop starting new work in time; it is no
+    /// acquire (or renew) request was sent, minus a drift allowance (1% of the TTL plus
+    /// 2 ms). Useful to stop starting new work in time; it is no
     /// substitute for fencing, since the process may pause right after checking it.
     ///
     /// ```no_run
@@ -369,8 +416,10 @@ impl TableLease {
     }
 
     /// A future that resolves when the lease ends: its validity ran out, a renewal found the
-    /// row expired or taken over, or it was released. It owns what it needs, so it can be
-    /// awaited in a `select!` next to the work.
+    /// row expired or taken over, or it was released. With the keep-alive running, renewals
+    /// that keep failing resolve it once less than one renewal interval (TTL/3) of validity
+    /// is left: within one interval of the first failed renewal and before the validity
+    /// ends. It owns what it needs, so it can be awaited in a `select!` next to the work.
     ///
     /// ```no_run
     /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
@@ -438,7 +487,7 @@ impl TableLease {
             .renew_row(&self.name, &self.owner, self.fence, ttl)
             .await?
         {
-            self.shared.extend(started + ttl);
+            self.shared.extend(renewal::valid_until(started, ttl));
             Ok(())
         } else {
             self.shared.ended.cancel();
@@ -467,9 +516,9 @@ impl TableLease {
     }
 
     /// Starts a background task that renews the lease to its TTL every TTL/3. A renewal that
-    /// fails with a database error is retried every TTL/24 (at most 250 ms) while the lease
-    /// is still valid; a renewal that finds the row expired or taken over, or a lease whose
-    /// validity ran out, ends the lease ([`Self::lost`], [`Self::is_held`],
+    /// fails with a database error is retried every TTL/24 (at most 250 ms) while more than
+    /// one renewal interval of validity is left; after that, or when a renewal finds the row
+    /// expired or taken over, or gets no reply in time, the lease ends ([`Self::lost`], [`Self::is_held`],
     /// [`Self::cancellation_token`]). It never revives an expired lease. The task stops when
     /// the lease (and every clone) is dropped or released. Must be called within a tokio
     /// runtime.
@@ -519,9 +568,9 @@ async fn keep_alive(
     ttl: Duration,
     shared: Arc<Shared>,
 ) {
-    let interval = (ttl / 3).max(Duration::from_millis(1));
-    let retry = (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
-    let mut next = Instant::now() + interval;
+    let schedule = Schedule::for_ttl(ttl);
+    let mut next = Instant::now() + schedule.interval;
+    let mut failing = false;
     loop {
         tokio::select! {
             biased;
@@ -530,25 +579,40 @@ async fn keep_alive(
         }
         let now = Instant::now();
         let valid_until = shared.valid_until();
-        if now >= valid_until {
+        if now >= valid_until || (failing && now >= schedule.give_up_at(valid_until)) {
+            // Expired, or less than one renewal interval left after failed renewals.
             shared.ended.cancel();
             return;
         }
-        let reply =
-            tokio::time::timeout(valid_until - now, lock.renew_row(&name, &owner, fence, ttl))
-                .await;
+        let answer_by = schedule.answer_by(now, valid_until);
+        let reply = tokio::time::timeout(
+            answer_by.saturating_duration_since(now),
+            lock.renew_row(&name, &owner, fence, ttl),
+        )
+        .await;
         match reply {
             Ok(Ok(true)) => {
-                shared.extend(now + ttl);
-                next = now + interval;
+                shared.extend(renewal::valid_until(now, ttl));
+                failing = false;
+                next = now + schedule.interval;
             }
-            // Expired, taken over or released: the row is no longer ours.
+            // Expired, taken over or released: the row is no longer ours; or no reply in time.
             Ok(Ok(false)) | Err(_) => {
                 shared.ended.cancel();
                 return;
             }
-            // The row is ours until it expires; a later renewal may get through.
-            Ok(Err(_)) => next = Instant::now() + retry,
+            // The row is ours until it expires; a later renewal may get through while more
+            // than one renewal interval of validity is left.
+            Ok(Err(_)) => {
+                failing = true;
+                match schedule.retry_at(Instant::now(), valid_until) {
+                    Some(at) => next = at,
+                    None => {
+                        shared.ended.cancel();
+                        return;
+                    }
+                }
+            }
         }
     }
 }
@@ -656,11 +720,28 @@ pub struct TableLock {
 
 impl TableLock {
     /// A lock table named [`DEFAULT_TABLE`] (`locklint_locks`) in `pool`'s database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::TableLock;
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.table(), "locklint_locks");
+    /// # }
+    /// ```
     pub fn new(pool: impl Into<LockPool>) -> Self {
         Self::with_table(pool, DEFAULT_TABLE).expect("default table name is valid")
     }
 
     /// A lock table named `table` (validated as an identifier; may be `schema.table`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::TableLock;
+    /// let locks = TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "main.app_locks").unwrap();
+    /// assert_eq!(locks.table(), "main.app_locks");
+    /// assert!(TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "x; DROP TABLE y").is_err());
+    /// # }
+    /// ```
     pub fn with_table(pool: impl Into<LockPool>, table: &str) -> Result<Self, InvalidIdentifier> {
         validate_identifier(table)?;
         let pool = pool.into();
@@ -672,16 +753,38 @@ impl TableLock {
     }
 
     /// The table name.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert_eq!(locks.table(), locklint_runtime::table::DEFAULT_TABLE);
+    /// # }
+    /// ```
     pub fn table(&self) -> &str {
         &self.table
     }
 
     /// The pool the lock table lives in.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use locklint_runtime::table::{LockPool, TableLock};
+    /// let locks = TableLock::new(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap());
+    /// assert!(matches!(locks.pool(), LockPool::Sqlite(_)));
+    /// # }
+    /// ```
     pub fn pool(&self) -> &LockPool {
         &self.pool
     }
 
     /// The migration SQL creating this lock table (see also [`migration_sql`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = locklint_runtime::table::TableLock::with_table(sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(), "app_locks").unwrap();
+    /// assert!(locks.migration_sql().contains("app_locks"));
+    /// # }
+    /// ```
     pub fn migration_sql(&self) -> String {
         self.pool
             .dialect()
@@ -690,6 +793,14 @@ impl TableLock {
     }
 
     /// Creates the lock table if it does not exist.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), sqlx::Error> {
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect("sqlite::memory:").await?);
+    /// locks.migrate().await?;
+    /// locks.migrate().await?; // idempotent
+    /// # Ok(()) }
+    /// ```
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
         let sql = self.migration_sql();
         on_pool!(&self.pool, |p| sqlx::raw_sql(&sql)
@@ -701,6 +812,17 @@ impl TableLock {
     /// Takes the lock `name` for `ttl` if it is free (never acquired, released, or expired by
     /// the database clock); returns `None` while another lease is live. Never blocks on the
     /// current holder. The TTL is rounded up to whole milliseconds (at least 1 ms).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), sqlx::Error> {
+    /// use std::time::Duration;
+    /// let locks = locklint_runtime::table::TableLock::new(sqlx::SqlitePool::connect("sqlite::memory:").await?);
+    /// locks.migrate().await?;
+    /// let lease = locks.try_acquire("job", Duration::from_secs(30)).await?.expect("free");
+    /// assert!(locks.try_acquire("job", Duration::from_secs(30)).await?.is_none()); // held
+    /// assert!(lease.release().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(
         &self,
         name: &str,
@@ -771,7 +893,7 @@ impl TableLock {
             fence: FencingToken(fence_from_i64(fence)),
             ttl,
             shared: Arc::new(Shared {
-                valid_until: Mutex::new(started + ttl),
+                valid_until: Mutex::new(renewal::valid_until(started, ttl)),
                 ended: CancellationToken::new(),
             }),
             keep_alive: None,
@@ -780,6 +902,16 @@ impl TableLock {
 
     /// Like [`Self::try_acquire`], retrying with a short randomized backoff (5 to 55 ms)
     /// until the lock is taken or `timeout` has passed; `None` on timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: locklint_runtime::table::TableLock) -> Result<(), sqlx::Error> {
+    /// use std::time::Duration;
+    /// match locks.acquire_timeout("job", Duration::from_secs(30), Duration::from_secs(5)).await? {
+    ///     Some(lease) => { lease.release().await?; }
+    ///     None => println!("still held after 5 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(
         &self,
         name: &str,
@@ -973,7 +1105,7 @@ impl crate::lock::Lease for TableLease {
         Ok(TableLease::renew(self, ttl).await?)
     }
 
-    async fn release(self) -> Result<(), LeaseError> {
+    async fn unlock(self) -> Result<(), LeaseError> {
         match TableLease::release(&self).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LeaseError::Lost {

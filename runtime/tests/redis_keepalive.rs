@@ -1,6 +1,7 @@
 //! Keep-alive against a real Redis: it holds a lease past its TTL, notices every way the lock
 //! can disappear within about one renewal interval, never recreates a key, and stops at the
-//! maximum hold time. Destructive cases run on their own throwaway `redis-server`.
+//! maximum hold time. Destructive cases run on their own throwaway `redis-server`. Killed
+//! connections are in `redis_failures.rs`.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use locklint_runtime::redis_lock::{Lease, LostReason, RedisLocker};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use support::redis::{client_id, redis, unique, RedisServer};
+use support::redis::{redis, unique, RedisServer};
 
 const TTL: Duration = Duration::from_millis(300);
 const INTERVAL: Duration = Duration::from_millis(100); // TTL / 3
@@ -123,30 +124,6 @@ async fn keep_alive_notices_flushall() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keep_alive_notices_client_kill() {
-    let server = RedisServer::start();
-    let mut probe = server.conn().await;
-    let mut conn = server.conn().await;
-    let id = client_id(&mut conn).await;
-    let lease = hold(conn, unique("ka-kill"), Duration::from_secs(60)).await;
-    tokio::time::sleep(TTL).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("ID")
-        .arg(id)
-        .query_async(&mut probe)
-        .await
-        .unwrap();
-    assert_eq!(killed, 1);
-    let (reason, took) = lost_within(&lease, Instant::now()).await;
-    assert!(matches!(reason, LostReason::RenewalFailed(_)), "{reason:?}");
-    assert!(took < detection_bound(), "took {took:?}");
-    // The key survives the killed connection until its TTL runs out, and is not renewed.
-    tokio::time::sleep(TTL).await;
-    assert_stopped(&lease, &mut probe).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_notices_a_server_restart() {
     let mut server = RedisServer::start();
     let lease = hold(
@@ -216,41 +193,4 @@ async fn trait_keep_alive_uses_the_lockers_max_hold() {
     assert_eq!(reason, LostReason::MaxHoldReached);
     assert!(held_for > TTL * 2, "renewed before the cap: {held_for:?}");
     assert!(held_for < max_hold + detection_bound(), "{held_for:?}");
-}
-
-/// A killed connection behind a `ConnectionManager` is a transient failure: the keep-alive
-/// retries within the lease's validity, the manager reconnects, and the lease is kept.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keep_alive_rides_out_a_killed_connection_that_reconnects() {
-    let server = RedisServer::start();
-    let mut probe = server.conn().await;
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = redis::aio::ConnectionManager::new(client).await.unwrap();
-    let id: i64 = redis::cmd("CLIENT")
-        .arg("ID")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let ttl = Duration::from_secs(1);
-    let locker = RedisLocker::new(conn)
-        .with_prefix(unique("ka-reconnect"))
-        .unwrap();
-    let mut lease = locker.acquire("job", ttl).await.expect("acquire");
-    lease.spawn_keep_alive(Duration::from_secs(60));
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("ID")
-        .arg(id)
-        .query_async(&mut probe)
-        .await
-        .unwrap();
-    assert_eq!(killed, 1);
-    tokio::time::sleep(ttl * 3).await;
-    assert!(
-        lease.is_held(),
-        "lost after a reconnect: {:?}",
-        lease.lost_reason()
-    );
-    assert!(value(&mut probe, lease.key()).await.is_some());
-    assert!(lease.release().await.unwrap(), "still ours after 3 TTLs");
 }

@@ -529,7 +529,7 @@ async fn advisory_locker_implements_the_lock_trait() {
         .is_busy());
     a.renew(ttl).await.unwrap();
     let first = a.fence();
-    a.release().await.unwrap();
+    a.unlock().await.unwrap();
 
     let mut b = locks.try_acquire(&name, ttl).await.unwrap();
     assert!(b.fence() > first);
@@ -543,9 +543,9 @@ async fn advisory_locker_implements_the_lock_trait() {
         .await
         .expect("loss signalled");
     assert!(b.renew(ttl).await.unwrap_err().is_lost());
-    assert!(b.release().await.unwrap_err().is_lost());
+    assert!(b.unlock().await.unwrap_err().is_lost());
     let c = locks.try_acquire(&name, ttl).await.unwrap();
     assert!(c.fence() > first);
-    c.release().await.unwrap();
+    c.unlock().await.unwrap();
     db.cleanup().await;
 }

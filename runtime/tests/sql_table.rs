@@ -249,7 +249,7 @@ async fn keep_alive_signals_loss(lock: TableLock) {
     assert!(!lease.is_held());
     assert!(token.is_cancelled());
     assert!(lease.clone().renew(ttl).await.unwrap_err().is_lost());
-    assert!(Lease::release(lease).await.unwrap_err().is_lost());
+    assert!(Lease::unlock(lease).await.unwrap_err().is_lost());
     assert_eq!(row(&lock, "job").await.unwrap().0, "intruder");
 }
 
@@ -323,6 +323,41 @@ async fn mysql_mutual_exclusion_under_contention() {
 async fn sqlite_keep_alive_signals_loss() {
     let db = sqlite_with(4).await;
     keep_alive_signals_loss(TableLock::new(db.pool.clone())).await;
+}
+
+/// Renewals that keep failing (here: the pool is closed, so every renewal errors) are
+/// retried, but the lease is declared lost as soon as less than one renewal interval of
+/// validity is left: within two renewal intervals of the failure and before the validity
+/// ends, never at its end.
+#[tokio::test]
+async fn sqlite_keep_alive_gives_up_one_interval_before_the_validity_ends() {
+    let db = sqlite_with(2).await;
+    let lock = TableLock::new(db.pool.clone());
+    lock.migrate().await.unwrap();
+    let ttl = Duration::from_millis(900);
+    let interval = ttl / 3;
+    let mut lease = lock.try_acquire("job", ttl).await.unwrap().expect("free");
+    lease.spawn_keep_alive();
+    tokio::time::sleep(interval + interval / 2).await;
+    assert!(lease.is_held(), "renewed once");
+    let failing_from = std::time::Instant::now();
+    db.pool.close().await;
+    tokio::time::timeout(Duration::from_secs(10), lease.lost())
+        .await
+        .expect("lost() never fired");
+    let lost_at = std::time::Instant::now();
+    let took = lost_at - failing_from;
+    eprintln!(
+        "lost() {took:?} after renewals started failing, {:?} before the validity ends",
+        lease.valid_until().saturating_duration_since(lost_at)
+    );
+    assert!(lost_at < lease.valid_until(), "signalled only at the end");
+    assert!(
+        took <= interval * 2 + Duration::from_millis(150),
+        "took {took:?}"
+    );
+    assert!(!lease.is_held());
+    assert!(lease.cancellation_token().is_cancelled());
 }
 
 #[tokio::test]

@@ -213,7 +213,7 @@ async fn memory_lock_traces_like_the_other_backends() {
         .expect("acquire");
     let fence = lease.fence().0;
     lease.renew(Duration::from_secs(5)).await.expect("renew");
-    lease.release().await.expect("release");
+    lease.unlock().await.expect("release");
 
     let expected = Expected::new("memory", "ledger", fence);
     assert_eq!(

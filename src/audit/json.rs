@@ -7,7 +7,8 @@
 //!     "name": "lock:invoice:{}",
 //!     "mechanism": "redis-set-nx-px" | "redis-setnx-expire" | "redis-setnx-no-expiry" | "redis-get-then-set"
 //!                | "advisory-session" | "advisory-transaction" | "lock-table"
-//!                | "runtime-redis" | "runtime-advisory" | "runtime-table" | "redlock",
+//!                | "runtime-redis" | "runtime-advisory" | "runtime-table" | "runtime-lock"
+//!                | "redlock",
 //!     "acquires": [{"site": {"path", "line", "column"}, "function", "command", "ttl",
 //!                   "token": "unique" | "constant" | "none", "checked": true | false | null,
 //!                   "called_from": [site]}],

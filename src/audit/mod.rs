@@ -81,10 +81,12 @@ pub enum Mechanism {
     LockTable,
     /// `locklint-runtime`'s `RedisLocker`.
     RuntimeRedis,
-    /// `locklint-runtime`'s `AdvisoryLock`.
+    /// `locklint-runtime`'s `AdvisoryLock` or `AdvisoryLocker`.
     RuntimeAdvisory,
     /// `locklint-runtime`'s `TableLock`.
     RuntimeTable,
+    /// `locklint-runtime`'s `Lock` trait: a locker of any backend (generic code).
+    RuntimeLock,
     /// Redlock across several Redis nodes (the `rslock` / `redlock` crates).
     Redlock,
 }
@@ -102,6 +104,7 @@ impl Mechanism {
             Mechanism::RuntimeRedis => "locklint-runtime RedisLocker",
             Mechanism::RuntimeAdvisory => "locklint-runtime AdvisoryLock",
             Mechanism::RuntimeTable => "locklint-runtime TableLock",
+            Mechanism::RuntimeLock => "locklint-runtime Lock (any backend)",
             Mechanism::Redlock => "Redlock (multi-node Redis)",
         }
     }
@@ -202,12 +205,19 @@ pub struct Write {
     /// A single-row `UPDATE ... WHERE` that a condition could make safe alone.
     #[serde(skip)]
     pub conditional_update: bool,
+    /// Follows a read of the same table made under the lock: the value written may depend
+    /// on it (a read-modify-write).
+    #[serde(skip)]
+    pub after_read: bool,
 }
 
 impl Write {
-    /// Safe without the lock's help.
+    /// Safe without the lock's help. A fenced write that follows a plain read of its table
+    /// is not: the fence is compared only when writing, so a stale holder that writes first
+    /// is accepted and the newer holder, which read the same row, then writes over its
+    /// update (the read must claim the row with the fence).
     pub fn safe_alone(&self) -> bool {
-        self.idempotent || self.fenced
+        self.idempotent || (self.fenced && !self.after_read)
     }
 }
 
@@ -438,6 +448,7 @@ pub fn serde_plain(m: Mechanism) -> &'static str {
         Mechanism::RuntimeRedis => "runtime-redis",
         Mechanism::RuntimeAdvisory => "runtime-advisory",
         Mechanism::RuntimeTable => "runtime-table",
+        Mechanism::RuntimeLock => "runtime-lock",
         Mechanism::Redlock => "redlock",
     }
 }

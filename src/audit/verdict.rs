@@ -138,10 +138,21 @@ pub fn decide(lock: &mut Lock) {
             } else {
                 "the writes run outside the session that holds the lock, which can be lost without them noticing"
             };
-            reasons.push(format!(
-                "{} neither fenced nor idempotent: {why}",
-                plural(unsafe_writes.len(), "write is", "writes are")
-            ));
+            let unfenced = unsafe_writes.iter().filter(|w| !w.fenced).count();
+            if unfenced > 0 {
+                reasons.push(format!(
+                    "{} neither fenced nor idempotent: {why}",
+                    plural(unfenced, "write is", "writes are")
+                ));
+            }
+            let read_first = unsafe_writes.len() - unfenced;
+            if read_first > 0 {
+                reasons.push(format!(
+                    "{} the fence only when writing, after a plain read of {} table: a stale holder's write is accepted first, and the newer holder's, computed from the same read, overwrites it",
+                    plural(read_first, "write compares", "writes compare"),
+                    if read_first == 1 { "its" } else { "their" }
+                ));
+            }
             let minted = !lock.fencing.minted.is_empty();
             for w in &unsafe_writes {
                 if w.target.starts_with("Redis") {
@@ -152,6 +163,11 @@ pub fn decide(lock: &mut Lock) {
                 } else if w.target.starts_with("INSERT") {
                     steps.push(format!(
                         "make this write idempotent at {}: a unique key with `ON CONFLICT DO NOTHING`",
+                        w.site.short()
+                    ));
+                } else if w.after_read {
+                    steps.push(format!(
+                        "this write may depend on a read made under the lock: claim the row with the fencing token at the read and require it at the write, {} (`UPDATE .. SET fence = $n WHERE .. AND fence <= $n RETURNING ..` at the read, `AND fence = $n` at the write; `FencedClaim` in locklint-runtime); a fence compared only at the write can still lose an update",
                         w.site.short()
                     ));
                 } else if minted {

@@ -590,8 +590,8 @@ async fn client_kill(servers: &Servers, report: &mut Report) -> Result<(), BoxEr
         Ok(())
     };
 
-    // Mid-hold, on a connection that never reconnects: the keep-alive's renewals fail until
-    // the lease's validity ends.
+    // Mid-hold, on a connection that never reconnects: the keep-alive's renewals fail, and
+    // the lease is declared lost once less than one renewal interval of validity is left.
     let mut plain = connect(&url).await;
     let plain_id = client_id(&mut plain).await;
     let locker = RedisLocker::new(plain).with_prefix("faults-c")?;
@@ -608,12 +608,27 @@ async fn client_kill(servers: &Servers, report: &mut Report) -> Result<(), BoxEr
         .await
         .ok();
     let lost_after = killed.elapsed();
+    let lost_at = Instant::now();
+    // what was left of the key on the server when the holder was told
+    let key_left: i64 = redis::cmd("PTTL")
+        .arg(lease.key())
+        .query_async(&mut admin)
+        .await?;
+    let before_the_end = reason.is_some() && lost_at < lease.valid_until() && key_left > 0;
     let release = lease.release().await;
+    report.figure(
+        SCENARIO,
+        "mid-hold, plain connection: TTL, renewal interval",
+        format!("{}, {}", ms(ttl), ms(ttl / 3)),
+    );
     report.figure(
         SCENARIO,
         "mid-hold, plain connection: `lost()` after the kill",
         match &reason {
-            Some(reason) => format!("{} ({reason})", ms(lost_after)),
+            Some(reason) => format!(
+                "{} ({reason}); the key had {key_left} ms left",
+                ms(lost_after)
+            ),
             None => "not within 5 s".into(),
         },
     );
@@ -628,6 +643,10 @@ async fn client_kill(servers: &Servers, report: &mut Report) -> Result<(), BoxEr
     report.check(
         "(c) loss signalled when the holder's connection is killed for good",
         reason.is_some(),
+    );
+    report.check(
+        "(c) the killed holder was told before its lease's validity ended (its key still on the server)",
+        before_the_end,
     );
     report.check(
         "(c) the release on a dead connection returns an error",
@@ -756,7 +775,7 @@ async fn advisory_terminate(servers: &Servers, report: &mut Report) -> Result<()
         .is_ok();
     let lost_after = killed.elapsed();
     let held_after = locklint_runtime::lock::Lease::is_held(&lease);
-    let released = locklint_runtime::lock::Lease::release(lease).await;
+    let released = locklint_runtime::lock::Lease::unlock(lease).await;
     // Every connection the pool can hand out: none may be the terminated session.
     let mut conns = Vec::new();
     let mut pids = Vec::new();

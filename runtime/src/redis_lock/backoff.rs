@@ -9,6 +9,13 @@ use super::LockError;
 /// Attempt `n` (starting at 0) sleeps a uniformly random duration in
 /// `[0, min(max, base * 2^n)]` ("full jitter"), which spreads contenders out instead of
 /// letting them retry in lock step.
+///
+/// ```
+/// use std::time::Duration;
+/// use locklint_runtime::redis_lock::Backoff;
+/// let patient = Backoff { base: Duration::from_millis(20), max: Duration::from_secs(2) };
+/// assert_eq!(patient.ceiling(2), Duration::from_millis(80));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// Upper bound of the first sleep.
@@ -44,6 +51,12 @@ impl Backoff {
     }
 
     /// A random sleep in `[0, ceiling(attempt)]`.
+    ///
+    /// ```
+    /// use locklint_runtime::redis_lock::Backoff;
+    /// let backoff = Backoff::default();
+    /// assert!(backoff.delay(3) <= backoff.ceiling(3));
+    /// ```
     pub fn delay(&self, attempt: u32) -> Duration {
         let ceiling = self.ceiling(attempt);
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);

@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// Why a [`Lease`](super::Lease) stopped being held.
+///
+/// ```no_run
+/// # async fn demo(lease: locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+/// use locklint_runtime::redis_lock::LostReason;
+/// match lease.lost().await {
+///     LostReason::NotOwner => eprintln!("someone else holds it now"),
+///     LostReason::RenewalFailed(e) => eprintln!("could not renew: {e}"),
+///     other => eprintln!("ended: {other}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LostReason {
@@ -32,6 +43,18 @@ impl std::fmt::Display for LostReason {
 }
 
 /// Errors returned by the Redis lease API.
+///
+/// ```no_run
+/// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// use locklint_runtime::redis_lock::LockError;
+/// match locker.acquire_timeout("report", Duration::from_secs(30), Duration::from_secs(2)).await {
+///     Ok(mut lease) => { lease.release().await?; }
+///     Err(LockError::TimedOut { waited, .. }) => eprintln!("busy for {waited:?}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {

@@ -11,23 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::release_mode::{release_key, ReleaseModes};
 use super::scripts::RENEW;
 use super::{LockConnection, LockError, LostReason};
+use crate::renewal::{self, add_saturating, Schedule};
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
-
-/// `instant + duration`, saturating far in the future instead of panicking on overflow.
-pub(crate) fn add_saturating(instant: Instant, duration: Duration) -> Instant {
-    instant
-        .checked_add(duration)
-        .or_else(|| instant.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(instant)
-}
-
-/// Safety margin subtracted from a TTL when computing how long a lease is valid locally:
-/// 1% of the TTL plus 2 ms for clock-rate differences between this host and the server,
-/// never more than half the TTL.
-pub(crate) fn drift_allowance(ttl: Duration) -> Duration {
-    (ttl / 100 + Duration::from_millis(2)).min(ttl / 2)
-}
 
 /// Converts a TTL to whole milliseconds, rejecting zero and out-of-range values.
 pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64, LockError> {
@@ -66,7 +52,7 @@ impl Shared {
         ttl: Duration,
         acquired_at: Instant,
     ) -> Self {
-        let valid_until = add_saturating(acquired_at, ttl.saturating_sub(drift_allowance(ttl)));
+        let valid_until = renewal::valid_until(acquired_at, ttl);
         Shared {
             name,
             key,
@@ -88,7 +74,7 @@ impl Shared {
     }
 
     fn extend(&self, attempt_start: Instant, ttl: Duration) {
-        let until = add_saturating(attempt_start, ttl.saturating_sub(drift_allowance(ttl)));
+        let until = renewal::valid_until(attempt_start, ttl);
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
     }
 
@@ -114,6 +100,13 @@ impl Shared {
         } else {
             LostReason::Expired
         }
+    }
+
+    fn is_renewal_failing(&self) -> bool {
+        self.renewal_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     fn set_renewal_failing(&self, error: Option<String>) {
@@ -177,6 +170,16 @@ impl Shared {
 ///
 /// The token is kept until a release is confirmed by Redis: if [`Lease::release`] fails or
 /// its future is dropped midway, the release can be retried and is attempted again on drop.
+///
+/// ```no_run
+/// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+/// lease.spawn_keep_alive(Duration::from_secs(300));
+/// // ... writes carrying lease.fence() ...
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping a lease releases the lock in the background"]
 pub struct Lease<C: LockConnection> {
     shared: Arc<Shared>,
@@ -219,22 +222,46 @@ impl<C: LockConnection> Lease<C> {
     /// The maximum hold time of the locker that issued this lease
     /// ([`RedisLocker::with_max_hold`](super::RedisLocker::with_max_hold)), used when the
     /// keep-alive is started through the [`Lease`](crate::lock::Lease) trait.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert!(lease.max_hold() >= std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
     pub fn max_hold(&self) -> Duration {
         self.max_hold
     }
 
     /// The lock name this lease was acquired for.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.name(), "report");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// The Redis key holding the lock (`<prefix>:{<name>}:lock`).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.key(), "locklint:{report}:lock");
+    /// # }
+    /// ```
     pub fn key(&self) -> &str {
         &self.shared.key
     }
 
     /// This lease's random token (128 bits from the OS RNG, 32 hex digits), stored as the
     /// lock key's value.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// assert_eq!(lease.token().len(), 32);
+    /// # }
+    /// ```
     pub fn token(&self) -> &str {
         &self.shared.token
     }
@@ -242,32 +269,77 @@ impl<C: LockConnection> Lease<C> {
     /// The fencing token minted together with the lock: strictly greater than the fence of
     /// every earlier acquisition of the same lock name, also across a loss of the Redis
     /// data (see [`RedisLocker::try_acquire`](super::RedisLocker::try_acquire)).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let fence: i64 = lease.fence().as_i64(); // bind it in the fenced write
+    /// # let _ = fence;
+    /// # }
+    /// ```
     pub fn fence(&self) -> FencingToken {
         self.shared.fence
     }
 
     /// The TTL the lease was acquired with (and that the keep-alive renews to).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let renew_every = lease.ttl() / 3;
+    /// # let _ = renew_every;
+    /// # }
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.shared.ttl
     }
 
     /// When the attempt that won the lock started (monotonic clock).
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let held_for = lease.acquired_at().elapsed();
+    /// # let _ = held_for;
+    /// # }
+    /// ```
     pub fn acquired_at(&self) -> Instant {
         self.shared.acquired_at
     }
 
     /// The instant until which the lease is valid, measured from the start of the winning
     /// attempt (or of the last successful renewal) minus a small clock-drift allowance.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if lease.valid_until() < std::time::Instant::now() + std::time::Duration::from_secs(1) {
+    ///     // too little time left to start another batch
+    /// }
+    /// # }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         self.shared.valid_until()
     }
 
     /// Time left before [`valid_until`](Self::valid_until); zero once the lease has ended.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if lease.remaining() < std::time::Duration::from_secs(1) {
+    ///     // too little time left to start another batch
+    /// }
+    /// # }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.shared.remaining()
     }
 
     /// Whether the lease is still valid: not released, not lost, and not past its validity.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if !lease.is_held() {
+    ///     return; // stop working under it
+    /// }
+    /// # }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.shared.is_held()
     }
@@ -276,6 +348,13 @@ impl<C: LockConnection> Lease<C> {
     /// renewal found the key gone or failed, the maximum hold time was reached, or the lease
     /// was released. It owns what it needs, so it can be awaited in a `select!` next to the
     /// work protected by the lock.
+    ///
+    /// With the [keep-alive](Self::spawn_keep_alive) running, a renewal that keeps failing
+    /// (a dead connection, a server that does not answer) resolves it once less than one
+    /// renewal interval (TTL/3) of validity is left without a successful renewal: within one
+    /// interval of the first failed renewal, and always before the validity ends, so the
+    /// holder has that interval to stop. Without a keep-alive it resolves when the validity
+    /// ends.
     ///
     /// ```no_run
     /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
@@ -300,16 +379,38 @@ impl<C: LockConnection> Lease<C> {
     ///
     /// Without a keep-alive nothing watches the clock, so check [`is_held`](Self::is_held)
     /// or await [`lost`](Self::lost) as well.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let token = lease.cancellation_token(); // hand it to code that stops on cancellation
+    /// # drop(token);
+    /// # }
+    /// ```
     pub fn cancellation_token(&self) -> CancellationToken {
         self.shared.ended.clone()
     }
 
     /// Why the lease ended, if it has.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if let Some(reason) = lease.lost_reason() {
+    ///     eprintln!("lost: {reason}");
+    /// }
+    /// # }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.shared.reason.get().cloned()
     }
 
     /// A cheap, cloneable view of this lease for the code running under the lock.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// let handle = lease.handle(); // cheap to clone, hand it to tasks
+    /// # drop(handle);
+    /// # }
+    /// ```
     pub fn handle(&self) -> LeaseHandle {
         LeaseHandle {
             shared: Arc::clone(&self.shared),
@@ -347,11 +448,17 @@ impl<C: LockConnection> Lease<C> {
 
     /// Starts a background task that renews the lease to its TTL every TTL/3.
     ///
-    /// The task stops at the first renewal that fails (key gone or owned by someone else, a
-    /// Redis or connection error, or no reply before the lease would expire) and marks the
-    /// lease lost, which wakes [`lost`](Self::lost), cancels the
-    /// [`cancellation_token`](Self::cancellation_token) and makes
-    /// [`is_held`](Self::is_held) false. It never recreates a key: renewal is a
+    /// A renewal that fails transiently (a dropped or refused connection, a timeout, a server
+    /// loading or failing over) is retried every TTL/24 (at most 250 ms), but only while more
+    /// than one renewal interval of validity is left: once less than one interval remains
+    /// without a successful renewal, the lease is declared lost
+    /// ([`LostReason::RenewalFailed`]). Loss is therefore signalled within one renewal
+    /// interval of the first failed renewal and one interval (TTL/3) before the validity
+    /// ends, which leaves the holder that long to stop. The task also stops, and marks the
+    /// lease lost, when a renewal finds the key gone or owned by someone else
+    /// ([`LostReason::NotOwner`]) or fails for another reason. A loss wakes
+    /// [`lost`](Self::lost), cancels the [`cancellation_token`](Self::cancellation_token) and
+    /// makes [`is_held`](Self::is_held) false. It never recreates a key: renewal is a
     /// compare-and-`PEXPIRE`.
     ///
     /// `max_hold` bounds the total hold time, measured from [`acquired_at`](Self::acquired_at):
@@ -361,6 +468,16 @@ impl<C: LockConnection> Lease<C> {
     ///
     /// Calling it again replaces the previous keep-alive task. Must be called within a tokio
     /// runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// // Renewed every 10 s; a dead connection is reported lost at most 20 s after it died,
+    /// // while 10 s of the lease are still left.
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// lease.spawn_keep_alive(Duration::from_secs(600));
+    /// # Ok(()) }
+    /// ```
     pub fn spawn_keep_alive(&mut self, max_hold: Duration) {
         self.stop_keep_alive();
         let shared = Arc::clone(&self.shared);
@@ -369,6 +486,14 @@ impl<C: LockConnection> Lease<C> {
     }
 
     /// Stops the keep-alive task, if any, without releasing the lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &mut locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// lease.spawn_keep_alive(std::time::Duration::from_secs(60));
+    /// lease.stop_keep_alive(); // the lease now ends at its TTL unless renewed
+    /// assert!(!lease.keep_alive_running());
+    /// # }
+    /// ```
     pub fn stop_keep_alive(&mut self) {
         if let Some(task) = self.keep_alive.take() {
             task.abort();
@@ -376,6 +501,14 @@ impl<C: LockConnection> Lease<C> {
     }
 
     /// Whether a keep-alive task is attached and still running.
+    ///
+    /// ```no_run
+    /// # fn demo(lease: &mut locklint_runtime::redis_lock::Lease<redis::aio::ConnectionManager>) {
+    /// if !lease.keep_alive_running() && lease.is_held() {
+    ///     lease.spawn_keep_alive(std::time::Duration::from_secs(60));
+    /// }
+    /// # }
+    /// ```
     pub fn keep_alive_running(&self) -> bool {
         self.keep_alive.as_ref().is_some_and(|t| !t.is_finished())
     }
@@ -389,6 +522,27 @@ impl<C: LockConnection> Lease<C> {
     /// left intact. Stops the keep-alive first. On error the lease keeps its token, so the
     /// call can be retried (a drop also retries in the background). Releasing an already
     /// released lease returns `Ok(false)` without contacting Redis.
+    ///
+    /// This is the method `lease.release()` calls, whether or not the
+    /// [`Lease`](crate::lock::Lease) trait is in scope: the trait ends a lease with
+    /// [`unlock`](crate::lock::Lease::unlock) (by value, `Err(Lost)` when it was no longer
+    /// ours), a different name, so an import never changes which one runs.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::lock::{Lease as _, Lock};
+    ///
+    /// // This method, trait in scope or not: keeps the lease, `Ok(false)` if it was no
+    /// // longer ours, and can be retried after an error.
+    /// let mut lease = locker.acquire("report", Duration::from_secs(30)).await?;
+    /// let still_ours: bool = lease.release().await?;
+    ///
+    /// // The trait's: consumes the lease, `Err(LeaseError::Lost)` if it was no longer ours.
+    /// let lease = Lock::try_acquire(&locker, "report", Duration::from_secs(30)).await?;
+    /// let (): () = lease.unlock().await?;
+    /// # let _ = still_ours; Ok(()) }
+    /// ```
     pub async fn release(&mut self) -> Result<bool, LockError> {
         self.stop_keep_alive();
         let span = OpSpan::with_fence(Op::Release, "redis", &self.shared.name, self.shared.fence.0);
@@ -486,7 +640,8 @@ async fn renew_once<C: LockConnection>(
 }
 
 async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hold: Duration) {
-    let interval = (shared.ttl / 3).max(Duration::from_millis(1));
+    let schedule = Schedule::for_ttl(shared.ttl);
+    let interval = schedule.interval;
     let hold_deadline = add_saturating(shared.acquired_at, max_hold);
     let mut next = add_saturating(shared.acquired_at, interval);
     loop {
@@ -516,35 +671,56 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
             shared.mark_lost(LostReason::MaxHoldReached);
             return;
         }
+        if shared.is_renewal_failing() && now >= schedule.give_up_at(valid_until) {
+            // Less than one renewal interval left and no renewal got through: say so now,
+            // while the holder still has that interval to stop.
+            shared.mark_lost(shared.expiry_reason());
+            return;
+        }
         // Renew to the full TTL, or only up to the hold deadline if that comes first.
         let ttl = shared.ttl.min(hold_deadline.saturating_duration_since(now));
         let ttl_ms = (ttl.as_millis() as u64).max(1);
-        if ttl < shared.ttl {
-            // This renewal ends at the hold deadline: from now on, running out is due to it.
-            shared.hold_capped.store(true, Ordering::SeqCst);
-        }
+        let answer_by = schedule.answer_by(now, valid_until);
         let reply = tokio::time::timeout(
-            valid_until.saturating_duration_since(now),
+            answer_by.saturating_duration_since(now),
             renew_once(&mut conn, &shared, ttl_ms),
         )
         .await;
         match reply {
             Ok(Ok(true)) => {
                 shared.set_renewal_failing(None);
+                if ttl < shared.ttl {
+                    // This renewal ended at the hold deadline: from now on, running out is
+                    // due to it.
+                    shared.hold_capped.store(true, Ordering::SeqCst);
+                }
                 next = add_saturating(now, interval);
             }
             Ok(Ok(false)) => return,
-            // A transient failure is retried while the lease is still valid: the key is
-            // still ours until then, and a reconnecting client may get through.
+            // A transient failure is retried while more than one renewal interval of
+            // validity is left: the key is still ours until it expires, and a reconnecting
+            // client may get through.
             Ok(Err(e)) if e.is_transient() => {
                 shared.set_renewal_failing(Some(e.to_string()));
-                next = add_saturating(Instant::now(), retry_delay(interval));
+                match schedule.retry_at(Instant::now(), valid_until) {
+                    Some(at) => next = at,
+                    None => {
+                        shared.mark_lost(shared.expiry_reason());
+                        return;
+                    }
+                }
             }
             Ok(Err(e)) => {
                 shared.mark_lost(LostReason::RenewalFailed(e.to_string()));
                 return;
             }
             Err(_) => {
+                if !shared.is_renewal_failing() {
+                    shared.set_renewal_failing(Some(format!(
+                        "no reply to the renewal within {:?}",
+                        answer_by.saturating_duration_since(now)
+                    )));
+                }
                 shared.mark_lost(shared.expiry_reason());
                 return;
             }
@@ -552,14 +728,23 @@ async fn keep_alive<C: LockConnection>(shared: Arc<Shared>, mut conn: C, max_hol
     }
 }
 
-/// The pause before retrying a renewal that failed transiently: short against the renewal
-/// interval, so several retries fit in the remaining validity.
-fn retry_delay(interval: Duration) -> Duration {
-    (interval / 8).clamp(Duration::from_millis(1), Duration::from_millis(250))
-}
-
 /// A cloneable, read-only view of a [`Lease`], handed to the closure run by
 /// [`RedisLocker::with_lock`](super::RedisLocker::with_lock).
+///
+/// ```no_run
+/// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// let fence = locker
+///     .with_lock("report", Duration::from_secs(30), |handle| async move {
+///         let worker = tokio::spawn({
+///             let handle = handle.clone();
+///             async move { handle.fence() }
+///         });
+///         worker.await.expect("worker")
+///     })
+///     .await?;
+/// # let _ = fence; Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct LeaseHandle {
     shared: Arc<Shared>,
@@ -576,46 +761,107 @@ impl std::fmt::Debug for LeaseHandle {
 
 impl LeaseHandle {
     /// See [`Lease::name`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert_eq!(lease.name(), "report");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// See [`Lease::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert!(lease.key().ends_with(":lock"));
+    /// # }
+    /// ```
     pub fn key(&self) -> &str {
         &self.shared.key
     }
 
     /// See [`Lease::token`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// assert_eq!(lease.token().len(), 32);
+    /// # }
+    /// ```
     pub fn token(&self) -> &str {
         &self.shared.token
     }
 
     /// See [`Lease::fence`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let fence = lease.fence();
+    /// # let _ = fence;
+    /// # }
+    /// ```
     pub fn fence(&self) -> FencingToken {
         self.shared.fence
     }
 
     /// See [`Lease::valid_until`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let until = lease.valid_until();
+    /// # let _ = until;
+    /// # }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         self.shared.valid_until()
     }
 
     /// See [`Lease::remaining`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let left = lease.remaining();
+    /// # let _ = left;
+    /// # }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.shared.remaining()
     }
 
     /// See [`Lease::is_held`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// if !lease.is_held() {
+    ///     return; // stop working under it
+    /// }
+    /// # }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.shared.is_held()
     }
 
     /// See [`Lease::lost`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let lost = lease.lost(); // await it in a `select!` next to the work
+    /// # drop(lost);
+    /// # }
+    /// ```
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.shared.lost()
     }
 
     /// See [`Lease::cancellation_token`].
+    ///
+    /// ```no_run
+    /// # fn demo(lease: locklint_runtime::redis_lock::LeaseHandle) {
+    /// let token = lease.cancellation_token(); // hand it to code that stops on cancellation
+    /// # drop(token);
+    /// # }
+    /// ```
     pub fn cancellation_token(&self) -> CancellationToken {
         self.shared.ended.clone()
     }

@@ -8,31 +8,58 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 
 use super::backoff::{random_token, Backoff};
-use super::lease::{add_saturating, spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
+use super::lease::{spawn_release, ttl_millis, Lease, LeaseHandle, Shared};
 use super::release_mode::ReleaseModes;
 use super::scripts::ACQUIRE;
 use super::wake::{self, Wakeups, Watch};
 use super::{LockConnection, LockError};
+use crate::renewal::add_saturating;
 use crate::trace::{Op, OpSpan};
 use crate::FencingToken;
 
 /// Default key prefix: keys are `locklint:{<name>}:lock` and `locklint:{<name>}:fence`.
+///
+/// ```no_run
+/// # async fn demo(conn: redis::aio::ConnectionManager) {
+/// use locklint_runtime::redis_lock::{RedisLocker, DEFAULT_PREFIX};
+/// assert_eq!(RedisLocker::new(conn).prefix(), DEFAULT_PREFIX);
+/// # }
+/// ```
 pub const DEFAULT_PREFIX: &str = "locklint";
 
 /// Default maximum total hold time for [`RedisLocker::with_lock`].
+///
+/// ```no_run
+/// # async fn demo(conn: redis::aio::ConnectionManager) {
+/// use locklint_runtime::redis_lock::{RedisLocker, DEFAULT_MAX_HOLD};
+/// let locker = RedisLocker::new(conn).with_max_hold(DEFAULT_MAX_HOLD * 3); // 30 minutes
+/// # let _ = locker; }
+/// ```
 pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(600);
 
 /// Acquires Redis leases over one connection.
 ///
 /// Generic over any async connection that can be cloned cheaply and shared between tasks:
 /// [`redis::aio::MultiplexedConnection`], [`redis::aio::ConnectionManager`] and
-/// [`redis::cluster_async::ClusterConnection`] all qualify. Cloning a locker is cheap and
+/// `redis::cluster_async::ClusterConnection` (feature `redis-cluster`) all qualify. Cloning a locker is cheap and
 /// clones share the server-version probe.
 ///
 /// Each lock name uses two keys that share the hash tag `{<name>}`, so both land in the same
 /// Redis Cluster slot: `<prefix>:{<name>}:lock` holds the current holder's token with a TTL,
 /// and `<prefix>:{<name>}:fence` is the fencing counter (no TTL; if it is lost, the next
 /// fence starts again from the server's time in microseconds, above every earlier fence).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), locklint_runtime::redis_lock::LockError> {
+/// use std::time::Duration;
+/// use locklint_runtime::redis_lock::RedisLocker;
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let locker = RedisLocker::new(redis::aio::ConnectionManager::new(client).await?);
+/// if let Some(mut lease) = locker.try_acquire("report", Duration::from_secs(30)).await? {
+///     lease.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct RedisLocker<C: LockConnection> {
     conn: C,
     prefix: Arc<str>,
@@ -91,6 +118,15 @@ enum Outcome<T> {
 impl<C: LockConnection> RedisLocker<C> {
     /// A locker with the [`DEFAULT_PREFIX`], the default [`Backoff`] and
     /// [`DEFAULT_MAX_HOLD`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis::RedisResult<()> {
+    /// use locklint_runtime::redis_lock::RedisLocker;
+    /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let locker = RedisLocker::new(redis::aio::ConnectionManager::new(client).await?);
+    /// assert_eq!(locker.prefix(), "locklint");
+    /// # Ok(()) }
+    /// ```
     pub fn new(conn: C) -> Self {
         RedisLocker {
             conn,
@@ -141,6 +177,14 @@ impl<C: LockConnection> RedisLocker<C> {
     /// [`with_lock`](Self::with_lock) and by [`Lease::spawn_keep_alive`](crate::lock::Lease::spawn_keep_alive)
     /// through the [`Lease`](crate::lock::Lease) trait (the inherent
     /// [`Lease::spawn_keep_alive`] takes it as an argument). [`DEFAULT_MAX_HOLD`] unless set.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) {
+    /// use std::time::Duration;
+    /// use locklint_runtime::redis_lock::RedisLocker;
+    /// let locker = RedisLocker::new(conn).with_max_hold(Duration::from_secs(120));
+    /// # let _ = locker; }
+    /// ```
     pub fn with_max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
@@ -174,11 +218,26 @@ impl<C: LockConnection> RedisLocker<C> {
     }
 
     /// The connection this locker uses.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// let mut conn = locker.connection().clone();
+    /// let pong: String = redis::cmd("PING").query_async(&mut conn).await?;
+    /// # let _ = pong; Ok(()) }
+    /// ```
     pub fn connection(&self) -> &C {
         &self.conn
     }
 
     /// The key prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) {
+    /// use locklint_runtime::redis_lock::RedisLocker;
+    /// let locker = RedisLocker::new(conn).with_prefix("billing").unwrap();
+    /// assert_eq!(locker.prefix(), "billing");
+    /// # }
+    /// ```
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -192,17 +251,38 @@ impl<C: LockConnection> RedisLocker<C> {
     }
 
     /// The key holding the lock `name`: `<prefix>:{<name>}:lock`.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) {
+    /// let locker = locklint_runtime::redis_lock::RedisLocker::new(conn);
+    /// assert_eq!(locker.lock_key("invoices"), "locklint:{invoices}:lock");
+    /// # }
+    /// ```
     pub fn lock_key(&self, name: &str) -> String {
         self.key(name, "lock")
     }
 
     /// The fencing counter of the lock `name`: `<prefix>:{<name>}:fence`.
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) {
+    /// let locker = locklint_runtime::redis_lock::RedisLocker::new(conn);
+    /// assert_eq!(locker.fence_key("invoices"), "locklint:{invoices}:fence");
+    /// # }
+    /// ```
     pub fn fence_key(&self, name: &str) -> String {
         self.key(name, "fence")
     }
 
     /// The channel on which releases of the lock `name` are published:
     /// `<prefix>:{<name>}:released` (see [`with_wake_on_release`](Self::with_wake_on_release)).
+    ///
+    /// ```no_run
+    /// # async fn demo(conn: redis::aio::ConnectionManager) {
+    /// let locker = locklint_runtime::redis_lock::RedisLocker::new(conn);
+    /// assert_eq!(locker.release_channel("invoices"), "locklint:{invoices}:released");
+    /// # }
+    /// ```
     pub fn release_channel(&self, name: &str) -> String {
         self.key(name, "released")
     }
@@ -349,6 +429,15 @@ impl<C: LockConnection> RedisLocker<C> {
     /// `deadline` (or with the last transient error, when the last attempt failed). At least
     /// one attempt is made; the last backoff sleep is shortened so that a final attempt
     /// happens at the deadline.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::{Duration, Instant};
+    /// let deadline = Instant::now() + Duration::from_secs(5);
+    /// let mut lease = locker.acquire_until("report", Duration::from_secs(30), deadline).await?;
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_until(
         &self,
         name: &str,
@@ -425,6 +514,24 @@ impl<C: LockConnection> RedisLocker<C> {
     /// stopped answering cannot hold the result back). If the caller drops the `with_lock`
     /// future, the lease's drop releases it in the background. A failed release after the work
     /// completed is not reported (the key expires after its TTL).
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: locklint_runtime::redis_lock::RedisLocker<redis::aio::ConnectionManager>) -> Result<(), locklint_runtime::redis_lock::LockError> {
+    /// use std::time::Duration;
+    /// use locklint_runtime::redis_lock::LockError;
+    /// # async fn write_invoices(_fence: u64) -> usize { 0 }
+    /// match locker
+    ///     .with_lock("invoices", Duration::from_secs(10), |lease| async move {
+    ///         write_invoices(lease.fence().0).await
+    ///     })
+    ///     .await
+    /// {
+    ///     Ok(count) => println!("wrote {count} invoices"),
+    ///     Err(LockError::Lost { reason, .. }) => eprintln!("stopped: {reason}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn with_lock<F, Fut, T>(
         &self,
         name: &str,

@@ -54,7 +54,16 @@ pub use locker::{RedisLocker, DEFAULT_MAX_HOLD, DEFAULT_PREFIX};
 
 /// Connections a [`RedisLocker`] can use: any cheaply cloneable async Redis connection that can
 /// be shared between tasks, such as [`redis::aio::MultiplexedConnection`],
-/// [`redis::aio::ConnectionManager`] or [`redis::cluster_async::ClusterConnection`].
+/// [`redis::aio::ConnectionManager`] or `redis::cluster_async::ClusterConnection` (feature `redis-cluster`).
+///
+/// ```no_run
+/// # async fn demo() -> redis::RedisResult<()> {
+/// use locklint_runtime::redis_lock::RedisLocker;
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let reconnecting = RedisLocker::new(redis::aio::ConnectionManager::new(client.clone()).await?);
+/// let plain = RedisLocker::new(client.get_multiplexed_async_connection().await?);
+/// # let _ = (reconnecting, plain); Ok(()) }
+/// ```
 pub trait LockConnection: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {}
 
 impl<T> LockConnection for T where T: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {}
@@ -125,7 +134,7 @@ impl<C: LockConnection> crate::lock::Lease for Lease<C> {
         Ok(Lease::renew(self, ttl).await?)
     }
 
-    async fn release(mut self) -> Result<(), crate::lock::LeaseError> {
+    async fn unlock(mut self) -> Result<(), crate::lock::LeaseError> {
         if Lease::release(&mut self).await? {
             Ok(())
         } else {

@@ -6,6 +6,7 @@
 mod advisory;
 mod redis;
 mod runtime;
+mod runtime_calls;
 mod table;
 mod writes;
 

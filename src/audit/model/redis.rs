@@ -253,6 +253,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                             fenced: false,
                             same_session: false,
                             conditional_update: false,
+                            after_read: false,
                         },
                     );
                 }

@@ -1,5 +1,9 @@
-//! Locks taken through `locklint-runtime`'s types (`RedisLocker`, `AdvisoryLock`, `TableLock`).
+//! Locks taken through `locklint-runtime`'s types (`RedisLocker`, `AdvisoryLock`,
+//! `AdvisoryLocker`, `TableLock`, the `Lock` trait; which calls go to them is decided by
+//! [`super::runtime_calls`]), with the writes the crate protects (`FencedWrite`,
+//! `FencedClaim`, `claim_once`), and through the Redlock crates, recognised by name.
 
+use super::runtime_calls::{runtime_calls, Item, RuntimeCalls};
 use super::*;
 
 fn duration_text(text: &str) -> String {
@@ -22,8 +26,7 @@ fn duration_text(text: &str) -> String {
     "dynamic".to_string()
 }
 
-/// A lock API of a library: which file marker and type name identify it, which method names
-/// acquire, and what the lock is.
+/// A lock API of another library, recognised by name in files that mention it.
 struct LibraryLock {
     marker: &'static str,
     type_name: &'static str,
@@ -31,26 +34,8 @@ struct LibraryLock {
     mechanism: Mechanism,
 }
 
-/// Lock APIs recognised by name: `locklint-runtime`'s primitives and the Redlock crates.
+/// The Redlock crates.
 const LIBRARY_LOCKS: &[LibraryLock] = &[
-    LibraryLock {
-        marker: "locklint_runtime",
-        type_name: "AdvisoryLock",
-        acquire: &["try_lock", "lock_timeout", "try_lock_xact", "lock_xact"],
-        mechanism: Mechanism::RuntimeAdvisory,
-    },
-    LibraryLock {
-        marker: "locklint_runtime",
-        type_name: "RedisLocker",
-        acquire: &["try_acquire", "acquire", "acquire_timeout", "with_lock"],
-        mechanism: Mechanism::RuntimeRedis,
-    },
-    LibraryLock {
-        marker: "locklint_runtime",
-        type_name: "TableLock",
-        acquire: &["try_acquire", "acquire_timeout"],
-        mechanism: Mechanism::RuntimeTable,
-    },
     LibraryLock {
         marker: "rslock",
         type_name: "LockManager",
@@ -65,15 +50,76 @@ const LIBRARY_LOCKS: &[LibraryLock] = &[
     },
 ];
 
+/// The acquiring methods of each `locklint-runtime` lock type, and the lock they take.
+const RUNTIME_ACQUIRES: &[(Item, &[&str], Mechanism)] = &[
+    (
+        Item::RedisLocker,
+        &[
+            "try_acquire",
+            "acquire",
+            "acquire_timeout",
+            "acquire_until",
+            "with_lock",
+        ],
+        Mechanism::RuntimeRedis,
+    ),
+    (
+        Item::AdvisoryLock,
+        &["try_lock", "lock_timeout", "try_lock_xact", "lock_xact"],
+        Mechanism::RuntimeAdvisory,
+    ),
+    (
+        Item::AdvisoryLocker,
+        &["try_lock", "lock_timeout", "try_acquire", "acquire_timeout"],
+        Mechanism::RuntimeAdvisory,
+    ),
+    (
+        Item::TableLock,
+        &["try_acquire", "acquire_timeout"],
+        Mechanism::RuntimeTable,
+    ),
+    (
+        Item::LockTrait,
+        &["try_acquire", "acquire_timeout"],
+        Mechanism::RuntimeLock,
+    ),
+    (
+        Item::MemoryLock,
+        &["try_acquire", "acquire_timeout"],
+        Mechanism::RuntimeLock,
+    ),
+];
+
+/// The lock a call takes, if it is an acquisition.
+fn acquisition(
+    file: &RuntimeCalls,
+    apis: &[&LibraryLock],
+    c: &crate::ir::Call,
+) -> Option<Mechanism> {
+    if let Some(item) = file.locks.get(&c.span.start) {
+        return RUNTIME_ACQUIRES
+            .iter()
+            .find(|(i, methods, _)| i == item && methods.contains(&c.name.as_str()))
+            .map(|(_, _, mechanism)| *mechanism);
+    }
+    if !c.method {
+        return None;
+    }
+    apis.iter()
+        .find(|l| l.acquire.contains(&c.name.as_str()))
+        .map(|l| l.mechanism)
+}
+
 pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
+    let runtime = runtime_calls(project.files);
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
-    for file in project.files {
+    for (file, rt) in project.files.iter().zip(&runtime) {
         let text = &file.file.text;
         let apis: Vec<&LibraryLock> = LIBRARY_LOCKS
             .iter()
             .filter(|l| text.contains(l.marker) && text.contains(l.type_name))
             .collect();
-        if apis.is_empty() {
+        if apis.is_empty() && rt.locks.is_empty() {
             continue;
         }
         for f in &file.functions {
@@ -82,16 +128,12 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                 .iter()
                 .filter_map(|e| match e {
                     // calls on `self` are the library's own internals
-                    Event::Call(c) if c.method && !c.on_self => Some(c),
+                    Event::Call(c) if !c.on_self => Some(c),
                     _ => None,
                 })
                 .collect();
             for c in &calls {
-                let Some(mech) = apis
-                    .iter()
-                    .find(|l| l.acquire.contains(&c.name.as_str()))
-                    .map(|l| l.mechanism)
-                else {
+                let Some(mech) = acquisition(rt, &apis, c) else {
                     continue;
                 };
                 let key = c
@@ -125,9 +167,27 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                     } else {
                         TokenKind::Unique
                     },
-                    checked: Some(!matches!(c.result, ResultUse::Ignored(_))),
+                    checked: (!waits_until_held(c, mech))
+                        .then_some(!matches!(c.result, ResultUse::Ignored(_))),
                     called_from: Vec::new(),
                 });
+                if c.name == "with_lock" && mech == Mechanism::RuntimeRedis {
+                    // it keeps the lease alive while the work runs and releases it on every exit
+                    let s = Site::new(&file.file, c.span);
+                    lock.renewals.push(Renewal {
+                        site: s.clone(),
+                        function: f.name.clone(),
+                        command: "with_lock (keep-alive)".to_string(),
+                        owner_checked: true,
+                    });
+                    lock.releases.push(Release {
+                        site: s,
+                        function: f.name.clone(),
+                        command: "with_lock (release on every exit)".to_string(),
+                        atomic: true,
+                        owner_checked: true,
+                    });
+                }
                 let start = c.id.index;
                 for d in calls.iter().filter(|d| d.id.index > start) {
                     let s = Site::new(&file.file, d.span);
@@ -149,10 +209,47 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                         _ => {}
                     }
                 }
+                runtime_writes(file, f, c.span.start, rt, lock);
                 let session = (mech == Mechanism::RuntimeAdvisory).then_some(Executor::Connection);
                 sql_writes_after(project, file, f, start, usize::MAX, session, lock);
             }
         }
     }
     groups.into_values().collect()
+}
+
+/// `acquire`, `lock_xact` and `with_lock` of the runtime wait until they hold the lock: there
+/// is no result to check.
+fn waits_until_held(c: &crate::ir::Call, mech: Mechanism) -> bool {
+    mech != Mechanism::Redlock && matches!(c.name.as_str(), "acquire" | "lock_xact" | "with_lock")
+}
+
+/// The writes the crate protects (`FencedWrite`, `FencedClaim`, `claim_once`) in `f` after
+/// the acquire at byte offset `after`.
+fn runtime_writes(file: &FileIr, f: &Function, after: usize, rt: &RuntimeCalls, lock: &mut Lock) {
+    let within = |at: usize| at > after && at < f.whole.end && at >= f.whole.start;
+    for (span, item) in rt.writes.iter().filter(|(s, _)| within(s.start)) {
+        let site = Site::new(&file.file, *span);
+        let (target, fenced) = match item {
+            Item::FencedWrite => ("FencedWrite", true),
+            Item::FencedClaim => ("FencedClaim", true),
+            _ => ("claim_once", false),
+        };
+        if fenced {
+            push_site(&mut lock.fencing.checked_writes, site.clone());
+        }
+        push_write(
+            &mut lock.protects,
+            Write {
+                site,
+                function: f.name.clone(),
+                target: target.to_string(),
+                idempotent: !fenced,
+                fenced,
+                same_session: false,
+                conditional_update: false,
+                after_read: false,
+            },
+        );
+    }
 }

@@ -66,12 +66,19 @@ pub(super) fn sql_writes_after(
     lock: &mut Lock,
 ) {
     let schema = &project.schema;
+    // tables read under the lock so far
+    let mut reads: Vec<&str> = Vec::new();
     for run in runs(file, func) {
         let at = run.at.index;
         if at <= start || at >= end {
             continue;
         }
         let st = run.statement;
+        if let Some(table) = st.reads.as_deref() {
+            if !st.in_body && st.advisory.is_empty() && lock_table(st, schema).is_none() {
+                reads.push(table);
+            }
+        }
         let site = Site::new(&file.file, st.span);
         if let Some(fc) = fence_column(st, schema) {
             if issues_fences(st, &fc) {
@@ -105,6 +112,7 @@ pub(super) fn sql_writes_after(
                 fenced: is_fenced,
                 same_session,
                 conditional_update: conditional_update(st),
+                after_read: st.table.as_deref().is_some_and(|t| reads.contains(&t)),
             },
         );
     }
