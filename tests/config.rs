@@ -485,3 +485,40 @@ fn an_error_on_a_very_long_line_is_reported_without_a_snippet() {
     assert!(stderr.contains("locklint.toml:1:"), "{stderr}");
     assert!(stderr.contains("nope"), "{stderr}");
 }
+
+/// Found by fuzzing (`config` target): a glob repeated thousands of times, or thousands of
+/// per-path entries, took seconds to minutes (a matcher built and run per entry).
+#[test]
+fn thousands_of_globs_and_per_path_entries_give_the_same_result() {
+    let dir = tree();
+    write(dir.path(), "gen/c.rs", LOCKY);
+    let n = 5_000;
+    let mut text = String::from("exclude = [");
+    for i in 0..n {
+        // the same glob again and again, and globs that match nothing
+        text.push_str(if i % 2 == 0 {
+            "\"gen\", "
+        } else {
+            "\"gen/**\", "
+        });
+        text.push_str(&format!("\"nothing{i}/**\", "));
+    }
+    text.push_str("]\n\n[per-path-ignores]\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "\"elsewhere/{i}/**\" = [\"setnx-without-expiry\"]\n"
+        ));
+    }
+    text.push_str("\"sub/**\" = [\"unconditional-release\", \"setnx-without-expiry\"]\n");
+    text.push_str("\"*.rs\" = [\"constant-lock-value\"]\n");
+    assert!(text.len() > 200_000);
+    write(dir.path(), "locklint.toml", &text);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:setnx-without-expiry:error",
+            "a.rs:unconditional-release:error",
+        ]
+    );
+}

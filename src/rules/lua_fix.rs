@@ -161,7 +161,7 @@ impl Shape {
     /// Walk the script in the pieces the guard analysis parsed it in.
     fn of(text: &str) -> Option<Shape> {
         let mut s = Shape::default();
-        for (start, end) in crate::frontend::lua::guard::pieces(text) {
+        for (start, end) in crate::frontend::lua::guard::pieces(text).ok()? {
             let ast =
                 full_moon::parse_fallible(text.get(start..end)?, full_moon::LuaVersion::lua51());
             if !ast.errors().is_empty() {

@@ -333,6 +333,7 @@ pub fn analyze(ir: &mut FileIr) {
             problems: &mut problems,
             params: &mut params,
             report,
+            body_depth: 0,
         };
         if let Err(message) = crate::isolate::catch(|| cx.text_statements(0, text.len(), false)) {
             let what = if whole_file {
