@@ -486,27 +486,28 @@ fn an_error_on_a_very_long_line_is_reported_without_a_snippet() {
     assert!(stderr.contains("nope"), "{stderr}");
 }
 
-/// Found by fuzzing (`config` target): a glob repeated thousands of times, or thousands of
-/// per-path entries, took seconds to minutes (a matcher built and run per entry).
+/// Found by fuzzing (`config` target): a glob repeated thousands of times, thousands of
+/// per-path entries, and a file that extends itself took seconds to minutes (every glob
+/// compiled again, a matcher built per entry and per file of the chain).
 #[test]
 fn thousands_of_globs_and_per_path_entries_give_the_same_result() {
     let dir = tree();
     write(dir.path(), "gen/c.rs", LOCKY);
     let n = 5_000;
-    let mut text = String::from("exclude = [");
+    let mut text = String::from("extend = \"locklint.toml\"\nexclude = [");
     for i in 0..n {
-        // the same glob again and again, and globs that match nothing
+        // the same globs again and again, and globs that match nothing
         text.push_str(if i % 2 == 0 {
             "\"gen\", "
         } else {
             "\"gen/**\", "
         });
-        text.push_str(&format!("\"nothing{i}/**\", "));
+        text.push_str(&format!("\"src/**/*{{a,b}}[0-9]?x\", \"nothing{i}/**\", "));
     }
     text.push_str("]\n\n[per-path-ignores]\n");
     for i in 0..n {
         text.push_str(&format!(
-            "\"elsewhere/{i}/**\" = [\"setnx-without-expiry\"]\n"
+            "\"elsewhere/*{{a,b}}[0-9]?x{i}/**\" = [\"setnx-without-expiry\"]\n"
         ));
     }
     text.push_str("\"sub/**\" = [\"unconditional-release\", \"setnx-without-expiry\"]\n");
@@ -521,4 +522,8 @@ fn thousands_of_globs_and_per_path_entries_give_the_same_result() {
             "a.rs:unconditional-release:error",
         ]
     );
+    // the file that extends itself is read once
+    let show = locklint(dir.path(), &["config", "--show"]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(shown.matches("# from ").count(), 1, "{}", &shown[..200]);
 }
