@@ -411,6 +411,9 @@ impl Settings {
     }
 }
 
+/// The longest glob accepted: a glob is compiled to a matcher some thousand times its size.
+const MAX_GLOB_BYTES: usize = 1024;
+
 /// Check rule names, versions and durations; the first problem becomes an error.
 fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
     let known: Vec<&str> = crate::rules::infos().iter().map(|i| i.name).collect();
@@ -453,6 +456,13 @@ fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
         .flatten()
         .chain(raw.per_path_ignores.iter().flat_map(|p| p.keys()))
     {
+        if pattern.get_ref().len() > MAX_GLOB_BYTES {
+            return Err(err(
+                pattern.span(),
+                format!("glob longer than {MAX_GLOB_BYTES} bytes"),
+                None,
+            ));
+        }
         if let Err(e) = Glob::new(pattern.get_ref()) {
             return Err(err(pattern.span(), format!("invalid glob: {e}"), None));
         }

@@ -527,3 +527,47 @@ fn thousands_of_globs_and_per_path_entries_give_the_same_result() {
     let shown = String::from_utf8_lossy(&show.stdout);
     assert_eq!(shown.matches("# from ").count(), 1, "{}", &shown[..200]);
 }
+
+/// Found by fuzzing (`config` target): a misspelt rule name of a million characters took
+/// seconds (its distance to every rule name was computed for the suggestion), and a glob of
+/// 300,000 `*` took 437 MB to compile.
+#[test]
+fn a_huge_rule_name_or_glob_is_a_prompt_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rs", LOCKY);
+    let name = "unconditional-releas".repeat(50_000);
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("[per-path-ignores]\n\"tests/**\" = [\"{name}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown rule"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+
+    let glob = format!("vendor/{}", "*".repeat(300_000));
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("exclude = [\"generated\", \"{glob}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("glob longer than 1024 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    // a long glob within the limit is used
+    let others: String = (0..120).map(|i| format!(",b{i}.rs")).collect();
+    let glob = format!("{{a.rs{others}}}");
+    assert!(glob.len() > 800 && glob.len() <= 1024);
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("exclude = [\"{glob}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json", "."]);
+    assert_eq!(found(&o), Vec::<String>::new());
+}
