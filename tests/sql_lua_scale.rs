@@ -321,3 +321,21 @@ fn a_top_level_statement_past_the_piece_limit_is_a_parse_error() {
     assert_eq!(errors.len(), 1, "{found:#?}");
     assert_eq!(errors[0].primary.start().line, 2, "{}", errors[0].message);
 }
+
+#[test]
+fn a_redis_call_of_many_tokens() {
+    // found by fuzzing (`lua` target): the end of a call was found by walking its tokens from
+    // the first, which the parser's token iterator does in time quadratic in their number
+    let script = format!(
+        "redis.call('get', KEYS[1])\nredis.call('del', KEYS[1], {{{}}})\n",
+        "1, ".repeat(60_000)
+    );
+    let found = analyse("release_lock.lua", script.clone());
+    assert_eq!(on_line(&found, "lua-release-no-compare"), [2], "{found:#?}");
+    let d = found
+        .iter()
+        .find(|d| d.rule == "lua-release-no-compare")
+        .unwrap();
+    // the finding covers the whole call, to its closing parenthesis
+    assert_eq!(d.primary.span.end, script.len() - 1);
+}

@@ -95,11 +95,13 @@ fn argv_index(e: &Expression) -> Option<usize> {
         .ok()
 }
 
-/// The byte range of a node in the piece that starts at `base`.
+/// The byte range of a node in the piece that starts at `base` (tokens walked from the last,
+/// as in the guard analysis).
 fn range(n: &impl Node, base: usize) -> (usize, usize) {
     let start = n.start_position().map(|p| p.bytes()).unwrap_or(0);
     let end = n
         .tokens()
+        .rev()
         .map(|t| t.token().end_position().bytes())
         .max()
         .unwrap_or(start);

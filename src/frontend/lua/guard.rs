@@ -241,11 +241,13 @@ struct Walker {
 
 /// A node's byte range, from its first token to the end of its last. `Node::range` can stop
 /// short (for `x[1]` it ends at the index expression, before the `]`), so the end is the
-/// furthest token end.
+/// furthest token end. The tokens are walked from the last: the parser's iterator takes time
+/// quadratic in their number walked from the first.
 fn range_of(n: &impl Node) -> (usize, usize) {
     let start = n.start_position().map(|p| p.bytes()).unwrap_or(0);
     let end = n
         .tokens()
+        .rev()
         .map(|t| t.token().end_position().bytes())
         .max()
         .unwrap_or(start);
