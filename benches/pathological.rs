@@ -157,6 +157,31 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "sql/parse_errors".to_string(),
+        file: "jobs.sql",
+        text: p::sql_parse_errors(per_line(p::sql_parse_errors)),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
+        name: "sql/long_statement".to_string(),
+        file: "locks.sql",
+        text: p::sql_long_statement(size),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
+        name: "sql/plpgsql_nested_ifs".to_string(),
+        file: "locks.sql",
+        // under the statement limit of 100,000 tokens (3 per `IF a THEN`)
+        text: p::plpgsql_nested_ifs(per_line(p::plpgsql_nested_ifs).min(33_000)),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
+        name: "lua/top_level_calls".to_string(),
+        file: "script.lua",
+        text: p::lua_top_level_calls(size),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
         name: "lua/large_file".to_string(),
         file: "script.lua",
         text: p::lua_file(size * 27 / 10),

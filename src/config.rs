@@ -268,7 +268,9 @@ pub struct Settings {
     pub exclude: Vec<String>,
     exclude_set: Option<GlobSet>,
     pub per_path_ignores: Vec<(String, Vec<String>)>,
-    per_path_sets: Vec<(GlobSet, Vec<String>)>,
+    /// Every per-path glob in one matcher, and for each glob it holds the index of its entry
+    /// in `per_path_ignores`.
+    per_path_set: Option<(GlobSet, Vec<usize>)>,
     pub lock_key_patterns: Vec<String>,
     pub fence_columns: Vec<String>,
     pub lock_table: LockTableColumns,
@@ -280,21 +282,32 @@ pub struct Settings {
     pub help_uri: Option<String>,
 }
 
-fn glob_set(root: &Path, patterns: &[String]) -> GlobSet {
+/// One matcher for `patterns`; each glob it holds is tagged with the index of the pattern it
+/// comes from. A glob written several times is compiled once (the first pattern's tag).
+fn glob_set<'p>(patterns: impl IntoIterator<Item = &'p str>) -> (GlobSet, Vec<usize>) {
     let mut b = GlobSetBuilder::new();
-    for p in patterns {
+    let mut tags = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, p) in patterns.into_iter().enumerate() {
         let p = p.trim_start_matches("./");
         // `dir` and `dir/**` both cover the directory itself, so that a walk can leave it out
         // without reading anything under it
         let dir = p.strip_suffix("/**").unwrap_or(p).trim_end_matches('/');
         for pat in [p.to_string(), dir.to_string(), format!("{dir}/**")] {
+            if !seen.insert(pat.clone()) {
+                continue;
+            }
             if let Ok(g) = Glob::new(&pat) {
                 b.add(g);
+                tags.push(i);
             }
         }
     }
-    let _ = root;
-    b.build().unwrap_or_else(|_| GlobSet::empty())
+    let set = b.build().unwrap_or_else(|_| GlobSet::empty());
+    if set.is_empty() {
+        tags.clear();
+    }
+    (set, tags)
 }
 
 impl Settings {
@@ -352,9 +365,10 @@ impl Settings {
         if !selected || self.ignore.iter().any(|r| r == rule) {
             return false;
         }
-        if let Some(rel) = self.relative(path) {
-            for (set, rules) in &self.per_path_sets {
-                if set.is_match(&rel) && rules.iter().any(|r| r == rule) {
+        if let (Some((set, tags)), Some(rel)) = (&self.per_path_set, self.relative(path)) {
+            for glob in set.matches(&rel) {
+                let entry = tags.get(glob).and_then(|&e| self.per_path_ignores.get(e));
+                if entry.is_some_and(|(_, rules)| rules.iter().any(|r| r == rule)) {
                     return false;
                 }
             }
@@ -362,13 +376,12 @@ impl Settings {
         true
     }
 
+    /// Build the matchers, once the whole `extend` chain is applied.
     fn finish(mut self) -> Self {
-        self.exclude_set = Some(glob_set(&self.root, &self.exclude));
-        self.per_path_sets = self
-            .per_path_ignores
-            .iter()
-            .map(|(g, r)| (glob_set(&self.root, std::slice::from_ref(g)), r.clone()))
-            .collect();
+        self.exclude_set = Some(glob_set(self.exclude.iter().map(String::as_str)).0);
+        self.per_path_set = Some(glob_set(
+            self.per_path_ignores.iter().map(|(g, _)| g.as_str()),
+        ));
         self
     }
 
@@ -427,6 +440,9 @@ impl Settings {
     }
 }
 
+/// The longest glob accepted: a glob is compiled to a matcher some thousand times its size.
+const MAX_GLOB_BYTES: usize = 1024;
+
 /// Check rule names, versions and durations; the first problem becomes an error.
 fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
     let known: Vec<&str> = crate::rules::infos().iter().map(|i| i.name).collect();
@@ -469,6 +485,13 @@ fn validate(path: &Path, text: &str, raw: &Raw) -> Result<(), ConfigError> {
         .flatten()
         .chain(raw.per_path_ignores.iter().flat_map(|p| p.keys()))
     {
+        if pattern.get_ref().len() > MAX_GLOB_BYTES {
+            return Err(err(
+                pattern.span(),
+                format!("glob longer than {MAX_GLOB_BYTES} bytes"),
+                None,
+            ));
+        }
         if let Err(e) = Glob::new(pattern.get_ref()) {
             return Err(err(pattern.span(), format!("invalid glob: {e}"), None));
         }
@@ -632,17 +655,33 @@ fn unusable(path: &Path, why: String) -> ConfigError {
 
 fn find(path: &Path) -> Result<Found, ConfigError> {
     Ok(match read_raw(path)? {
-        Read::Table(raw, text) => Found::Settings(Box::new(chain(path, &raw, text, 0)?)),
+        Read::Table(raw, text) => {
+            let mut seen = Vec::new();
+            Found::Settings(Box::new(chain(path, &raw, text, &mut seen)?.finish()))
+        }
         Read::Nothing => Found::Nothing,
         Read::Unusable(why) => Found::Unusable(why),
     })
 }
 
-/// The settings of a configuration table over those of what it extends.
-fn chain(path: &Path, raw: &Raw, text: String, depth: usize) -> Result<Settings, ConfigError> {
+/// The settings of a configuration table over those of what it extends (matchers not built:
+/// see [`Settings::finish`]). `seen`: the files of the chain so far; a file extending one of
+/// them adds nothing more (a cycle), and the chain stops after 16 files.
+fn chain(
+    path: &Path,
+    raw: &Raw,
+    text: String,
+    seen: &mut Vec<PathBuf>,
+) -> Result<Settings, ConfigError> {
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let mut settings = match &raw.extend {
-        Some(parent) if depth < 16 => {
+    seen.push(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()));
+    let parent = raw.extend.as_ref().filter(|parent| {
+        let p = dir.join(parent.get_ref());
+        let p = p.canonicalize().unwrap_or(p);
+        seen.len() <= 16 && !seen.contains(&p)
+    });
+    let mut settings = match parent {
+        Some(parent) => {
             let p = dir.join(parent.get_ref());
             if !p.is_file() {
                 return Err(ConfigError {
@@ -658,7 +697,7 @@ fn chain(path: &Path, raw: &Raw, text: String, depth: usize) -> Result<Settings,
             }
             // what `extend` names is part of the configuration: it must be usable
             match read_raw(&p)? {
-                Read::Table(raw, text) => chain(&p, &raw, text, depth + 1)?,
+                Read::Table(raw, text) => chain(&p, &raw, text, seen)?,
                 Read::Nothing => Settings::default(),
                 Read::Unusable(why) => return Err(unusable(&p, why)),
             }
@@ -668,7 +707,7 @@ fn chain(path: &Path, raw: &Raw, text: String, depth: usize) -> Result<Settings,
     settings.apply(raw);
     settings.sources.insert(0, path.to_path_buf());
     settings.root = dir.canonicalize().unwrap_or(dir);
-    Ok(settings.finish())
+    Ok(settings)
 }
 
 /// Names of configuration files, in the order they are looked for in a directory.

@@ -485,3 +485,89 @@ fn an_error_on_a_very_long_line_is_reported_without_a_snippet() {
     assert!(stderr.contains("locklint.toml:1:"), "{stderr}");
     assert!(stderr.contains("nope"), "{stderr}");
 }
+
+/// Found by fuzzing (`config` target): a glob repeated thousands of times, thousands of
+/// per-path entries, and a file that extends itself took seconds to minutes (every glob
+/// compiled again, a matcher built per entry and per file of the chain).
+#[test]
+fn thousands_of_globs_and_per_path_entries_give_the_same_result() {
+    let dir = tree();
+    write(dir.path(), "gen/c.rs", LOCKY);
+    let n = 5_000;
+    let mut text = String::from("extend = \"locklint.toml\"\nexclude = [");
+    for i in 0..n {
+        // the same globs again and again, and globs that match nothing
+        text.push_str(if i % 2 == 0 {
+            "\"gen\", "
+        } else {
+            "\"gen/**\", "
+        });
+        text.push_str(&format!("\"src/**/*{{a,b}}[0-9]?x\", \"nothing{i}/**\", "));
+    }
+    text.push_str("]\n\n[per-path-ignores]\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "\"elsewhere/*{{a,b}}[0-9]?x{i}/**\" = [\"setnx-without-expiry\"]\n"
+        ));
+    }
+    text.push_str("\"sub/**\" = [\"unconditional-release\", \"setnx-without-expiry\"]\n");
+    text.push_str("\"*.rs\" = [\"constant-lock-value\"]\n");
+    assert!(text.len() > 200_000);
+    write(dir.path(), "locklint.toml", &text);
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(
+        found(&o),
+        vec![
+            "a.rs:setnx-without-expiry:error",
+            "a.rs:unconditional-release:error",
+        ]
+    );
+    // the file that extends itself is read once
+    let show = locklint(dir.path(), &["config", "--show"]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(shown.matches("# from ").count(), 1, "{}", &shown[..200]);
+}
+
+/// Found by fuzzing (`config` target): a misspelt rule name of a million characters took
+/// seconds (its distance to every rule name was computed for the suggestion), and a glob of
+/// 300,000 `*` took 437 MB to compile.
+#[test]
+fn a_huge_rule_name_or_glob_is_a_prompt_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rs", LOCKY);
+    let name = "unconditional-releas".repeat(50_000);
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("[per-path-ignores]\n\"tests/**\" = [\"{name}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown rule"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+
+    let glob = format!("vendor/{}", "*".repeat(300_000));
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("exclude = [\"generated\", \"{glob}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("glob longer than 1024 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    // a long glob within the limit is used
+    let others: String = (0..120).map(|i| format!(",b{i}.rs")).collect();
+    let glob = format!("{{a.rs{others}}}");
+    assert!(glob.len() > 800 && glob.len() <= 1024);
+    write(
+        dir.path(),
+        "locklint.toml",
+        &format!("exclude = [\"{glob}\"]\n"),
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json", "."]);
+    assert_eq!(found(&o), Vec::<String>::new());
+}

@@ -42,7 +42,15 @@ fn sarif_schema() -> serde_json::Value {
 fn sarif_is_valid_against_the_official_schema() {
     let report = report_for(&["fixtures"]);
     assert!(report.findings.len() > 20);
-    let sarif: serde_json::Value = serde_json::from_str(&render(&report, Format::Sarif)).unwrap();
+    let text = render(&report, Format::Sarif);
+    let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // the results, written one at a time, are laid out as the pretty printer lays out the
+    // whole log
+    assert_eq!(
+        text,
+        serde_json::to_string_pretty(&sarif).unwrap() + "\n",
+        "SARIF layout"
+    );
     let validator = jsonschema::draft4::new(&sarif_schema()).expect("schema compiles");
     let errors: Vec<String> = validator
         .iter_errors(&sarif)

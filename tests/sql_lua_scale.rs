@@ -8,9 +8,19 @@ use locklint::engine::{self, Options};
 use locklint::frontend;
 use locklint::source::SourceFile;
 
+/// Analyse one file on a thread with the stack the engine gives its analysis threads (a long
+/// `OR` chain is a deep syntax tree).
 fn analyse(path: &str, text: String) -> Vec<Diagnostic> {
-    let irs = vec![frontend::analyze(0, SourceFile::new(path.into(), text))];
-    engine::findings(&irs, &Options::default())
+    let path = path.to_string();
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            let irs = vec![frontend::analyze(0, SourceFile::new(path.into(), text))];
+            engine::findings(&irs, &Options::default())
+        })
+        .unwrap()
+        .join()
+        .unwrap()
 }
 
 fn count(found: &[Diagnostic], rule: &str) -> usize {
@@ -130,4 +140,202 @@ fn a_syntax_error_deep_in_a_long_script_is_located() {
         parse[0].primary.start()
     );
     assert!(parse[0].primary.start().line <= line + 1);
+}
+
+fn on_line(found: &[Diagnostic], rule: &str) -> Vec<usize> {
+    found
+        .iter()
+        .filter(|d| d.rule == rule)
+        .map(|d| d.primary.start().line)
+        .collect()
+}
+
+#[test]
+fn a_statement_past_the_token_limit_is_a_parse_error_and_its_neighbours_are_analysed() {
+    let limit = locklint::frontend::sql::facts::MAX_STATEMENT_TOKENS;
+    // `a +` is two tokens
+    let long = format!("SELECT {}1;\n", "a + ".repeat(limit / 2 + 10));
+    let text = format!("SELECT pg_advisory_lock(1);\n{long}SELECT pg_advisory_lock(2);\n");
+    let found = analyse("locks.sql", text);
+    assert_eq!(
+        on_line(&found, "advisory-lock-unbalanced"),
+        [1, 3],
+        "{found:#?}"
+    );
+    assert_eq!(on_line(&found, "parse-error"), [2], "{found:#?}");
+    assert_eq!(found.len(), 3);
+    let error = found.iter().find(|d| d.rule == "parse-error").unwrap();
+    assert!(error.message.contains("tokens"), "{}", error.message);
+}
+
+#[test]
+fn a_long_statement_within_the_token_limit_is_analysed() {
+    // a generated `IN` list and a long `OR` chain under the limit parse as usual
+    let list: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
+    let ors: Vec<String> = (0..5_000).map(|i| format!("id = {i}")).collect();
+    let text = format!(
+        "{LOCK_TABLE}UPDATE job_locks SET expires_at = $3 WHERE name IN ({}) AND owner = $2 AND ({});\n",
+        list.join(", "),
+        ors.join(" OR ")
+    );
+    let found = analyse("locks.sql", text);
+    assert_eq!(
+        on_line(&found, "lock-table-client-clock"),
+        [2],
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 1);
+}
+
+#[test]
+fn parse_errors_of_many_statements_are_each_placed_on_their_own_token() {
+    let n = 5_000;
+    let text: String = (0..n)
+        .map(|i| format!("UPDATE jobs SET a = 1 WHERE id = {i} AND b = = 2;\n"))
+        .collect();
+    let found = analyse("jobs.sql", text);
+    let errors: Vec<_> = found.iter().filter(|d| d.rule == "parse-error").collect();
+    assert_eq!(errors.len(), n);
+    for (i, d) in errors.iter().enumerate() {
+        let at = d.primary.start();
+        assert_eq!(at.line, i + 1);
+        // the second `=`
+        let col = format!("UPDATE jobs SET a = 1 WHERE id = {i} AND b = ").len() + 1;
+        assert_eq!(at.column, col, "{}", d.message);
+    }
+}
+
+#[test]
+fn comparisons_nested_in_comparisons_are_refused_and_the_rest_is_analysed() {
+    // `a = a = a ..` parses as comparisons nested in their left operands: analysing each
+    // operand took time quadratic in the chain
+    let text = format!(
+        "{LOCK_TABLE}UPDATE job_locks SET owner = $1 WHERE name{};\n{CLIENT_CLOCK_RENEW}",
+        " = name".repeat(30_000)
+    );
+    let found = analyse("locks.sql", text);
+    assert_eq!(on_line(&found, "parse-error"), [2], "{found:#?}");
+    assert_eq!(
+        on_line(&found, "lock-table-client-clock"),
+        [3],
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 2);
+}
+
+#[test]
+fn unbalanced_calls_in_one_statement() {
+    // every `pg_advisory_lock(` opens a parenthesis that is never closed
+    let n = 40_000;
+    let text = format!(
+        "SELECT pg_advisory_lock(7);\nSELECT {}1;\nSELECT pg_advisory_unlock(7);\n",
+        "pg_advisory_lock(".repeat(n)
+    );
+    let found = analyse("locks.sql", text);
+    assert_eq!(on_line(&found, "parse-error"), [2], "{found:#?}");
+    assert!(
+        on_line(&found, "advisory-lock-unbalanced").is_empty(),
+        "{found:#?}"
+    );
+}
+
+/// A PL/pgSQL function whose body nests `n` `IF .. THEN` around one advisory lock: one
+/// statement of `3 n` tokens for the body's splitter.
+fn nested_ifs(n: usize) -> String {
+    format!(
+        "CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n{}PERFORM pg_advisory_lock(1);\n{}END;\n$$ LANGUAGE plpgsql;\n",
+        "IF a THEN\n".repeat(n),
+        "END IF;\n".repeat(n)
+    )
+}
+
+#[test]
+fn runs_of_if_and_end_if_in_a_plpgsql_body() {
+    let n = 30_000;
+    let found = analyse("locks.sql", nested_ifs(n));
+    assert_eq!(
+        on_line(&found, "advisory-lock-unbalanced"),
+        [n + 3],
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 1);
+    // many bodies, each ending its block with `END $$`
+    let body = "DO $$ BEGIN IF a THEN PERFORM pg_advisory_lock(2); END IF; END $$;\n";
+    let found = analyse("locks.sql", body.repeat(n));
+    assert_eq!(
+        count(&found, "advisory-lock-unbalanced"),
+        n,
+        "{:#?}",
+        &found[..2]
+    );
+}
+
+#[test]
+fn a_long_script_of_top_level_calls_is_parsed_in_pieces() {
+    // about 600 KB of valid Lua with no `local`, `if` or `return` to split at
+    let mut script = String::new();
+    let mut calls = 0;
+    while script.len() < 600_000 {
+        script.push_str("redis.call('GET', KEYS[1])\n");
+        calls += 1;
+    }
+    script.push_str("redis.call('DEL', KEYS[1])\n");
+    let pieces = locklint::frontend::lua::guard::pieces(&script).unwrap();
+    assert!(pieces.len() > 4, "{} pieces", pieces.len());
+    let found = analyse("release_lock.lua", script);
+    assert_eq!(count(&found, "parse-error"), 0, "{found:#?}");
+    assert_eq!(
+        on_line(&found, "lua-release-no-compare"),
+        [calls + 1],
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 1);
+}
+
+#[test]
+fn statements_split_across_lines_and_semicolons_stay_whole() {
+    // names after a value start a statement; an operator, `.`, `:` or an open bracket does not
+    let unit =
+        "redis.call('GET', KEYS[1]); x = a\n  .b\n  :c(1)\n  + d\nredis.call('SET', KEYS[2], x)\n";
+    let script = format!(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then\n{}  redis.call('del', KEYS[1])\nend\n{}",
+        unit.repeat(2),
+        unit.repeat(200_000 / unit.len() + 1)
+    );
+    assert!(script.len() > 200_000);
+    let found = analyse("release_lock.lua", script);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn a_top_level_statement_past_the_piece_limit_is_a_parse_error() {
+    // one `do .. end` block of about 300 KB, between two healthy parts
+    let mut script = String::from("redis.call('del', KEYS[1])\n");
+    script.push_str("do\n");
+    while script.len() < 320_000 {
+        script.push_str("  redis.call('GET', KEYS[2])\n");
+    }
+    script.push_str("end\nredis.call('del', KEYS[3])\n");
+    let found = analyse("release_lock.lua", script);
+    let errors: Vec<_> = found.iter().filter(|d| d.rule == "parse-error").collect();
+    assert_eq!(errors.len(), 1, "{found:#?}");
+    assert_eq!(errors[0].primary.start().line, 2, "{}", errors[0].message);
+}
+
+#[test]
+fn a_redis_call_of_many_tokens() {
+    // found by fuzzing (`lua` target): the end of a call was found by walking its tokens from
+    // the first, which the parser's token iterator does in time quadratic in their number
+    let script = format!(
+        "redis.call('get', KEYS[1])\nredis.call('del', KEYS[1], {{{}}})\n",
+        "1, ".repeat(60_000)
+    );
+    let found = analyse("release_lock.lua", script.clone());
+    assert_eq!(on_line(&found, "lua-release-no-compare"), [2], "{found:#?}");
+    let d = found
+        .iter()
+        .find(|d| d.rule == "lua-release-no-compare")
+        .unwrap();
+    // the finding covers the whole call, to its closing parenthesis
+    assert_eq!(d.primary.span.end, script.len() - 1);
 }

@@ -162,14 +162,34 @@ pub fn render(report: &Report) -> String {
             }},
             "originalUriBaseIds": { URI_BASE: { "uri": root_uri } },
             "columnKind": "unicodeCodePoints",
-            "results": report
-                .findings
-                .iter()
-                .map(|d| result(d, index_of(d.rule), &root))
-                .collect::<Vec<_>>(),
+            "results": [],
         }],
     });
-    let mut s = serde_json::to_string_pretty(&log).unwrap_or_default();
+    let log = serde_json::to_string_pretty(&log).unwrap_or_default();
+    // the results are written into the text one at a time, as the pretty printer would lay
+    // them out: a tree of every result at once takes ten times the text
+    const RESULTS: &str = "\n      \"results\": []";
+    let Some(at) = log.find(RESULTS) else {
+        return log + "\n";
+    };
+    let mut s = String::with_capacity(log.len() + 1024 * report.findings.len());
+    s.push_str(&log[..at + RESULTS.len() - 1]);
+    for (i, d) in report.findings.iter().enumerate() {
+        s.push_str(if i == 0 { "\n" } else { ",\n" });
+        let one =
+            serde_json::to_string_pretty(&result(d, index_of(d.rule), &root)).unwrap_or_default();
+        for (n, line) in one.lines().enumerate() {
+            if n > 0 {
+                s.push('\n');
+            }
+            s.push_str("        ");
+            s.push_str(line);
+        }
+    }
+    if !report.findings.is_empty() {
+        s.push_str("\n      ");
+    }
+    s.push_str(&log[at + RESULTS.len() - 1..]);
     s.push('\n');
     s
 }

@@ -366,6 +366,41 @@ pub fn lua_file(size: usize) -> String {
     out
 }
 
+/// A `.sql` file of `n` statements that do not parse.
+pub fn sql_parse_errors(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("UPDATE jobs SET a = 1 WHERE id = {i} AND b = = 2;\n"))
+        .collect()
+}
+
+/// A `.sql` file of one advisory lock, one `SELECT a + a + ..` statement of about `size`
+/// bytes, and another advisory lock.
+pub fn sql_long_statement(size: usize) -> String {
+    format!(
+        "SELECT pg_advisory_lock(1);\nSELECT {}1;\nSELECT pg_advisory_lock(2);\n",
+        "a + ".repeat(size / 4)
+    )
+}
+
+/// A PL/pgSQL function whose body nests `n` `IF a THEN` around one advisory lock.
+pub fn plpgsql_nested_ifs(n: usize) -> String {
+    format!(
+        "CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n{}PERFORM pg_advisory_lock(1);\n{}END;\n$$ LANGUAGE plpgsql;\n",
+        "IF a THEN\n".repeat(n),
+        "END IF;\n".repeat(n)
+    )
+}
+
+/// A `.lua` file of about `size` bytes of top-level calls, ending in an unguarded delete.
+pub fn lua_top_level_calls(size: usize) -> String {
+    let mut out = String::new();
+    while out.len() < size {
+        out.push_str("redis.call('GET', KEYS[1])\n");
+    }
+    out.push_str("redis.call('DEL', KEYS[1])\n");
+    out
+}
+
 /// How many repetitions of a unit of `unit` bytes make about `size` bytes.
 pub fn count_for(size: usize, unit: usize) -> usize {
     (size / unit.max(1)).max(1)

@@ -96,11 +96,13 @@ fn argv_index(e: &Expression) -> Option<usize> {
         .ok()
 }
 
-/// The byte range of a node in the piece that starts at `base`.
+/// The byte range of a node in the piece that starts at `base` (tokens walked from the last,
+/// as in the guard analysis).
 fn range(n: &impl Node, base: usize) -> (usize, usize) {
     let start = n.start_position().map(|p| p.bytes()).unwrap_or(0);
     let end = n
         .tokens()
+        .rev()
         .map(|t| t.token().end_position().bytes())
         .max()
         .unwrap_or(start);
@@ -162,7 +164,7 @@ impl Shape {
     /// Walk the script in the pieces the guard analysis parsed it in.
     fn of(text: &str) -> Option<Shape> {
         let mut s = Shape::default();
-        for (start, end) in locklint_frontend::lua::guard::pieces(text) {
+        for (start, end) in locklint_frontend::lua::guard::pieces(text).ok()? {
             let ast =
                 full_moon::parse_fallible(text.get(start..end)?, full_moon::LuaVersion::lua51());
             if !ast.errors().is_empty() {

@@ -117,10 +117,16 @@ impl<'r> Gen<'r> {
 /// Quote `s` as a Rust string literal, escaped or raw.
 pub fn rust_literal(rng: &mut Rng, s: &str) -> String {
     if rng.one_in(2) {
-        let mut hashes = 0;
-        while s.contains(&format!("\"{}", "#".repeat(hashes))) {
-            hashes += 1;
-        }
+        // one `#` more than the longest run of `#` after a `"` (none without a `"`), found in
+        // one pass: trying each count with a search took time quadratic in the quotes
+        let b = s.as_bytes();
+        let hashes = b
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c == b'"')
+            .map(|(i, _)| b[i + 1..].iter().take_while(|&&c| c == b'#').count() + 1)
+            .max()
+            .unwrap_or(0);
         let h = "#".repeat(hashes);
         format!("r{h}\"{s}\"{h}")
     } else {
@@ -150,7 +156,17 @@ mod tests {
     #[test]
     fn literals_round_trip_through_syn() {
         let mut rng = Rng::with_seed(9);
-        for s in ["a\"b\\c\n", "r#\"x\"#", "é\t", "\"#"] {
+        // a long run of quotes (found by the `embedded` target: making its raw literal took
+        // seconds) and quotes followed by runs of `#`
+        let quotes = "\"".repeat(50_000);
+        for s in [
+            "a\"b\\c\n",
+            "r#\"x\"#",
+            "é\t",
+            "\"#",
+            "x\"##y\"#\"###",
+            quotes.as_str(),
+        ] {
             for _ in 0..8 {
                 let lit = rust_literal(&mut rng, s);
                 let parsed: syn::LitStr =

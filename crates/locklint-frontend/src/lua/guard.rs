@@ -45,11 +45,23 @@ pub struct SyntaxError {
 /// this size: the parser's syntax tree takes some hundred times the text.
 const PIECE_BYTES: usize = 64 * 1024;
 
+/// A longer top-level statement (in a script parsed in pieces) is not parsed: one statement
+/// is one piece.
+pub const MAX_STATEMENT_BYTES: usize = 256 * 1024;
+
 /// Parse a Redis script (Lua 5.1) and analyse its key-changing calls. A long script is parsed
 /// and walked one piece of top-level statements at a time, with the walk's state (locals, keys
 /// known to be owned) carried from piece to piece.
 pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
-    let pieces = pieces(text);
+    let pieces = pieces(text).map_err(|at| {
+        vec![SyntaxError {
+            message: format!(
+                "a top-level statement of this script is longer than {} KB; the script was not analysed",
+                MAX_STATEMENT_BYTES / 1024
+            ),
+            range: (at, at),
+        }]
+    })?;
     let mut w = Walker::default();
     let mut facts = Some(Facts::new());
     let last = pieces.len().saturating_sub(1);
@@ -82,12 +94,13 @@ pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
 }
 
 /// The pieces a script is parsed in: the whole text, or for a long script pieces of whole
-/// top-level statements (see [`PIECE_BYTES`]).
-pub fn pieces(text: &str) -> Vec<(usize, usize)> {
+/// top-level statements (see [`PIECE_BYTES`]); `Err(offset)` when the top-level statement
+/// there is longer than [`MAX_STATEMENT_BYTES`].
+pub fn pieces(text: &str) -> Result<Vec<(usize, usize)>, usize> {
     if text.len() > 2 * PIECE_BYTES {
-        super::lex::pieces(text, PIECE_BYTES)
+        super::lex::pieces(text, PIECE_BYTES, MAX_STATEMENT_BYTES)
     } else {
-        vec![(0, text.len())]
+        Ok(vec![(0, text.len())])
     }
 }
 
@@ -207,11 +220,13 @@ struct Walker {
 
 /// A node's byte range, from its first token to the end of its last. `Node::range` can stop
 /// short (for `x[1]` it ends at the index expression, before the `]`), so the end is the
-/// furthest token end.
+/// furthest token end. The tokens are walked from the last: the parser's iterator takes time
+/// quadratic in their number walked from the first.
 fn range_of(n: &impl Node) -> (usize, usize) {
     let start = n.start_position().map(|p| p.bytes()).unwrap_or(0);
     let end = n
         .tokens()
+        .rev()
         .map(|t| t.token().end_position().bytes())
         .max()
         .unwrap_or(start);

@@ -153,23 +153,55 @@ pub fn too_deep(text: &str, max: usize) -> Option<usize> {
     })
 }
 
+/// Keywords that join or negate operands: a name after a value is not one of them.
+const OPERATOR_WORDS: &[&str] = &["and", "or", "not"];
+
+/// Keywords after which a name is not a new statement.
+const NOT_VALUE_ENDS: &[&str] = &[
+    "and", "or", "not", "return", "local", "function", "in", "do", "then", "else", "elseif", "if",
+    "while", "until", "repeat", "for",
+];
+
+/// Whether a token ends a value, so that a name after it starts a new statement
+/// (`x = a b = c`: two operands are never adjacent within one expression).
+fn ends_value(text: &str, t: Tok) -> bool {
+    match t {
+        Tok::Word(s, e) => !NOT_VALUE_ENDS.contains(&&text[s..e]),
+        Tok::Close(_) | Tok::Value(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether `.` at `i` is the field access `a.b` (not `..` or `...`).
+fn is_field_dot(b: &[u8], i: usize) -> bool {
+    b[i] == b'.' && b.get(i + 1) != Some(&b'.') && (i == 0 || b[i - 1] != b'.')
+}
+
 /// The offset of the operator that makes one expression a chain of more than `max` operators
 /// (`a ~= b ~= c ..`, `x .. y .. z ..`, `not not ..`): the parser nests such a chain one level
-/// per operator, however flat the text looks. Counted per bracket level; `,` and `;` and the
-/// keywords that start or end a statement or block begin a new expression.
+/// per operator, however flat the text looks. Counted per bracket level; `,` and `;`, the
+/// keywords that start or end a statement or block, and a name after a value begin a new
+/// expression. Field access (`a.b`) is no operator.
 pub fn long_chain(text: &str, max: usize) -> Option<usize> {
     let b = text.as_bytes();
     // operators of the current expression, one count per open bracket
     let mut chains: Vec<usize> = vec![0];
     // the end of the previous operator byte, so `~=`, `..`, `<=` count once
     let mut run_end: Option<usize> = None;
+    // the previous token (comments aside) ended a value
+    let mut after_value = false;
     let count = |chains: &mut Vec<usize>, at: usize| {
         let top = chains.last_mut().expect("the outermost level stays");
         *top += 1;
         (*top > max).then_some(at)
     };
     scan(text, |t| {
+        if matches!(t, Tok::Comment(..)) {
+            return ControlFlow::Continue(());
+        }
+        let was_after_value = std::mem::replace(&mut after_value, ends_value(text, t));
         match t {
+            Tok::Punct(i) if is_field_dot(b, i) => {}
             Tok::Punct(i) => match b[i] {
                 b',' | b';' => *chains.last_mut().expect("outermost") = 0,
                 b'+' | b'-' | b'*' | b'/' | b'%' | b'^' | b'#' | b'<' | b'>' | b'=' | b'~'
@@ -199,6 +231,8 @@ pub fn long_chain(text: &str, max: usize) -> Option<usize> {
                 | "for" | "repeat" | "until" | "function" | "in" | "break" | "goto" => {
                     *chains.last_mut().expect("outermost") = 0
                 }
+                // a name right after a value: a new statement
+                _ if was_after_value => *chains.last_mut().expect("outermost") = 0,
                 _ => {}
             },
             _ => {}
@@ -218,24 +252,52 @@ pub fn stray_backtick(text: &str) -> Option<usize> {
 
 /// Split a script into pieces of whole top-level statements, each at least `size` bytes
 /// (but the last): a new piece starts at a top-level `local`, `if`, `for`, `while`, `repeat`,
-/// `return`, or a `function` statement. Texts without such places stay whole.
-pub fn pieces(text: &str, size: usize) -> Vec<(usize, usize)> {
+/// `return`, a `function` statement, or a name after a value or `;` (a call or an
+/// assignment: `redis.call(..)` after `redis.call(..)`). Texts without such places stay whole.
+/// `Err(offset)`: the top-level statement starting at `offset` is longer than `max_statement`
+/// bytes.
+pub fn pieces(text: &str, size: usize, max_statement: usize) -> Result<Vec<(usize, usize)>, usize> {
+    let b = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0usize;
+    // where the current top-level statement starts
+    let mut statement = 0usize;
     let mut depth = 0usize;
-    // whether the previous token ends a value or statement (so `function` starts a statement)
+    // whether the previous token (comments aside) ends a value or a statement
     let mut after_value = false;
-    scan::<()>(text, |t| {
+    // between a top-level `while` or `for` and its `do`
+    let mut loop_head = false;
+    let too_long = scan(text, |t| {
+        if matches!(t, Tok::Comment(..)) {
+            return ControlFlow::Continue(());
+        }
         if let Tok::Word(s, e) = t {
             let w = &text[s..e];
             let starts_statement = match w {
                 "local" | "if" | "for" | "while" | "repeat" | "return" => true,
+                "do" => !loop_head,
                 "function" => after_value,
-                _ => false,
+                w if NOT_VALUE_ENDS.contains(&w) || OPERATOR_WORDS.contains(&w) => false,
+                "end" | "break" => false,
+                // `function` and names: a statement when they follow a value
+                _ => after_value,
             };
-            if depth == 0 && starts_statement && s - start >= size {
-                out.push((start, s));
-                start = s;
+            if depth == 0 {
+                match w {
+                    "while" | "for" => loop_head = true,
+                    "do" => loop_head = false,
+                    _ => {}
+                }
+            }
+            if depth == 0 && starts_statement {
+                if s - statement > max_statement {
+                    return ControlFlow::Break(statement);
+                }
+                statement = s;
+                if s - start >= size {
+                    out.push((start, s));
+                    start = s;
+                }
             }
         }
         match nesting(text, t) {
@@ -243,33 +305,17 @@ pub fn pieces(text: &str, size: usize) -> Vec<(usize, usize)> {
             -1 => depth = depth.saturating_sub(1),
             _ => {}
         }
-        after_value = match t {
-            Tok::Word(s, e) => !matches!(
-                &text[s..e],
-                "and"
-                    | "or"
-                    | "not"
-                    | "return"
-                    | "local"
-                    | "function"
-                    | "in"
-                    | "do"
-                    | "then"
-                    | "else"
-                    | "elseif"
-                    | "if"
-                    | "while"
-                    | "until"
-                    | "repeat"
-                    | "for"
-            ),
-            Tok::Close(_) | Tok::Value(_) => true,
-            _ => false,
-        };
+        after_value = ends_value(text, t) || matches!(t, Tok::Punct(i) if b[i] == b';');
         ControlFlow::Continue(())
     });
+    if let Some(at) = too_long {
+        return Err(at);
+    }
+    if text.len() - statement > max_statement {
+        return Err(statement);
+    }
     out.push((start, text.len()));
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -312,6 +358,11 @@ mod tests {
         assert_eq!(long_chain(&statements, 1000), None);
         let list = format!("return {{{}}}", "a + 1, ".repeat(2000));
         assert_eq!(long_chain(&list, 1000), None);
+        // field access is no operator; a name after a value starts a new statement
+        let calls = "redis.call('get', KEYS[1]) + 1\n".repeat(2000);
+        assert_eq!(long_chain(&calls, 1000), None);
+        let fields = format!("return a{}", ".b".repeat(2000));
+        assert_eq!(long_chain(&fields, 1000), None);
         // operators in strings and comments do not count
         let quiet = format!("-- {}\nreturn '{}'", "~= ".repeat(2000), ".. ".repeat(2000));
         assert_eq!(long_chain(&quiet, 1000), None);
@@ -330,14 +381,15 @@ mod tests {
     #[test]
     fn pieces_start_at_top_level_statements() {
         let script = "local a = 1\nif a then local b = 2 end\nfunction f() local c = 3 end\nx = function() return 1 end\nlocal d = f()\nreturn d";
-        let p = pieces(script, 1);
+        let p = pieces(script, 1, usize::MAX).unwrap();
         let starts: Vec<&str> = p.iter().map(|&(s, e)| script[s..e].trim()).collect();
         assert_eq!(
             starts,
             [
                 "local a = 1",
                 "if a then local b = 2 end",
-                "function f() local c = 3 end\nx = function() return 1 end",
+                "function f() local c = 3 end",
+                "x = function() return 1 end",
                 "local d = f()",
                 "return d"
             ]
@@ -346,9 +398,34 @@ mod tests {
         assert_eq!(p.first().unwrap().0, 0);
         assert_eq!(p.last().unwrap().1, script.len());
         assert!(p.windows(2).all(|w| w[0].1 == w[1].0));
+        // calls and assignments after a value or `;` start statements; `.`, `:`, an operator,
+        // a string or table argument and an open bracket continue one
+        let calls = "redis.call('get', KEYS[1]) -- x\nredis.call('del', KEYS[1]); n = a\n.b\n:c 'x' {1} + d\n(f)()";
+        let p = pieces(calls, 1, usize::MAX).unwrap();
+        let starts: Vec<&str> = p.iter().map(|&(s, e)| calls[s..e].trim()).collect();
+        assert_eq!(
+            starts,
+            [
+                "redis.call('get', KEYS[1]) -- x",
+                "redis.call('del', KEYS[1]);",
+                "n = a\n.b\n:c 'x' {1} + d\n(f)()"
+            ]
+        );
+        // a top-level statement longer than the limit is found at its start
+        let long = format!(
+            "x = 1\nwhile x do x = 2 end\ndo\n{}end\ny = 2\n",
+            "  f()\n".repeat(100)
+        );
+        assert_eq!(pieces(&long, 1, 400), Err(27));
+        assert!(pieces(&long, 1, 1000).is_ok());
+        let tail = format!("x = 1\nreturn {}", "1 + ".repeat(200));
+        assert_eq!(pieces(&tail, 1, 400), Err(6));
         // a long string or comment holding keywords is not split
         let s = "local s = [[\nlocal x\n]] -- local y\nlocal z = 1";
-        assert_eq!(pieces(s, 1).len(), 2);
-        assert_eq!(pieces(script, 1000), vec![(0, script.len())]);
+        assert_eq!(pieces(s, 1, usize::MAX).unwrap().len(), 2);
+        assert_eq!(
+            pieces(script, 1000, usize::MAX).unwrap(),
+            vec![(0, script.len())]
+        );
     }
 }

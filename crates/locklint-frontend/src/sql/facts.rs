@@ -67,6 +67,25 @@ const UNCHECKED: &[&str] = &[
     "lock",
 ];
 
+/// A statement of more tokens than this is not parsed: it becomes a parse problem, and the
+/// statements around it are analysed as usual.
+pub const MAX_STATEMENT_TOKENS: usize = 100_000;
+
+/// Function bodies nested deeper than this (a body defining a function whose body defines
+/// one ..) are not split again: each level would lex its whole text once more.
+const MAX_BODY_DEPTH: usize = 8;
+
+/// Work allowed per token of a statement for the facts of its expressions (nodes visited,
+/// tokens lexed again for spans). Ordinary statements need a few units per token; comparisons
+/// nested in comparisons (`a = b = c = ..`) need work quadratic in their length, and such a
+/// statement is reported as too complex instead.
+const WORK_PER_TOKEN: usize = 32;
+
+/// The longest advisory-lock arguments kept as text, to compare keys.
+const MAX_ADVISORY_ARGS: usize = 1024;
+/// The arguments of an advisory-lock call past [`MAX_ADVISORY_ARGS`]: a key expression.
+const LONG_ADVISORY_ARGS: &str = "(..)";
+
 pub struct Context<'a> {
     pub text: &'a str,
     pub map: &'a TextMap,
@@ -77,6 +96,8 @@ pub struct Context<'a> {
     pub params: &'a mut Vec<Param>,
     /// Whether parse failures are reported.
     pub report: bool,
+    /// How many function bodies enclose the text being split.
+    pub body_depth: usize,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -107,12 +128,17 @@ impl Context<'_> {
 
     /// Split `text[from..to]` into statements and analyse each.
     pub fn text_statements(&mut self, from: usize, to: usize, in_body: bool) {
-        let pieces = lex::split(&self.text[from..to]);
-        for p in pieces {
-            let toks: Vec<Token> = p.tokens.iter().map(|t| shifted(t, from)).collect();
+        let text = self.text;
+        lex::each_statement(&text[from..to], |p| {
+            let mut toks = p.tokens;
+            if from > 0 {
+                for t in &mut toks {
+                    *t = shifted(t, from);
+                }
+            }
             if !in_body {
                 self.params.extend(toks.iter().filter_map(|t| {
-                    let n = t.text(self.text).strip_prefix('$')?.parse().ok()?;
+                    let n = t.text(text).strip_prefix('$')?.parse().ok()?;
                     (t.kind == Tk::Param).then_some(Param {
                         start: t.start,
                         end: t.end,
@@ -120,7 +146,27 @@ impl Context<'_> {
                     })
                 }));
             }
+            if toks.len() > MAX_STATEMENT_TOKENS {
+                let first = toks[0];
+                self.refuse(
+                    &first,
+                    in_body,
+                    format!(
+                        "this SQL statement has {} tokens, more than the {MAX_STATEMENT_TOKENS} analysed; it was not parsed",
+                        toks.len()
+                    ),
+                );
+                return;
+            }
             self.statement(&toks, in_body);
+        });
+    }
+
+    /// Report a statement that is not analysed, at its first token.
+    fn refuse(&mut self, first: &Token, in_body: bool, message: String) {
+        if self.report && !in_body {
+            let span = self.span(first.start, first.end);
+            self.problems.push((span, message));
         }
     }
 
@@ -133,11 +179,16 @@ impl Context<'_> {
                 || (w1 == "or" && matches!(w3.as_str(), "function" | "procedure"))))
             || w0 == "do";
         if routine {
+            if self.body_depth >= MAX_BODY_DEPTH {
+                return;
+            }
+            self.body_depth += 1;
             for t in toks {
                 if let Tk::Dollar { body } = t.kind {
                     self.text_statements(body.0, body.1, true);
                 }
             }
+            self.body_depth -= 1;
             return;
         }
         let advisory_all = self.advisory(toks);
@@ -181,12 +232,21 @@ impl Context<'_> {
             Ok(ast) => {
                 let mut st = self.blank(toks, in_body);
                 st.advisory = advisory;
-                self.facts(&mut st, &ast, toks, start);
-                self.statements.push(st);
+                if self.facts(&mut st, &ast, toks, start) {
+                    self.statements.push(st);
+                } else {
+                    self.refuse(
+                        first,
+                        in_body,
+                        "this SQL statement nests comparisons in comparisons too long to analyse; it was not analysed"
+                            .to_string(),
+                    );
+                    self.push_other(toks, st.advisory, in_body);
+                }
             }
             Err(e) => {
                 if self.report && !in_body && !UNCHECKED.contains(&w0.as_str()) {
-                    let (span, msg) = self.error_site(&e, sql, start, end);
+                    let (span, msg) = self.error_site(&e, sql, toks);
                     self.problems
                         .push((span, format!("this SQL statement does not parse: {msg}")));
                 }
@@ -230,14 +290,16 @@ impl Context<'_> {
         }
     }
 
-    /// The span of a parse error: the token it names, or the whole statement.
+    /// The span of a parse error: the token it names, or the whole statement. `sql` is the
+    /// statement's text and `toks` its tokens (offsets in the whole text).
     fn error_site(
         &self,
         e: &sqlparser::parser::ParserError,
         sql: &str,
-        start: usize,
-        end: usize,
+        toks: &[Token],
     ) -> (Span, String) {
+        let start = toks.first().map_or(0, |t| t.start);
+        let end = toks.last().map_or(start, |t| t.end);
         let msg = e.to_string();
         let msg = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
         let mut chars = msg.chars();
@@ -265,18 +327,14 @@ impl Context<'_> {
             .and_then(|(l, c)| lines.offset(sql, l, c))
             .or_else(|| eof.then_some(sql.len()));
         if let Some(off) = off {
-            let rest = &sql[off..];
-            let len = lex::tokens(rest)
-                .first()
-                .filter(|t| t.start == 0)
-                .map(|t| t.end)
-                .unwrap_or(0);
-            if len > 0 {
-                return (self.span(start + off, start + off + len), msg);
+            // the statement's own tokens: the one starting there, else the one before
+            let at = start + off;
+            let next = toks.partition_point(|t| t.start < at);
+            if let Some(t) = toks.get(next).filter(|t| t.start == at) {
+                return (self.span(t.start, t.end), msg);
             }
-            // at the end of the statement: point at its last token
-            if let Some(t) = lex::tokens(&sql[..off]).last() {
-                return (self.span(start + t.start, start + t.end), msg);
+            if let Some(t) = next.checked_sub(1).and_then(|i| toks.get(i)) {
+                return (self.span(t.start, t.end), msg);
             }
         }
         (self.span(start, end), msg)
@@ -301,10 +359,15 @@ impl Context<'_> {
                 }
                 "return" if self.word(toks.get(1)) == "query" => toks = &toks[2..],
                 "if" | "elsif" | "elseif" | "while" | "when" | "exception" | "for" | "foreach" => {
-                    let depths = lex::depths(self.text, toks);
-                    let stop = toks.iter().enumerate().skip(1).find(|(i, t)| {
-                        depths[*i] == 0
-                            && (t.is_word(self.text, "then") || t.is_word(self.text, "loop"))
+                    // the first top-level `THEN` or `LOOP`, scanning only up to it
+                    let mut depth = 0usize;
+                    let stop = toks.iter().enumerate().skip(1).find(|(_, t)| {
+                        if t.is_punct(self.text, "(") {
+                            depth += 1;
+                        } else if t.is_punct(self.text, ")") {
+                            depth = depth.saturating_sub(1);
+                        }
+                        depth == 0 && (t.is_word(self.text, "then") || t.is_word(self.text, "loop"))
                     });
                     match stop {
                         Some((i, _)) => toks = &toks[i + 1..],
@@ -343,6 +406,8 @@ impl Context<'_> {
     /// Advisory lock calls among the tokens.
     fn advisory(&self, toks: &[Token]) -> Vec<Advisory> {
         let mut out = Vec::new();
+        // computed for the first call found
+        let mut closing: Option<Vec<Option<usize>>> = None;
         for (i, t) in toks.iter().enumerate() {
             if t.kind != Tk::Word {
                 continue;
@@ -375,13 +440,18 @@ impl Context<'_> {
             if !toks.get(i + 1).is_some_and(|p| p.is_punct(self.text, "(")) {
                 continue;
             }
-            let Some(close) = lex::matching_paren(self.text, toks, i + 1) else {
+            let closing = closing.get_or_insert_with(|| lex::closing_parens(self.text, toks));
+            let Some(close) = closing[i + 1] else {
                 continue;
             };
-            let args: String = self.text[toks[i + 1].end..toks[close].start]
-                .chars()
-                .filter(|c| !c.is_whitespace())
-                .collect();
+            let args = &self.text[toks[i + 1].end..toks[close].start];
+            // a key expression this long is not compared with others (nested calls would
+            // copy the rest of the statement once per level)
+            let args: String = if args.len() > MAX_ADVISORY_ARGS {
+                LONG_ADVISORY_ARGS.to_string()
+            } else {
+                args.chars().filter(|c| !c.is_whitespace()).collect()
+            };
             let (shared, all) = (rest == "_shared", rest == "_all");
             out.push(Advisory {
                 name: name.clone(),
@@ -398,12 +468,15 @@ impl Context<'_> {
         out
     }
 
-    fn facts(&self, st: &mut Statement, ast: &ast::Statement, toks: &[Token], base: usize) {
+    /// Record what `st` does from its syntax tree; `false` when its expressions take more
+    /// work than [`WORK_PER_TOKEN`] allows (the facts are then incomplete).
+    fn facts(&self, st: &mut Statement, ast: &ast::Statement, toks: &[Token], base: usize) -> bool {
         let lines = LineStarts::new(&self.text[base..toks.last().map(|t| t.end).unwrap_or(base)]);
         let ex = Exprs {
             cx: self,
             lines: &lines,
             base,
+            work: std::cell::Cell::new(WORK_PER_TOKEN.saturating_mul(toks.len() + 32)),
         };
         match ast {
             ast::Statement::Insert(ins) => {
@@ -536,7 +609,7 @@ impl Context<'_> {
                 // `WITH ... UPDATE/INSERT/DELETE`
                 ast::SetExpr::Insert(inner)
                 | ast::SetExpr::Update(inner)
-                | ast::SetExpr::Delete(inner) => self.facts(st, inner, toks, base),
+                | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
                 body => {
                     st.kind = Kind::Select;
                     // `SELECT .. FROM t` (one table, no join): the table read.
@@ -620,6 +693,7 @@ impl Context<'_> {
             }
             _ => {}
         }
+        ex.work.get() > 0
     }
 
     /// Index of the last token of the clause starting at `from`: up to (not including) the
@@ -776,9 +850,19 @@ struct Exprs<'c, 'a> {
     cx: &'c Context<'a>,
     lines: &'c LineStarts,
     base: usize,
+    /// Work left for this statement's expressions (see [`WORK_PER_TOKEN`]); at 0 nothing more
+    /// is looked at.
+    work: std::cell::Cell<usize>,
 }
 
 impl Exprs<'_, '_> {
+    /// Spend `n` units of work; `false` once none is left.
+    fn spend(&self, n: usize) -> bool {
+        let left = self.work.get().saturating_sub(n);
+        self.work.set(left);
+        left > 0
+    }
+
     fn stmt_text(&self) -> &str {
         &self.cx.text[self.base..]
     }
@@ -799,6 +883,7 @@ impl Exprs<'_, '_> {
         }
         let sub = &text[a..limit];
         let toks = lex::tokens(sub);
+        self.spend(toks.len());
         let mut depth = 0i64;
         let mut end = b;
         for (i, t) in toks.iter().enumerate() {
@@ -840,15 +925,18 @@ impl Exprs<'_, '_> {
     }
 
     fn value(&self, e: &Expr) -> Value {
-        let mut v = Value {
-            span: self.span_of(e.span()),
-            ..Default::default()
-        };
+        if self.work.get() == 0 {
+            return Value::default();
+        }
+        let mut v = Value::default();
         // identifiers inside `VALUES(x)` are the proposed row; inside `sqlc.arg(x)` they name a
         // parameter
         let mut incoming = Vec::new();
         let mut named = Vec::new();
         let _ = ast::visit_expressions(e, |x| {
+            if !self.spend(1) {
+                return ControlFlow::Break(());
+            }
             if let Some(i) = at_param(x) {
                 named.push(i.span);
             }
@@ -872,6 +960,10 @@ impl Exprs<'_, '_> {
             ControlFlow::<()>::Continue(())
         });
         let _ = ast::visit_expressions(e, |x| {
+            // each node once for the span below, once here, and the lists searched
+            if !self.spend(2 + named.len() + incoming.len()) {
+                return ControlFlow::Break(());
+            }
             match x {
                 Expr::Identifier(i) => {
                     let name = i.value.to_lowercase();
@@ -930,6 +1022,9 @@ impl Exprs<'_, '_> {
             Expr::Function(f) => is_sqlc_param(f),
             x => at_param(x).is_some(),
         };
+        if self.work.get() > 0 {
+            v.span = self.span_of(e.span());
+        }
         v
     }
 
@@ -938,6 +1033,9 @@ impl Exprs<'_, '_> {
         let columns = self.value(e).columns;
         let mut comparisons = Vec::new();
         let _ = ast::visit_expressions(e, |x| {
+            if !self.spend(1) {
+                return ControlFlow::Break(());
+            }
             if let Expr::BinaryOp { left, op, right } = x {
                 let op = match op {
                     ast::BinaryOperator::Eq => Some(CmpOp::Eq),

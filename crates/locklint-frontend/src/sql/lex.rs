@@ -54,21 +54,23 @@ fn is_word_char(c: char) -> bool {
 /// Tokenize `src`; offsets are relative to `src`. Never fails: an unterminated string or
 /// comment runs to the end of the text.
 pub fn tokens(src: &str) -> Vec<Token> {
-    lex(src, |_, _| {})
+    let mut out = Vec::new();
+    lex(src, |t| out.push(t), |_, _| {});
+    out
 }
 
 /// The comments of `src` (`-- ..` to the end of the line, `/* .. */` nested), as byte ranges.
 pub fn comments(src: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    lex(src, |start, end| out.push((start, end)));
+    lex(src, |_| {}, |start, end| out.push((start, end)));
     out
 }
 
-/// Tokenize `src`, calling `on_comment` with the range of every comment skipped.
-fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
+/// Tokenize `src`, calling `on_token` with every token and `on_comment` with the range of
+/// every comment skipped.
+fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(usize, usize)) {
     let b = src.as_bytes();
     let n = b.len();
-    let mut out = Vec::new();
     let mut i = 0;
     let char_at = |i: usize| src[i..].chars().next().unwrap_or('\0');
     while i < n {
@@ -128,7 +130,7 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
                 }
                 i += 1;
             }
-            out.push(tok(Kind::Str, start, i.min(n)));
+            on_token(tok(Kind::Str, start, i.min(n)));
             i = i.min(n);
             continue;
         }
@@ -146,7 +148,7 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
                 }
                 i += 1;
             }
-            out.push(tok(Kind::Word, start, i.min(n)));
+            on_token(tok(Kind::Word, start, i.min(n)));
             i = i.min(n);
             continue;
         }
@@ -155,7 +157,7 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
             let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
             if digits > 0 {
                 i += 1 + digits;
-                out.push(tok(Kind::Param, start, i));
+                on_token(tok(Kind::Param, start, i));
                 continue;
             }
             // $tag$ ... $tag$
@@ -171,7 +173,7 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
                     Some(p) => (body_start + p, body_start + p + tag.len()),
                     None => (n, n),
                 };
-                out.push(tok(
+                on_token(tok(
                     Kind::Dollar {
                         body: (body_start, body_end),
                     },
@@ -182,7 +184,7 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
                 continue;
             }
             i += 1;
-            out.push(tok(Kind::Punct, start, i));
+            on_token(tok(Kind::Punct, start, i));
             continue;
         }
         if b[i] == b'?' {
@@ -190,13 +192,13 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
             while i < n && b[i].is_ascii_digit() {
                 i += 1;
             }
-            out.push(tok(Kind::Param, start, i));
+            on_token(tok(Kind::Param, start, i));
             continue;
         }
         if b[i] == b':' {
             if b.get(i + 1) == Some(&b':') {
                 i += 2;
-                out.push(tok(Kind::Punct, start, i));
+                on_token(tok(Kind::Punct, start, i));
                 continue;
             }
             let next = src[i + 1..].chars().next().unwrap_or('\0');
@@ -205,25 +207,25 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
                 while i < n && is_word_char(char_at(i)) {
                     i += char_at(i).len_utf8();
                 }
-                out.push(tok(Kind::Param, start, i));
+                on_token(tok(Kind::Param, start, i));
                 continue;
             }
             i += 1;
-            out.push(tok(Kind::Punct, start, i));
+            on_token(tok(Kind::Punct, start, i));
             continue;
         }
         if is_word_start(c) {
             while i < n && is_word_char(char_at(i)) {
                 i += char_at(i).len_utf8();
             }
-            out.push(tok(Kind::Word, start, i));
+            on_token(tok(Kind::Word, start, i));
             continue;
         }
         if c.is_ascii_digit() {
             while i < n && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
                 i += 1;
             }
-            out.push(tok(Kind::Number, start, i));
+            on_token(tok(Kind::Number, start, i));
             continue;
         }
         // two-character operators
@@ -233,9 +235,8 @@ fn lex(src: &str, mut on_comment: impl FnMut(usize, usize)) -> Vec<Token> {
         } else {
             i += c.len_utf8();
         }
-        out.push(tok(Kind::Punct, start, i));
+        on_token(tok(Kind::Punct, start, i));
     }
-    out
 }
 
 fn prev_is_word(src: &str, i: usize) -> bool {
@@ -259,24 +260,52 @@ pub struct Piece {
 /// empty statements are skipped.
 pub fn split(src: &str) -> Vec<Piece> {
     let mut out = Vec::new();
+    each_statement(src, |p| out.push(p));
+    out
+}
+
+/// Call `f` with each statement of `src` in turn (as [`split`] finds them), as soon as it is
+/// lexed: only one statement's tokens are held at a time.
+pub fn each_statement(src: &str, mut f: impl FnMut(Piece)) {
     let mut cur: Vec<Token> = Vec::new();
-    let flush = |cur: &mut Vec<Token>, out: &mut Vec<Piece>| {
-        if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
-            out.push(Piece {
-                start: f.start,
-                end: l.end,
+    let mut flush = |cur: &mut Vec<Token>| {
+        if let (Some(first), Some(last)) = (cur.first(), cur.last()) {
+            let (start, end) = (first.start, last.end);
+            f(Piece {
+                start,
+                end,
                 tokens: std::mem::take(cur),
             });
         }
     };
-    for t in tokens(src) {
-        if t.is_punct(src, ";") {
-            flush(&mut cur, &mut out);
-        } else {
-            cur.push(t);
+    lex(
+        src,
+        |t| {
+            if t.is_punct(src, ";") {
+                flush(&mut cur);
+            } else {
+                cur.push(t);
+            }
+        },
+        |_, _| {},
+    );
+    flush(&mut cur);
+}
+
+/// For each token, the index of the `)` that closes it when it is a `(` with a match; one pass
+/// with a stack, so finding every call's closing parenthesis stays linear.
+pub fn closing_parens(src: &str, toks: &[Token]) -> Vec<Option<usize>> {
+    let mut out = vec![None; toks.len()];
+    let mut open = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if t.is_punct(src, "(") {
+            open.push(i);
+        } else if t.is_punct(src, ")") {
+            if let Some(o) = open.pop() {
+                out[o] = Some(i);
+            }
         }
     }
-    flush(&mut cur, &mut out);
     out
 }
 
@@ -371,6 +400,24 @@ mod tests {
             .map(|t| t.text(src).to_string())
             .collect();
         assert_eq!(kinds, vec!["?3", ":name", "$2", "?"]);
+    }
+
+    #[test]
+    fn closing_parentheses_in_one_pass() {
+        let src = "f(a, g(b), (c)) ) ( h(";
+        let toks = tokens(src);
+        let close = closing_parens(src, &toks);
+        let text = |i: Option<usize>| i.map(|i| toks[i].start);
+        assert_eq!(text(close[1]), Some(14));
+        assert_eq!(text(close[5]), Some(8));
+        assert_eq!(text(close[9]), Some(13));
+        // a stray `)` closes nothing; unclosed `(` have no match
+        assert_eq!(close.iter().flatten().count(), 3);
+        for (i, t) in toks.iter().enumerate() {
+            if t.is_punct(src, "(") && close[i].is_some() {
+                assert_eq!(close[i], matching_paren(src, &toks, i));
+            }
+        }
     }
 
     #[test]

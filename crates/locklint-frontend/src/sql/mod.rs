@@ -54,6 +54,7 @@ pub fn analyze(ir: &mut FileIr) {
             problems: &mut problems,
             params: &mut params,
             report,
+            body_depth: 0,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))
