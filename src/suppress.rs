@@ -169,7 +169,7 @@ fn lex_sql(file: &FileRef) -> Lexed {
         .iter()
         .map(|t| {
             let first = text.as_bytes()[t.start];
-            let kind = if t.kind == sql_lex::Kind::Punct {
+            let kind = if t.kind == sql_lex::TokenKind::Punct {
                 first
             } else {
                 b'x'

@@ -152,7 +152,7 @@ fn on_line(found: &[Diagnostic], rule: &str) -> Vec<usize> {
 
 #[test]
 fn a_statement_past_the_token_limit_is_a_parse_error_and_its_neighbours_are_analysed() {
-    let limit = locklint::frontend::sql::facts::MAX_STATEMENT_TOKENS;
+    let limit = locklint::frontend::sql::statements::MAX_STATEMENT_TOKENS;
     // `a +` is two tokens
     let long = format!("SELECT {}1;\n", "a + ".repeat(limit / 2 + 10));
     let text = format!("SELECT pg_advisory_lock(1);\n{long}SELECT pg_advisory_lock(2);\n");

@@ -57,7 +57,7 @@ impl SqlIr {
 
 /// What a statement does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Kind {
+pub enum StatementKind {
     Select,
     Insert,
     Update,
@@ -95,7 +95,7 @@ pub struct Col {
 
 /// Facts about an expression.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct Value {
+pub struct Operand {
     pub columns: Vec<Col>,
     /// Contains a bind parameter (`$1`, `?`, `:name`).
     pub param: bool,
@@ -111,7 +111,7 @@ pub struct Value {
     pub span: Option<Span>,
 }
 
-impl Value {
+impl Operand {
     /// A constant: no columns, parameters or calls.
     pub fn is_constant(&self) -> bool {
         self.columns.is_empty() && !self.param && !self.call && !self.clock
@@ -145,8 +145,8 @@ impl CmpOp {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Cmp {
     pub op: CmpOp,
-    pub left: Value,
-    pub right: Value,
+    pub left: Operand,
+    pub right: Operand,
 }
 
 /// A `WHERE` clause (of an `UPDATE`/`DELETE`, or of `ON CONFLICT ... DO UPDATE`), or the
@@ -165,7 +165,7 @@ pub struct Filter {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Assign {
     pub column: String,
-    pub value: Value,
+    pub value: Operand,
 }
 
 /// A call of a PostgreSQL advisory lock function.
@@ -217,7 +217,7 @@ pub struct Statement {
     pub span: Span,
     /// Inside a PL/pgSQL function body or `DO` block.
     pub in_body: bool,
-    pub kind: Kind,
+    pub kind: StatementKind,
     /// The table written, lower case, unqualified.
     pub table: Option<String>,
     /// The table read by a plain `SELECT ... FROM t` (one table, no join), lower case,
@@ -240,7 +240,10 @@ pub struct Statement {
 
 impl Statement {
     pub fn is_write(&self) -> bool {
-        matches!(self.kind, Kind::Insert | Kind::Update | Kind::Delete)
+        matches!(
+            self.kind,
+            StatementKind::Insert | StatementKind::Update | StatementKind::Delete
+        )
     }
 
     /// Whether `c` refers to a column of the target table (not the proposed row).

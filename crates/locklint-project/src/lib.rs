@@ -11,7 +11,7 @@ pub mod ttl;
 
 use expand::Expander;
 use marking::{collect_facts, mark_locks};
-pub use marking::{key_matches, template_matches, Facts};
+pub use marking::{key_matches, template_matches, LockFacts};
 use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
 pub use trace::{scoped_identity, Trace, TraceOp};
@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 pub struct Project<'a> {
     pub files: &'a [FileIr],
     pub traces: Vec<Trace<'a>>,
-    pub facts: Facts,
+    pub facts: LockFacts,
     /// Tables, fencing columns, lock tables and unique keys from every file's SQL.
     pub schema: crate::schema::Schema,
     /// Key templates declared efficiency-only locks in the configuration.

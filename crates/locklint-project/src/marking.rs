@@ -46,9 +46,10 @@ pub fn template_matches(declared: &str, key: &str) -> bool {
     true
 }
 
-/// Facts rules consult across traces.
+/// What rules consult across traces about lock keys: acquires followed by a separate expiry,
+/// keys acquired with NX somewhere.
 #[derive(Debug, Default)]
-pub struct Facts {
+pub struct LockFacts {
     /// What fixes may assume: the target Redis version and the TTL for locks without one.
     pub fix: FixSettings,
     /// Acquires without an expiry that are followed by a separate expiry in some trace.
@@ -120,8 +121,8 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
     }
 }
 
-pub(crate) fn collect_facts(traces: &[Trace]) -> Facts {
-    let mut facts = Facts::default();
+pub(crate) fn collect_facts(traces: &[Trace]) -> LockFacts {
+    let mut facts = LockFacts::default();
     let bare_nx = |o: &TraceOp| {
         matches!(
             o.op.kind,

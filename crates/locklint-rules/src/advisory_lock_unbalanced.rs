@@ -4,7 +4,7 @@
 use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, UnlockSet};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
-use locklint_ir::sql::{Advisory, Kind, Statement};
+use locklint_ir::sql::{Advisory, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_ir::Origin;
 use locklint_project::Project;
@@ -143,7 +143,7 @@ fn unread(st: &Statement, a: &Advisory, bare_select_counts: bool) -> Option<&'st
         return None;
     }
     match st.kind {
-        Kind::Perform => Some("`PERFORM` discards it"),
+        StatementKind::Perform => Some("`PERFORM` discards it"),
         _ if bare_select_counts && !st.in_body => Some("a bare `SELECT` of it feeds no condition"),
         _ => None,
     }

@@ -8,7 +8,7 @@ use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::Value;
 use locklint_project::TraceOp;
-use locklint_project::{Facts, Trace};
+use locklint_project::{LockFacts, Trace};
 
 pub struct ConstantLockValue;
 
@@ -25,7 +25,7 @@ impl Rule for ConstantLockValue {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;

@@ -6,7 +6,7 @@ use super::matching::{
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::OpKind;
-use locklint_project::{Facts, Trace};
+use locklint_project::{LockFacts, Trace};
 
 pub struct GetThenSet;
 
@@ -23,7 +23,7 @@ impl Rule for GetThenSet {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for (i, w) in trace.ops.iter().enumerate() {
             let plain_write = matches!(
                 w.op.kind,

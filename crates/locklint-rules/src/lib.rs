@@ -28,7 +28,7 @@ mod unfenced_write;
 
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::FileIr;
-use locklint_project::{Facts, Project, Trace};
+use locklint_project::{LockFacts, Project, Trace};
 
 /// Static description of a rule: its stable public name, summary and documentation page.
 #[derive(Debug)]
@@ -48,7 +48,7 @@ pub struct RuleInfo {
 pub trait Rule: Sync + Send {
     fn info(&self) -> &'static RuleInfo;
     /// Check one trace (a function with its lock helpers expanded).
-    fn check(&self, _trace: &Trace, _facts: &Facts, _out: &mut Vec<Diagnostic>) {}
+    fn check(&self, _trace: &Trace, _facts: &LockFacts, _out: &mut Vec<Diagnostic>) {}
     /// Check one file's SQL and Lua (and anything else file-level).
     fn check_file(&self, _file: &FileIr, _project: &Project, _out: &mut Vec<Diagnostic>) {}
 }

@@ -4,7 +4,7 @@ use super::matching::{diagnostic, key_text, related, with_related};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::ResultUse;
-use locklint_project::{Facts, Trace};
+use locklint_project::{LockFacts, Trace};
 
 pub struct LockResultIgnored;
 
@@ -21,7 +21,7 @@ impl Rule for LockResultIgnored {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;

@@ -7,7 +7,7 @@ use super::sql_matching::{
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::source::Span;
-use locklint_ir::sql::{Statement, Value};
+use locklint_ir::sql::{Operand, Statement};
 use locklint_ir::FileIr;
 use locklint_project::{FixSettings, Project};
 
@@ -25,7 +25,7 @@ static INFO: RuleInfo = RuleInfo {
 const HELP: &str = "compute and compare expiries on the database clock: write `now() + $n * interval '1 millisecond'` with a duration parameter and compare with `now()`";
 
 /// A value from the client's clock: a parameter not combined with the database clock.
-fn client_time(v: &Value) -> bool {
+fn client_time(v: &Operand) -> bool {
     v.param && !v.clock
 }
 
@@ -42,7 +42,8 @@ impl Rule for LockTableClientClock {
             let Some(expiry) = lt.expiry.as_deref() else {
                 continue;
             };
-            let span_of = |v: &Value, st: &Statement| v.span.unwrap_or_else(|| condition_span(st));
+            let span_of =
+                |v: &Operand, st: &Statement| v.span.unwrap_or_else(|| condition_span(st));
             for a in st.values.iter().chain(&st.assignments) {
                 if a.column == expiry && client_time(&a.value) {
                     let fix = database_clock(file, st, &a.value, Some(&project.facts.fix));
@@ -58,7 +59,7 @@ impl Rule for LockTableClientClock {
             }
             let Some(f) = &st.filter else { continue };
             for c in &f.comparisons {
-                let is_expiry = |v: &Value| {
+                let is_expiry = |v: &Operand| {
                     v.bare
                         .as_ref()
                         .is_some_and(|col| col.name == expiry && st.is_target(col))
@@ -116,7 +117,7 @@ fn interval(ms: u64, mysql: bool) -> String {
 fn database_clock(
     file: &FileIr,
     st: &Statement,
-    v: &Value,
+    v: &Operand,
     written: Option<&FixSettings>,
 ) -> Option<Fix> {
     let span = v.span?;

@@ -8,7 +8,7 @@ use super::sql_matching::{
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
-use locklint_ir::sql::{Conflict, Kind, Statement};
+use locklint_ir::sql::{Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_project::Project;
 
@@ -33,11 +33,11 @@ impl Rule for LockTableStealsLiveLock {
                 continue;
             };
             let upsert = match st.kind {
-                Kind::Insert => matches!(
+                StatementKind::Insert => matches!(
                     st.conflict,
                     Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
                 ),
-                Kind::Update => lock_write(st, &lt) == LockWrite::Acquire,
+                StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
             if !upsert {
@@ -85,7 +85,7 @@ impl Rule for LockTableStealsLiveLock {
 /// so only an expired lock is taken over. Safe when the expiry column is known and the
 /// statement already uses the database clock (`now()`); shown only otherwise.
 fn expiry_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
-    if st.kind == Kind::Update {
+    if st.kind == StatementKind::Update {
         return update_guard(file, st, lt);
     }
     if st.conflict != Conflict::DoUpdate || st.filter.is_some() {

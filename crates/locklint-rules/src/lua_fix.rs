@@ -178,7 +178,7 @@ impl Shape {
 }
 
 /// What the fix knows of one script, gathered once for all its writes.
-pub struct Facts {
+pub struct ScriptFacts {
     shape: Option<Shape>,
     /// The `ARGV` the call sites bind to a token.
     bound: Option<usize>,
@@ -192,9 +192,13 @@ pub struct Facts {
     compared: HashMap<String, Option<usize>>,
 }
 
-impl Facts {
+impl ScriptFacts {
     /// Read a script once; `sites` gives the call sites of the Rust file holding it.
-    pub fn of(file: &FileIr, script: &Script, sites: impl FnOnce() -> Option<usize>) -> Facts {
+    pub fn of(
+        file: &FileIr,
+        script: &Script,
+        sites: impl FnOnce() -> Option<usize>,
+    ) -> ScriptFacts {
         let text = file
             .embedded
             .get(script.embedded)
@@ -207,7 +211,7 @@ impl Facts {
             .get(script.embedded)
             .filter(|e| e.origin != Origin::File)
             .and_then(|_| sites());
-        let mut facts = Facts {
+        let mut facts = ScriptFacts {
             shape: None,
             bound,
             calls_at: HashMap::new(),
@@ -277,7 +281,12 @@ fn single_key(key: &str) -> bool {
 /// Make the write conditional on the caller's token, in place:
 /// `if redis.call('get', KEYS[1]) == ARGV[n] then <write> end` for a statement, or
 /// `(redis.call('get', KEYS[1]) == ARGV[n] and <write> or 0)` inside an expression.
-pub fn guard_fix(file: &FileIr, script: &Script, w: &KeyWrite, facts: &mut Facts) -> Option<Fix> {
+pub fn guard_fix(
+    file: &FileIr,
+    script: &Script,
+    w: &KeyWrite,
+    facts: &mut ScriptFacts,
+) -> Option<Fix> {
     let emb = file.embedded.get(script.embedded)?;
     let text = &emb.text;
     let (start, end) = w.range;

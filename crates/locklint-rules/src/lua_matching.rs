@@ -36,7 +36,7 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
     let mut sites: Option<CallSites> = None;
     for script in &file.lua.scripts {
         let mut invoked_on_lock: Option<bool> = None;
-        let mut facts: Option<super::lua_fix::Facts> = None;
+        let mut facts: Option<super::lua_fix::ScriptFacts> = None;
         for (w, span) in &script.writes {
             if w.kind != rule.kind || w.guarded {
                 continue;
@@ -63,7 +63,7 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
                 rule.help.to_string(),
             );
             let facts = facts.get_or_insert_with(|| {
-                super::lua_fix::Facts::of(file, script, || {
+                super::lua_fix::ScriptFacts::of(file, script, || {
                     let emb = file.embedded.get(script.embedded)?;
                     sites
                         .get_or_insert_with(|| CallSites::of(&file.file))

@@ -7,7 +7,7 @@ use super::matching::{
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::{Channel, OpKind, ResultUse};
-use locklint_project::{Facts, Trace, TraceOp};
+use locklint_project::{LockFacts, Trace, TraceOp};
 
 pub struct SeparateExpire;
 
@@ -24,7 +24,7 @@ impl Rule for SeparateExpire {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for (i, e) in trace.ops.iter().enumerate() {
             if e.op.kind != OpKind::Expire || !e.is_lock {
                 continue;

@@ -5,7 +5,7 @@ use super::matching::{call_chain, diagnostic, key_text, site, with_related};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::OpKind;
-use locklint_project::{Facts, Trace, TraceOp};
+use locklint_project::{LockFacts, Trace, TraceOp};
 
 pub struct SetnxWithoutExpiry;
 
@@ -22,7 +22,7 @@ impl Rule for SetnxWithoutExpiry {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for o in &trace.ops {
             let no_expiry = matches!(
                 o.op.kind,
@@ -54,7 +54,7 @@ impl Rule for SetnxWithoutExpiry {
 }
 
 /// Give the acquire the default expiry (`--default-ttl`): a judgement call, so unsafe.
-fn add_expiry(o: &TraceOp, facts: &Facts) -> Option<Fix> {
+fn add_expiry(o: &TraceOp, facts: &LockFacts) -> Option<Fix> {
     let ttl = fixes::Ttl::millis(facts.fix.default_ttl_ms);
     let (edits, applicability) = fixes::acquire_with_expiry(o, &ttl)?;
     fixes::fix(

@@ -6,7 +6,7 @@ use super::RuleInfo;
 use locklint_frontend::sql::lex as sql_lex;
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::source::Span;
-use locklint_ir::sql::{Advisory, CmpOp, Col, Conflict, Kind, Statement, Value};
+use locklint_ir::sql::{Advisory, CmpOp, Col, Conflict, Operand, Statement, StatementKind};
 use locklint_ir::Origin;
 use locklint_ir::{Embedded, Event, FileIr, Function, NodeId};
 use locklint_project::schema::lock_table_name;
@@ -73,14 +73,14 @@ pub fn fence_column(st: &Statement, schema: &Schema) -> Option<String> {
 }
 
 /// Whether `v` is exactly the target table's column `col`.
-fn is_col(st: &Statement, v: &Value, col: &str) -> bool {
+fn is_col(st: &Statement, v: &Operand, col: &str) -> bool {
     v.bare
         .as_ref()
         .is_some_and(|c| c.name == col && st.is_target(c))
 }
 
 /// Whether `v` holds no column of the target table (an incoming value, parameter, literal).
-fn is_outside(st: &Statement, v: &Value) -> bool {
+fn is_outside(st: &Statement, v: &Operand) -> bool {
     !v.columns.iter().any(|c| st.is_target(c))
 }
 
@@ -139,7 +139,7 @@ pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool
     // a column of the lock table: with its definition known, one it has (a function's
     // parameter `p_owner` is not one)
     let of_table = |c: &Col| st.is_target(c) && def.is_none_or(|t| t.columns.contains(&c.name));
-    let outside = |v: &Value| !v.columns.iter().any(&of_table);
+    let outside = |v: &Operand| !v.columns.iter().any(&of_table);
     let mut pinned: Vec<&str> = Vec::new();
     for c in f.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
         for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
@@ -191,14 +191,14 @@ pub fn issues_fences(st: &Statement, fence: &str) -> bool {
 
 /// An `INSERT` that does nothing when the row exists (idempotent on a unique key).
 pub fn is_idempotent(st: &Statement) -> bool {
-    st.kind == Kind::Insert && st.conflict == Conflict::Ignore
+    st.kind == StatementKind::Insert && st.conflict == Conflict::Ignore
 }
 
 /// An upsert or update that overwrites existing rows.
 pub fn overwrites(st: &Statement) -> bool {
     match st.kind {
-        Kind::Update | Kind::Delete => true,
-        Kind::Insert => matches!(
+        StatementKind::Update | StatementKind::Delete => true,
+        StatementKind::Insert => matches!(
             st.conflict,
             Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
         ),
@@ -228,9 +228,9 @@ pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
             .map(|a| &a.value)
     };
     match st.kind {
-        Kind::Insert => LockWrite::Acquire,
-        Kind::Delete => LockWrite::Release,
-        Kind::Update => match sets(owner) {
+        StatementKind::Insert => LockWrite::Acquire,
+        StatementKind::Delete => LockWrite::Release,
+        StatementKind::Update => match sets(owner) {
             Some(v) if v.is_constant() => LockWrite::Release,
             Some(_) => LockWrite::Acquire,
             None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,
@@ -446,7 +446,7 @@ pub fn end_before_semicolon(file: &FileIr, span: Span) -> usize {
 pub fn next_placeholder(sql: &str) -> String {
     let params: Vec<&str> = sql_lex::tokens(sql)
         .into_iter()
-        .filter(|t| t.kind == sql_lex::Kind::Param)
+        .filter(|t| t.kind == sql_lex::TokenKind::Param)
         .map(|t| t.text(sql))
         .collect();
     let max = params

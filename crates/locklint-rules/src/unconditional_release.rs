@@ -15,7 +15,7 @@ use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::Channel;
 use locklint_ir::OpKind;
 use locklint_project::TraceOp;
-use locklint_project::{Facts, Trace};
+use locklint_project::{LockFacts, Trace};
 
 pub struct UnconditionalRelease;
 
@@ -32,7 +32,7 @@ impl Rule for UnconditionalRelease {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
             if o.op.kind != OpKind::Delete || !o.is_lock || o.op.watched {
                 continue;

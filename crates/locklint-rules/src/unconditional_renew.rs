@@ -16,7 +16,7 @@ use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::vocabulary;
 use locklint_ir::Channel;
 use locklint_ir::OpKind;
-use locklint_project::{scoped_identity, Facts, Trace, TraceOp};
+use locklint_project::{scoped_identity, LockFacts, Trace, TraceOp};
 
 pub struct UnconditionalRenew;
 
@@ -33,7 +33,7 @@ impl Rule for UnconditionalRenew {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &Facts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
             let overwrite = o.op.kind.is_plain_write_with_expiry()
                 && dependent_read(trace, i).is_none()
@@ -77,7 +77,7 @@ impl Rule for UnconditionalRenew {
 
 /// A plain `SET ... PX` of a key that is elsewhere acquired with NX, or written by a function
 /// whose name says it renews: a renewal that overwrites whatever holder is there.
-fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &Facts) -> bool {
+fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &LockFacts) -> bool {
     let acquired_here = trace.earlier_on_key(i).any(|e| e.op.kind.is_acquire());
     let acquired_elsewhere = scoped_identity(o).is_some_and(|id| facts.acquired_nx.contains(&id));
     let renewer = vocabulary::names_renewal(&o.func.name);

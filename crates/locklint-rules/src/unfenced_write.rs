@@ -297,13 +297,13 @@ fn compares_with(
     fence: &str,
     value: &str,
 ) -> bool {
-    use locklint_ir::sql::{CmpOp, Value};
-    let text = |v: &Value| {
+    use locklint_ir::sql::{CmpOp, Operand};
+    let text = |v: &Operand| {
         v.span
             .and_then(|s| file.file.text.get(s.start..s.end))
             .map(str::trim)
     };
-    let is_fence = |v: &Value| v.bare.as_ref().is_some_and(|c| c.name == fence);
+    let is_fence = |v: &Operand| v.bare.as_ref().is_some_and(|c| c.name == fence);
     filter.comparisons.iter().any(|c| {
         (c.op == CmpOp::Lt && is_fence(&c.left) && text(&c.right) == Some(value))
             || (c.op == CmpOp::Gt && is_fence(&c.right) && text(&c.left) == Some(value))

@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn parametric(args: &str) -> bool {
     sql_lex::tokens(args)
         .iter()
-        .any(|t| t.kind == sql_lex::Kind::Param)
+        .any(|t| t.kind == sql_lex::TokenKind::Param)
 }
 
 pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {

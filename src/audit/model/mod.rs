@@ -24,7 +24,7 @@ use crate::config::Settings;
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
 use crate::frontend::sql::lex as sql_lex;
-use crate::ir::sql::{Conflict, Kind, Statement};
+use crate::ir::sql::{Conflict, Statement, StatementKind};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
 use crate::locks::schema::Schema;
 use crate::locks::{Project, Trace, TraceOp};

@@ -18,7 +18,7 @@ fn idempotent(st: &Statement, schema: &Schema) -> bool {
     if is_idempotent(st) {
         return true;
     }
-    if st.kind != Kind::Insert || st.conflict != Conflict::None {
+    if st.kind != StatementKind::Insert || st.conflict != Conflict::None {
         return false;
     }
     let Some(t) = st.table.as_deref().and_then(|t| schema.table(t)) else {
@@ -31,7 +31,7 @@ fn idempotent(st: &Statement, schema: &Schema) -> bool {
 }
 
 fn conditional_update(st: &Statement) -> bool {
-    st.kind == Kind::Update
+    st.kind == StatementKind::Update
         && st.filter.as_ref().is_some_and(|f| {
             f.comparisons
                 .iter()
@@ -41,13 +41,13 @@ fn conditional_update(st: &Statement) -> bool {
 
 pub(super) fn target(st: &Statement) -> String {
     let verb = match st.kind {
-        Kind::Insert => match st.conflict {
+        StatementKind::Insert => match st.conflict {
             Conflict::None => "INSERT",
             Conflict::Ignore => "INSERT (ignore conflicts)",
             _ => "UPSERT",
         },
-        Kind::Update => "UPDATE",
-        Kind::Delete => "DELETE",
+        StatementKind::Update => "UPDATE",
+        StatementKind::Delete => "DELETE",
         _ => "SQL",
     };
     format!("{verb} {}", st.table.as_deref().unwrap_or("?"))

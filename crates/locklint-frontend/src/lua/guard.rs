@@ -140,7 +140,7 @@ fn parse(text: &str) -> Result<full_moon::ast::Ast, Vec<SyntaxError>> {
 
 /// What is known about a key at a point of the script.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Fact {
+enum KeyFact {
     /// The key holds the caller's token. `KEYS[*]`: every key in `KEYS`; `KEYS[each]`: the
     /// element of `KEYS` of the current iteration of a loop over them.
     Owned(String),
@@ -156,7 +156,7 @@ enum Fact {
 }
 
 /// Facts that hold at a point of the script.
-type Facts = BTreeSet<Fact>;
+type Facts = BTreeSet<KeyFact>;
 
 /// All keys the script received.
 const ALL_KEYS: &str = "KEYS[*]";
@@ -165,8 +165,8 @@ const EACH_KEY: &str = "KEYS[each]";
 
 /// Whether `key` is known to hold the caller's token.
 fn owned(facts: &Facts, key: &str) -> bool {
-    facts.contains(&Fact::Owned(key.to_string()))
-        || (key.starts_with("KEYS[") && facts.contains(&Fact::Owned(ALL_KEYS.to_string())))
+    facts.contains(&KeyFact::Owned(key.to_string()))
+        || (key.starts_with("KEYS[") && facts.contains(&KeyFact::Owned(ALL_KEYS.to_string())))
 }
 
 /// The abstract value of an expression.
@@ -265,7 +265,7 @@ fn intersect(a: &Facts, b: &Facts) -> Facts {
 }
 
 fn one(k: &str) -> Facts {
-    std::iter::once(Fact::Owned(k.to_string())).collect()
+    std::iter::once(KeyFact::Owned(k.to_string())).collect()
 }
 
 /// Whether a function call statement ends the script (`error(..)`).
@@ -398,7 +398,7 @@ impl Walker {
                     .collect();
                 for v in &vals {
                     if let Val::Wrote(k) = v {
-                        facts.insert(Fact::Owned(k.clone()));
+                        facts.insert(KeyFact::Owned(k.clone()));
                     }
                 }
                 for (i, n) in l.names().iter().enumerate() {
@@ -414,7 +414,7 @@ impl Walker {
                     .collect();
                 for v in &vals {
                     if let Val::Wrote(k) = v {
-                        facts.insert(Fact::Owned(k.clone()));
+                        facts.insert(KeyFact::Owned(k.clone()));
                     }
                 }
                 for (i, var) in a.variables().iter().enumerate() {
@@ -443,7 +443,7 @@ impl Walker {
                     &facts,
                 );
                 if let Val::Wrote(k) = v {
-                    facts.insert(Fact::Owned(k));
+                    facts.insert(KeyFact::Owned(k));
                 }
                 if is_error_call(c) {
                     return None;
@@ -532,7 +532,7 @@ impl Walker {
         self.truncate(depth);
         let mut facts = facts;
         if over_keys && !broke && end.is_some_and(|f| owned(&f, EACH_KEY)) {
-            facts.insert(Fact::Owned(ALL_KEYS.to_string()));
+            facts.insert(KeyFact::Owned(ALL_KEYS.to_string()));
         }
         facts
     }
@@ -583,7 +583,7 @@ impl Walker {
                 | BinOp::GreaterThan(_)
                 | BinOp::GreaterThanEqual(_) => match self.comparison_operands(lhs, rhs, facts) {
                     Some(k) => {
-                        let bounded: Facts = std::iter::once(Fact::Bounded(k)).collect();
+                        let bounded: Facts = std::iter::once(KeyFact::Bounded(k)).collect();
                         (bounded.clone(), bounded)
                     }
                     None => (Facts::new(), Facts::new()),
@@ -629,7 +629,7 @@ impl Walker {
         let a = self.expr(lhs, facts);
         let b = self.expr(rhs, facts);
         let zero = |n: &str| n.trim() == "0";
-        let only = |f: Fact| -> Facts { std::iter::once(f).collect() };
+        let only = |f: KeyFact| -> Facts { std::iter::once(f).collect() };
         let (key, when_equal) = match (a, b) {
             (Val::Get(k), Val::Argv) | (Val::Argv, Val::Get(k)) => (k, true),
             (Val::Owner(k), Val::Argv) | (Val::Argv, Val::Owner(k)) => (k, true),
@@ -649,7 +649,7 @@ impl Walker {
             // `EXISTS key == 0`: absent when true; `EXISTS key == 1` of one key: absent when
             // false
             (Val::Exists(k, single), Val::Number(n)) | (Val::Number(n), Val::Exists(k, single)) => {
-                let absent = only(Fact::Absent(k));
+                let absent = only(KeyFact::Absent(k));
                 return if zero(&n) {
                     (absent, Facts::new())
                 } else if single && n.trim() == "1" {
@@ -660,13 +660,13 @@ impl Walker {
             }
             // `TTL key == -1`: the key has no expiry
             (Val::Ttl(k), Val::Number(n)) | (Val::Number(n), Val::Ttl(k)) if n.trim() == "-1" => {
-                return (only(Fact::NoExpiry(k)), Facts::new());
+                return (only(KeyFact::NoExpiry(k)), Facts::new());
             }
             _ => return (Facts::new(), Facts::new()),
         };
         let at = self.range(whole);
         self.note_check(&key, at);
-        let not_held = only(Fact::NotHeld(key.clone()));
+        let not_held = only(KeyFact::NotHeld(key.clone()));
         if when_equal {
             (one(&key), not_held)
         } else {
@@ -957,14 +957,14 @@ impl Walker {
             key: shown.clone(),
             range: whole(),
             guarded: owned(facts, &key)
-                || (kind == WriteKind::Renew && facts.contains(&Fact::NoExpiry(key.clone()))),
+                || (kind == WriteKind::Renew && facts.contains(&KeyFact::NoExpiry(key.clone()))),
         };
-        let absent = facts.contains(&Fact::Absent(key.clone()));
+        let absent = facts.contains(&KeyFact::Absent(key.clone()));
         // the caller is known not to hold the key, which exists: writing its field joins
         // someone else's lock rather than taking a free one
-        let joins = facts.contains(&Fact::NotHeld(key.clone()))
+        let joins = facts.contains(&KeyFact::NotHeld(key.clone()))
             && !absent
-            && !facts.contains(&Fact::Bounded(key.clone()));
+            && !facts.contains(&KeyFact::Bounded(key.clone()));
         match cmd.as_str() {
             "GET" => Val::Get(key),
             "HGET" | "HEXISTS" | "SISMEMBER" | "ZSCORE" if any_argv => Val::Owner(key),

@@ -4,7 +4,7 @@
 
 /// What a token is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum TokenKind {
     /// A keyword or identifier (quoted identifiers included).
     Word,
     /// A `'...'` string.
@@ -23,7 +23,7 @@ pub enum Kind {
 /// One token: byte range in the lexed text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Token {
-    pub kind: Kind,
+    pub kind: TokenKind,
     pub start: usize,
     pub end: usize,
 }
@@ -35,11 +35,11 @@ impl Token {
 
     /// Whether this is the word `w` (case-insensitive; `w` in lower case).
     pub fn is_word(&self, src: &str, w: &str) -> bool {
-        self.kind == Kind::Word && self.text(src).eq_ignore_ascii_case(w)
+        self.kind == TokenKind::Word && self.text(src).eq_ignore_ascii_case(w)
     }
 
     pub fn is_punct(&self, src: &str, p: &str) -> bool {
-        self.kind == Kind::Punct && self.text(src) == p
+        self.kind == TokenKind::Punct && self.text(src) == p
     }
 }
 
@@ -130,7 +130,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
                 }
                 i += 1;
             }
-            on_token(tok(Kind::Str, start, i.min(n)));
+            on_token(tok(TokenKind::Str, start, i.min(n)));
             i = i.min(n);
             continue;
         }
@@ -148,7 +148,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
                 }
                 i += 1;
             }
-            on_token(tok(Kind::Word, start, i.min(n)));
+            on_token(tok(TokenKind::Word, start, i.min(n)));
             i = i.min(n);
             continue;
         }
@@ -157,7 +157,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
             let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
             if digits > 0 {
                 i += 1 + digits;
-                on_token(tok(Kind::Param, start, i));
+                on_token(tok(TokenKind::Param, start, i));
                 continue;
             }
             // $tag$ ... $tag$
@@ -174,7 +174,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
                     None => (n, n),
                 };
                 on_token(tok(
-                    Kind::Dollar {
+                    TokenKind::Dollar {
                         body: (body_start, body_end),
                     },
                     start,
@@ -184,7 +184,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
                 continue;
             }
             i += 1;
-            on_token(tok(Kind::Punct, start, i));
+            on_token(tok(TokenKind::Punct, start, i));
             continue;
         }
         if b[i] == b'?' {
@@ -192,13 +192,13 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
             while i < n && b[i].is_ascii_digit() {
                 i += 1;
             }
-            on_token(tok(Kind::Param, start, i));
+            on_token(tok(TokenKind::Param, start, i));
             continue;
         }
         if b[i] == b':' {
             if b.get(i + 1) == Some(&b':') {
                 i += 2;
-                on_token(tok(Kind::Punct, start, i));
+                on_token(tok(TokenKind::Punct, start, i));
                 continue;
             }
             let next = src[i + 1..].chars().next().unwrap_or('\0');
@@ -207,25 +207,25 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
                 while i < n && is_word_char(char_at(i)) {
                     i += char_at(i).len_utf8();
                 }
-                on_token(tok(Kind::Param, start, i));
+                on_token(tok(TokenKind::Param, start, i));
                 continue;
             }
             i += 1;
-            on_token(tok(Kind::Punct, start, i));
+            on_token(tok(TokenKind::Punct, start, i));
             continue;
         }
         if is_word_start(c) {
             while i < n && is_word_char(char_at(i)) {
                 i += char_at(i).len_utf8();
             }
-            on_token(tok(Kind::Word, start, i));
+            on_token(tok(TokenKind::Word, start, i));
             continue;
         }
         if c.is_ascii_digit() {
             while i < n && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
                 i += 1;
             }
-            on_token(tok(Kind::Number, start, i));
+            on_token(tok(TokenKind::Number, start, i));
             continue;
         }
         // two-character operators
@@ -235,7 +235,7 @@ fn lex(src: &str, mut on_token: impl FnMut(Token), mut on_comment: impl FnMut(us
         } else {
             i += c.len_utf8();
         }
-        on_token(tok(Kind::Punct, start, i));
+        on_token(tok(TokenKind::Punct, start, i));
     }
 }
 
@@ -243,7 +243,7 @@ fn prev_is_word(src: &str, i: usize) -> bool {
     src[..i].chars().next_back().is_some_and(is_word_char)
 }
 
-fn tok(kind: Kind, start: usize, end: usize) -> Token {
+fn tok(kind: TokenKind, start: usize, end: usize) -> Token {
     Token { kind, start, end }
 }
 
@@ -383,12 +383,12 @@ mod tests {
             .tokens
             .iter()
             .find_map(|t| match t.kind {
-                Kind::Dollar { body } => Some(body),
+                TokenKind::Dollar { body } => Some(body),
                 _ => None,
             })
             .unwrap();
         assert_eq!(&src[dollar.0..dollar.1], " BEGIN PERFORM 1; END; ");
-        assert_eq!(p[1].tokens[1].kind, Kind::Param);
+        assert_eq!(p[1].tokens[1].kind, TokenKind::Param);
     }
 
     #[test]
@@ -396,7 +396,7 @@ mod tests {
         let src = "x = ?3 AND y = :name AND z = $2::bigint AND w = ?";
         let kinds: Vec<_> = tokens(src)
             .into_iter()
-            .filter(|t| t.kind == Kind::Param)
+            .filter(|t| t.kind == TokenKind::Param)
             .map(|t| t.text(src).to_string())
             .collect();
         assert_eq!(kinds, vec!["?3", ":name", "$2", "?"]);

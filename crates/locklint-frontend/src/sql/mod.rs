@@ -8,8 +8,8 @@
 //! `locks::schema::Schema` collects tables from `CREATE TABLE`, `ALTER TABLE ... ADD COLUMN` and unique
 //! indexes.
 
-pub mod facts;
 pub mod lex;
+pub mod statements;
 
 use locklint_ir::source::Span;
 use locklint_ir::sql::SqlText;
@@ -46,7 +46,7 @@ pub fn analyze(ir: &mut FileIr) {
             });
         let report = e.origin.is_certainly_sql() && !templated;
         let mut params = Vec::new();
-        let mut cx = facts::Context {
+        let mut cx = statements::Context {
             text: &text,
             map: &e.map,
             embedded: idx,

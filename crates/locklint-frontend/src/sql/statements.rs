@@ -1,10 +1,11 @@
 //! From one SQL text to [`Statement`] facts: split, parse each statement with `sqlparser`,
 //! and record what the rules need, with exact spans.
 
-use super::lex::{self, Kind as Tk, Token};
+use super::lex::{self, Token, TokenKind as Tk};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{
-    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Kind, Param, Statement, TableDef, Value,
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Statement, StatementKind,
+    TableDef,
 };
 use locklint_ir::TextMap;
 use sqlparser::ast::{self as ast, Expr, Spanned};
@@ -212,7 +213,7 @@ impl Context<'_> {
             .collect();
         if w0 == "perform" {
             let mut st = self.blank(toks, in_body);
-            st.kind = Kind::Perform;
+            st.kind = StatementKind::Perform;
             st.advisory = advisory;
             self.statements.push(st);
             return;
@@ -276,7 +277,7 @@ impl Context<'_> {
             end,
             span: self.span(start, end),
             in_body,
-            kind: Kind::Other,
+            kind: StatementKind::Other,
             table: None,
             reads: None,
             names: Vec::new(),
@@ -480,7 +481,7 @@ impl Context<'_> {
         };
         match ast {
             ast::Statement::Insert(ins) => {
-                st.kind = Kind::Insert;
+                st.kind = StatementKind::Insert;
                 if let ast::TableObject::TableName(n) = &ins.table {
                     set_table(st, n);
                 }
@@ -574,7 +575,7 @@ impl Context<'_> {
                 }
             }
             ast::Statement::Update(up) => {
-                st.kind = Kind::Update;
+                st.kind = StatementKind::Update;
                 if let ast::TableFactor::Table { name, alias, .. } = &up.table.relation {
                     set_table(st, name);
                     if let Some(a) = alias {
@@ -589,7 +590,7 @@ impl Context<'_> {
                 }
             }
             ast::Statement::Delete(del) => {
-                st.kind = Kind::Delete;
+                st.kind = StatementKind::Delete;
                 let from = match &del.from {
                     ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
                 };
@@ -611,7 +612,7 @@ impl Context<'_> {
                 | ast::SetExpr::Update(inner)
                 | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
                 body => {
-                    st.kind = Kind::Select;
+                    st.kind = StatementKind::Select;
                     // `SELECT .. FROM t` (one table, no join): the table read.
                     if let ast::SetExpr::Select(sel) = body {
                         if let [from] = sel.from.as_slice() {
@@ -625,7 +626,7 @@ impl Context<'_> {
                 }
             },
             ast::Statement::CreateTable(ct) => {
-                st.kind = Kind::Ddl;
+                st.kind = StatementKind::Ddl;
                 let mut def = TableDef {
                     table: object_name(&ct.name),
                     ..Default::default()
@@ -651,7 +652,7 @@ impl Context<'_> {
                 st.table_def = Some(def);
             }
             ast::Statement::AlterTable(at) => {
-                st.kind = Kind::Ddl;
+                st.kind = StatementKind::Ddl;
                 let mut def = TableDef {
                     table: object_name(&at.name),
                     ..Default::default()
@@ -677,7 +678,7 @@ impl Context<'_> {
                 st.table_def = Some(def);
             }
             ast::Statement::CreateIndex(ci) => {
-                st.kind = Kind::Ddl;
+                st.kind = StatementKind::Ddl;
                 if ci.unique {
                     let cols = ci
                         .columns
@@ -924,11 +925,11 @@ impl Exprs<'_, '_> {
         }
     }
 
-    fn value(&self, e: &Expr) -> Value {
+    fn value(&self, e: &Expr) -> Operand {
         if self.work.get() == 0 {
-            return Value::default();
+            return Operand::default();
         }
-        let mut v = Value::default();
+        let mut v = Operand::default();
         // identifiers inside `VALUES(x)` are the proposed row; inside `sqlc.arg(x)` they name a
         // parameter
         let mut incoming = Vec::new();
