@@ -19,6 +19,26 @@ use locklint_ir::{FileIr, ParseProblem};
 
 pub use depth::{MAX_DEPTH, MAX_NESTING};
 
+/// Whether an expression is control flow or a block: a statement made of one is not a plain
+/// statement of the operation inside it, and re-printing one would re-print more than the
+/// operation's own code.
+pub fn block_like(e: &syn::Expr) -> bool {
+    matches!(
+        e,
+        syn::Expr::If(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::ForLoop(_)
+            | syn::Expr::Match(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::Unsafe(_)
+            | syn::Expr::Closure(_)
+            | syn::Expr::Async(_)
+            | syn::Expr::TryBlock(_)
+            | syn::Expr::Const(_)
+    )
+}
+
 /// Parse one Rust file into the intermediate form.
 pub fn analyze(index: usize, file: FileRef) -> FileIr {
     let ir = parse_and_walk(index, file);

@@ -99,25 +99,6 @@ pub(crate) fn expression_of(o: &TraceOp) -> Option<Span> {
 /// span, and the spans.
 pub(crate) type FunctionExpressions = (usize, usize, Span, std::rc::Rc<Vec<Span>>);
 
-/// Whether an expression is control flow or a block (laid out as a whole, it would re-print
-/// more than the operation's own code).
-pub(crate) fn block_like(e: &syn::Expr) -> bool {
-    matches!(
-        e,
-        syn::Expr::If(_)
-            | syn::Expr::While(_)
-            | syn::Expr::Loop(_)
-            | syn::Expr::ForLoop(_)
-            | syn::Expr::Match(_)
-            | syn::Expr::Block(_)
-            | syn::Expr::Unsafe(_)
-            | syn::Expr::Closure(_)
-            | syn::Expr::Async(_)
-            | syn::Expr::TryBlock(_)
-            | syn::Expr::Const(_)
-    )
-}
-
 /// Every `if`/`while` condition, match guard, block tail expression (not itself a block or
 /// control flow) and returned value of the operation's function, by start: parsed once for
 /// all the operations of a function.
@@ -168,14 +149,18 @@ pub(crate) fn expressions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Spa
         }
         fn visit_block(&mut self, b: &'ast syn::Block) {
             if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last() {
-                if !block_like(tail) {
+                if !locklint_frontend::rust::block_like(tail) {
                     self.consider(tail);
                 }
             }
             syn::visit::visit_block(self, b);
         }
         fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
-            if let Some(value) = r.expr.as_deref().filter(|e| !block_like(e)) {
+            if let Some(value) = r
+                .expr
+                .as_deref()
+                .filter(|e| !locklint_frontend::rust::block_like(e))
+            {
                 self.consider(value);
             }
             syn::visit::visit_expr_return(self, r);

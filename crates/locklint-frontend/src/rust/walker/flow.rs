@@ -201,18 +201,7 @@ impl FnWalker<'_> {
     pub(super) fn mark_statement(&mut self, stmt: &syn::Stmt, mark: usize) {
         let plain = match stmt {
             syn::Stmt::Local(_) => true,
-            syn::Stmt::Expr(e, Some(_)) => !matches!(
-                e,
-                syn::Expr::If(_)
-                    | syn::Expr::While(_)
-                    | syn::Expr::Loop(_)
-                    | syn::Expr::ForLoop(_)
-                    | syn::Expr::Match(_)
-                    | syn::Expr::Block(_)
-                    | syn::Expr::Unsafe(_)
-                    | syn::Expr::Closure(_)
-                    | syn::Expr::Async(_)
-            ),
+            syn::Stmt::Expr(e, Some(_)) => !crate::rust::block_like(e),
             _ => false,
         };
         if !plain {
