@@ -39,6 +39,7 @@ impl Cache {
     pub fn open(dir: &Path) -> Option<Cache> {
         let entries = dir.join(build_id());
         std::fs::create_dir_all(&entries).ok()?;
+        remove_other_builds(dir);
         let ignore = dir.join(".gitignore");
         if !ignore.exists() {
             let _ = std::fs::write(&ignore, "# Automatically created by locklint.\n*\n");
@@ -91,6 +92,31 @@ impl Cache {
     }
 }
 
+/// Remove the entries other builds of locklint left (they are never read by this one). A
+/// build running at the same time loses its entries and analyses again; nothing is read wrong.
+fn remove_other_builds(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name != build_id() && is_build_dir(name) && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// A directory name [`build_id`] makes: `<version>-<12 hex digits>`.
+fn is_build_dir(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(version, hash)| {
+        hash.len() == 12
+            && hash.bytes().all(|b| b.is_ascii_hexdigit())
+            && version.split('.').count() == 3
+            && version.split('.').all(|n| n.parse::<u32>().is_ok())
+    })
+}
+
 /// This build of locklint: its version and the executable's size and modification time (a
 /// rebuilt binary of the same version does not trust the entries of the old one).
 fn build_id() -> &'static str {
@@ -113,4 +139,39 @@ fn build_id() -> &'static str {
         let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
         format!("{}-{short}", env!("CARGO_PKG_VERSION"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_directories_are_told_apart_from_anything_else() {
+        assert!(is_build_dir(build_id()));
+        assert!(is_build_dir("0.1.0-0123456789ab"));
+        for other in [
+            "0.1.0",
+            "notes-0123456789ab",
+            "0.1-0123456789ab",
+            "0.1.0-xyz",
+            ".gitignore",
+        ] {
+            assert!(!is_build_dir(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn opening_removes_other_builds_entries_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("0.0.1-0123456789ab");
+        std::fs::create_dir_all(old.join("ab")).unwrap();
+        std::fs::write(old.join("ab/cd"), "old entry").unwrap();
+        let mine = dir.path().join("kept by the user");
+        std::fs::create_dir(&mine).unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        assert!(!old.exists());
+        assert!(mine.exists());
+        assert!(cache.entries.is_dir());
+        assert!(dir.path().join(".gitignore").is_file());
+    }
 }
