@@ -584,6 +584,8 @@ pub struct SqlExec {
     /// Position in the function's event order.
     pub id: NodeId,
     pub executor: Executor,
+    /// The name of the executing call (`execute`, `fetch_one`, `query`).
+    pub method: String,
     /// The executing call.
     pub span: Span,
     /// What the code does with the returned rows.

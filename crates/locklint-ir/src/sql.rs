@@ -236,6 +236,30 @@ pub struct Statement {
     pub filter: Option<Filter>,
     pub advisory: Vec<Advisory>,
     pub table_def: Option<TableDef>,
+    /// The positional parameters it uses.
+    pub placeholders: Placeholders,
+}
+
+/// The positional parameters a statement uses, outside quotes, comments and dollar-quoted
+/// bodies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Placeholders {
+    /// The highest PostgreSQL `$n` (0 when there is none).
+    pub highest: usize,
+    /// It uses question marks (`?`, `?1`).
+    pub question: bool,
+}
+
+impl Placeholders {
+    /// The parameter a condition added to the statement takes: `$n` after the highest one,
+    /// or `?` when the statement uses question marks.
+    pub fn next(&self) -> String {
+        if self.highest == 0 && self.question {
+            "?".to_string()
+        } else {
+            format!("${}", self.highest + 1)
+        }
+    }
 }
 
 impl Statement {

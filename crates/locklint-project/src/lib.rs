@@ -6,6 +6,7 @@ mod marking;
 mod resolve;
 pub mod schema;
 mod settings;
+pub mod sql;
 mod trace;
 pub mod ttl;
 

@@ -1,12 +1,13 @@
 //! `advisory-lock-on-pool`: a session-level advisory lock or unlock runs through a connection
 //! pool, so lock and unlock may land on different sessions.
 
-use super::sql_matching::{related, runs, sql_diagnostic};
+use super::sql_matching::{related, sql_diagnostic};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Severity};
 use locklint_ir::source::Span;
 use locklint_ir::sql::Advisory;
 use locklint_ir::{Executor, FileIr};
+use locklint_project::sql::runs;
 use locklint_project::Project;
 
 pub struct AdvisoryLockOnPool;

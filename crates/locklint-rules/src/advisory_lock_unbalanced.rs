@@ -1,12 +1,13 @@
 //! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
 //! try-lock whose boolean result is never read.
 
-use super::sql_matching::{exec_method, is_query_collection, runs, sql_diagnostic, UnlockSet};
+use super::sql_matching::sql_diagnostic;
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Advisory, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_ir::Origin;
+use locklint_project::sql::{is_query_collection, runs, UnlockSet};
 use locklint_project::Project;
 use std::collections::HashMap;
 
@@ -101,7 +102,7 @@ impl Rule for AdvisoryLockUnbalanced {
                 let Some(exec) = &run.embedded.exec else {
                     continue;
                 };
-                let method = exec_method(file, exec.span);
+                let method = &exec.method;
                 for a in run
                     .statement
                     .advisory

@@ -1,14 +1,13 @@
 //! `lock-table-client-clock`: a lock's expiry is written or compared from a time the client
 //! supplies instead of the database clock.
 
-use super::sql_matching::{
-    condition_span, drop_parameter, lock_table, sql_diagnostic, sql_edit_fix,
-};
+use super::sql_matching::{condition_span, drop_parameter, sql_diagnostic, sql_edit_fix};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{Operand, Statement};
 use locklint_ir::FileIr;
+use locklint_project::sql::lock_table_writes;
 use locklint_project::{FixSettings, Project};
 
 pub struct LockTableClientClock;
@@ -35,10 +34,7 @@ impl Rule for LockTableClientClock {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
-        for st in &file.sql.statements {
-            let Some(lt) = lock_table(st, &project.schema) else {
-                continue;
-            };
+        for (st, lt) in lock_table_writes(file, &project.schema) {
             let Some(expiry) = lt.expiry.as_deref() else {
                 continue;
             };

@@ -1,13 +1,13 @@
 //! `lock-table-no-owner-check`: a lock row is released or renewed by name only, without
 //! checking that the caller still owns it.
 
-use super::sql_matching::{
-    end_before_semicolon, filter_mentions, has_holder_check, has_owner_check, lock_table,
-    lock_write, next_placeholder, sql_diagnostic, sql_insert_fix, LockWrite,
-};
+use super::sql_matching::{end_before_semicolon, sql_diagnostic, sql_insert_fix};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Severity};
 use locklint_ir::FileIr;
+use locklint_project::sql::{
+    filter_mentions, has_holder_check, has_owner_check, lock_table_writes, lock_write, LockWrite,
+};
 use locklint_project::Project;
 
 pub struct LockTableNoOwnerCheck;
@@ -26,10 +26,7 @@ impl Rule for LockTableNoOwnerCheck {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
-        for st in &file.sql.statements {
-            let Some(lt) = lock_table(st, &project.schema) else {
-                continue;
-            };
+        for (st, lt) in lock_table_writes(file, &project.schema) {
             let Some(filter) = &st.filter else { continue };
             let owner = lt.owner.as_deref().unwrap_or("owner");
             if has_owner_check(st, owner) || has_holder_check(st, &lt, &project.schema) {
@@ -57,12 +54,7 @@ impl Rule for LockTableNoOwnerCheck {
                 message,
                 format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
             );
-            let sql = file
-                .embedded
-                .get(st.embedded)
-                .and_then(|e| e.text.get(st.start..st.end))
-                .unwrap_or("");
-            let text = format!(" AND {owner} = {}", next_placeholder(sql));
+            let text = format!(" AND {owner} = {}", st.placeholders.next());
             d.fix = sql_insert_fix(
                 file,
                 st,

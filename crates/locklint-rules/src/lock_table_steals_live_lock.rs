@@ -1,15 +1,13 @@
 //! `lock-table-steals-live-lock`: a lock-table upsert takes the row over without checking that
 //! the current lock has expired (or is ours).
 
-use super::sql_matching::{
-    condition_span, end_before_semicolon, filter_mentions, lock_table, lock_write, sql_diagnostic,
-    sql_insert_fix, LockTable, LockWrite,
-};
+use super::sql_matching::{condition_span, end_before_semicolon, sql_diagnostic, sql_insert_fix};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
+use locklint_project::sql::{filter_mentions, lock_table_writes, lock_write, LockTable, LockWrite};
 use locklint_project::Project;
 
 pub struct LockTableStealsLiveLock;
@@ -28,10 +26,7 @@ impl Rule for LockTableStealsLiveLock {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
-        for st in &file.sql.statements {
-            let Some(lt) = lock_table(st, &project.schema) else {
-                continue;
-            };
+        for (st, lt) in lock_table_writes(file, &project.schema) {
             let upsert = match st.kind {
                 StatementKind::Insert => matches!(
                     st.conflict,

@@ -3,9 +3,7 @@
 //! while a lock taken earlier in the function is held, with neither a fence nor idempotence.
 
 use super::sql_matching::{
-    condition_span, end_before_semicolon, fence_column, has_fence_guard, is_idempotent,
-    issues_fences, lock_table, lock_write, next_placeholder, overwrites, related, runs,
-    sql_diagnostic, sql_insert_fix, warning, LockWrite,
+    condition_span, end_before_semicolon, related, sql_diagnostic, sql_insert_fix, warning,
 };
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
@@ -13,6 +11,10 @@ use locklint_ir::sql::Statement;
 use locklint_ir::Executor;
 use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
+use locklint_project::sql::{
+    fence_column, has_fence_guard, is_idempotent, issues_fences, lock_table, lock_write,
+    overwrites, runs, LockWrite,
+};
 use locklint_project::Project;
 use std::collections::HashMap;
 
@@ -231,11 +233,6 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<locklint_ir
         .and_then(|a| a.value.span)
         .and_then(|s| file.file.text.get(s.start..s.end))
         .map(str::to_string);
-    let sql = file
-        .embedded
-        .get(st.embedded)
-        .and_then(|e| e.text.get(st.start..st.end))
-        .unwrap_or("");
     match (&st.filter, st.upsert_span) {
         (None, Some(upsert)) if st.conflict == locklint_ir::sql::Conflict::DoUpdate => {
             let table = st.names.last().cloned().or_else(|| st.table.clone())?;
@@ -265,7 +262,7 @@ fn fence_guard(file: &FileIr, st: &Statement, fence: &str) -> Option<locklint_ir
                 .to_ascii_lowercase();
             let (value, mut applicability) = match &written {
                 Some(v) => (v.clone(), Applicability::Safe),
-                None => (next_placeholder(sql), Applicability::DisplayOnly),
+                None => (st.placeholders.next(), Applicability::DisplayOnly),
             };
             if condition.contains(" or ") {
                 applicability = Applicability::DisplayOnly;

@@ -13,7 +13,7 @@ pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
     for file in project.files {
         // statements a function runs, with that function and event index
-        let mut ran: HashMap<Span, (&Function, usize, Option<Executor>, Span)> = HashMap::new();
+        let mut ran: HashMap<Span, (&Function, usize, Option<Executor>, &str)> = HashMap::new();
         for f in &file.functions {
             for r in runs(file, f) {
                 ran.insert(
@@ -22,7 +22,7 @@ pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
                         f,
                         r.at.index,
                         r.embedded.exec.as_ref().map(|e| e.executor),
-                        r.embedded.exec.as_ref().map(|e| e.span).unwrap_or_default(),
+                        r.embedded.exec.as_ref().map_or("", |e| e.method.as_str()),
                     ),
                 );
             }
@@ -66,7 +66,7 @@ pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
                 let checked = if a.try_lock {
                     match run {
                         Some(r) => {
-                            let m = exec_method(file, r.3);
+                            let m = r.3;
                             Some(
                                 m.starts_with("fetch")
                                     || m.starts_with("query")

@@ -27,11 +27,11 @@ use crate::frontend::sql::lex as sql_lex;
 use crate::ir::sql::{Conflict, Statement, StatementKind};
 use crate::ir::{Event, Executor, FileIr, Function, OpKind, ResultUse, Value};
 use crate::locks::schema::Schema;
-use crate::locks::{Project, Trace, TraceOp};
-use crate::rules::sql_matching::{
-    exec_method, fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences,
-    lock_table, lock_write, runs, LockWrite,
+use crate::locks::sql::{
+    fence_column, has_fence_guard, has_owner_check, is_idempotent, issues_fences, lock_table,
+    lock_write, runs, LockWrite,
 };
+use crate::locks::{Project, Trace, TraceOp};
 use crate::source::Span;
 use crate::vocabulary;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -17,7 +17,7 @@ pub(super) fn table_locks(project: &Project) -> Vec<Lock> {
     let schema = &project.schema;
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
     for file in project.files {
-        let mut ran: HashMap<Span, (&Function, usize, Span)> = HashMap::new();
+        let mut ran: HashMap<Span, (&Function, usize, &str)> = HashMap::new();
         for f in &file.functions {
             for r in runs(file, f) {
                 ran.insert(
@@ -25,7 +25,7 @@ pub(super) fn table_locks(project: &Project) -> Vec<Lock> {
                     (
                         f,
                         r.at.index,
-                        r.embedded.exec.as_ref().map(|e| e.span).unwrap_or_default(),
+                        r.embedded.exec.as_ref().map_or("", |e| e.method.as_str()),
                     ),
                 );
             }
@@ -69,7 +69,7 @@ pub(super) fn table_locks(project: &Project) -> Vec<Lock> {
                     };
                     let text = file.file.snippet(st.span).to_ascii_uppercase();
                     let checked = run.map(|r| {
-                        let m = exec_method(file, r.2);
+                        let m = r.2;
                         text.contains("RETURNING")
                             || m.starts_with("fetch")
                             || m.starts_with("query")

@@ -169,6 +169,7 @@ pub fn mask_psql(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use locklint_ir::source::SourceFile;
 
     #[test]
     fn schema_variables_become_names_of_the_same_length() {
@@ -183,5 +184,38 @@ mod tests {
         for s in ["${schema}.t", "a::b.c", ":1.5", "where a = :b", "{x} .t"] {
             assert_eq!(mask_schema_variables(s), s);
         }
+    }
+
+    /// The parameter a condition added to the first statement of `sql` would take.
+    fn next(sql: &str) -> String {
+        let file = SourceFile::new("q.sql".into(), sql.to_string());
+        let ir = crate::analyze(0, file);
+        ir.sql.statements[0].placeholders.next()
+    }
+
+    #[test]
+    fn the_next_placeholder_ignores_quotes_and_comments() {
+        assert_eq!(next("UPDATE t SET a = $1 WHERE id = $2"), "$3");
+        assert_eq!(next("UPDATE t SET a = 1"), "$1");
+        assert_eq!(next("UPDATE t SET a = ? WHERE id = ?"), "?");
+        assert_eq!(next("UPDATE t SET a = 'why?' WHERE id = 7"), "$1");
+        assert_eq!(next("UPDATE t SET a = '$9' WHERE id = $1 -- $5"), "$2");
+        assert_eq!(next("UPDATE t SET a = $$ $4 $$ WHERE id = $1"), "$2");
+    }
+
+    #[test]
+    fn each_statement_counts_its_own_parameters() {
+        let file = SourceFile::new(
+            "q.sql".into(),
+            "UPDATE t SET a = $1 WHERE id = $2;\nDELETE FROM t WHERE id = $1;".to_string(),
+        );
+        let ir = crate::analyze(0, file);
+        let next: Vec<String> = ir
+            .sql
+            .statements
+            .iter()
+            .map(|s| s.placeholders.next())
+            .collect();
+        assert_eq!(next, ["$3", "$2"]);
     }
 }

@@ -4,8 +4,8 @@
 use super::lex::{self, Token, TokenKind as Tk};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{
-    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Statement, StatementKind,
-    TableDef,
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, Statement,
+    StatementKind, TableDef,
 };
 use locklint_ir::TextMap;
 use sqlparser::ast::{self as ast, Expr, Spanned};
@@ -288,7 +288,22 @@ impl Context<'_> {
             filter: None,
             advisory: Vec::new(),
             table_def: None,
+            placeholders: self.placeholders(toks),
         }
+    }
+
+    /// The positional parameters among a statement's tokens.
+    fn placeholders(&self, toks: &[Token]) -> Placeholders {
+        let mut p = Placeholders::default();
+        for t in toks.iter().filter(|t| t.kind == Tk::Param) {
+            let text = t.text(self.text);
+            if let Some(n) = text.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                p.highest = p.highest.max(n);
+            } else if text.starts_with('?') {
+                p.question = true;
+            }
+        }
+        p
     }
 
     /// The span of a parse error: the token it names, or the whole statement. `sql` is the

@@ -178,6 +178,7 @@ impl FnWalker<'_> {
         &mut self,
         idx: usize,
         executor: Option<Executor>,
+        method: &str,
         span: Span,
         result: ResultUse,
         binds: Option<Vec<Span>>,
@@ -190,6 +191,7 @@ impl FnWalker<'_> {
             e.exec = Some(SqlExec {
                 id,
                 executor: executor.unwrap_or(Executor::Unknown),
+                method: method.to_string(),
                 span,
                 result,
                 binds,

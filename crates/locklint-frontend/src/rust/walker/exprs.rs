@@ -423,7 +423,7 @@ impl FnWalker<'_> {
             if let Some(idx) = self.chain_embedded(&m.receiver) {
                 let executor = self.executor_of(&m.args[0]);
                 let binds = self.chain_binds(&m.receiver);
-                self.sql_exec(idx, executor, span, u.clone(), binds);
+                self.sql_exec(idx, executor, &name, span, u.clone(), binds);
             }
             self.expr(&m.args[0], ResultUse::Used);
             return;
@@ -447,7 +447,7 @@ impl FnWalker<'_> {
                                 Some(params) => self.slice_binds(params),
                             }
                             .filter(|_| str_lit(&m.args[0]).is_some());
-                            self.sql_exec(idx, executor, span, u.clone(), binds);
+                            self.sql_exec(idx, executor, &name, span, u.clone(), binds);
                         }
                     }
                 }

@@ -1,0 +1,398 @@
+//! SQL facts shared by the rules and the audit: which table a statement writes and what
+//! kind of table it is (lock table, fenced table), which guards its `WHERE` has, what a write
+//! does to a lock, which statements a Rust function runs in which order, and which advisory
+//! unlocks release which locks.
+
+use crate::schema::{lock_table_name, Schema};
+use locklint_ir::sql::{Advisory, CmpOp, Col, Conflict, Operand, Statement, StatementKind};
+use locklint_ir::{Embedded, Event, FileIr, Function, NodeId, Origin};
+
+/// The columns of a lock table that matter.
+#[derive(Debug, Clone)]
+pub struct LockTable {
+    pub table: String,
+    pub owner: Option<String>,
+    pub expiry: Option<String>,
+}
+
+fn first_of<'a>(names: &'a [String], cols: &[&str]) -> Option<&'a str> {
+    names.iter().map(String::as_str).find(|n| cols.contains(n))
+}
+
+/// The lock table a statement writes, if it writes one: a table the schema defines with a
+/// key, an owner and an expiry column, a table named like a lock table, or a statement that
+/// itself mentions an owner-like and an expiry-like column.
+pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
+    if !st.is_write() {
+        return None;
+    }
+    let table = st.table.clone()?;
+    let mentioned = st.mentioned();
+    let names = &schema.names;
+    let owner_m = first_of(&names.owner, &mentioned);
+    let expiry_m = first_of(&names.expiry, &mentioned);
+    let def = schema.table(&table);
+    let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
+    let by_statement = owner_m.is_some() && expiry_m.is_some();
+    if !(by_schema || by_statement || lock_table_name(&table)) {
+        return None;
+    }
+    let owner = def
+        .and_then(|t| t.owner_column(names))
+        .or(owner_m)
+        .map(str::to_string);
+    let expiry = def
+        .and_then(|t| t.expiry_column(names))
+        .or(expiry_m)
+        .map(str::to_string);
+    Some(LockTable {
+        table,
+        owner,
+        expiry,
+    })
+}
+
+/// The statements of a file that write a lock table, each with that table's columns.
+pub fn lock_table_writes<'f>(
+    file: &'f FileIr,
+    schema: &'f Schema,
+) -> impl Iterator<Item = (&'f Statement, LockTable)> + 'f {
+    file.sql
+        .statements
+        .iter()
+        .filter_map(move |st| Some((st, lock_table(st, schema)?)))
+}
+
+/// The fencing column of the table a statement writes: from the schema, or because the
+/// statement itself writes a fencing column.
+pub fn fence_column(st: &Statement, schema: &Schema) -> Option<String> {
+    let table = st.table.as_deref()?;
+    if let Some(c) = schema
+        .table(table)
+        .and_then(|t| t.fence_column(&schema.names))
+    {
+        return Some(c.to_string());
+    }
+    st.written()
+        .find(|c| schema.names.fence.iter().any(|f| f == c))
+        .map(str::to_string)
+}
+
+/// Whether `v` is exactly the target table's column `col`.
+fn is_col(st: &Statement, v: &Operand, col: &str) -> bool {
+    v.bare
+        .as_ref()
+        .is_some_and(|c| c.name == col && st.is_target(c))
+}
+
+/// Whether `v` holds no column of the target table (an incoming value, parameter, literal).
+fn is_outside(st: &Statement, v: &Operand) -> bool {
+    !v.columns.iter().any(|c| st.is_target(c))
+}
+
+/// The `WHERE` compares the stored fencing column with an incoming token: `fence < $n`,
+/// `fence <= $n`, `$n > fence`, `t.fence < excluded.fence`.
+pub fn has_fence_guard(st: &Statement, fence: &str) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().any(|c| {
+        (matches!(c.op, CmpOp::Lt | CmpOp::LtEq)
+            && is_col(st, &c.left, fence)
+            && is_outside(st, &c.right))
+            || (matches!(c.op, CmpOp::Gt | CmpOp::GtEq)
+                && is_col(st, &c.right, fence)
+                && is_outside(st, &c.left))
+    })
+}
+
+/// The `WHERE` has `owner = <value>`.
+pub fn has_owner_check(st: &Statement, owner: &str) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().any(|c| {
+        c.op == CmpOp::Eq
+            && ((is_col(st, &c.left, owner) && is_outside(st, &c.right))
+                || (is_col(st, &c.right, owner) && is_outside(st, &c.left)))
+    })
+}
+
+/// Words of a column name that say it identifies a lock's holder (`coordinator_id`,
+/// `leader_id`, `worker`, `claimed_by`).
+const HOLDER_WORDS: &[&str] = &[
+    "owner",
+    "holder",
+    "by",
+    "worker",
+    "leader",
+    "coordinator",
+    "instance",
+    "node",
+    "client",
+    "session",
+    "token",
+    "locker",
+    "runner",
+    "consumer",
+    "agent",
+];
+
+/// The `WHERE` pins the row to its holder by a column other than the lock's name: an equality
+/// of a column that is neither the table's key nor its expiry with an incoming value
+/// (`room = $1 AND coordinator_id = $2`). With the table's key known from the schema any such
+/// column counts; without it, only a second equality on a column named like a holder
+/// (`leader_id`, `worker`) does, next to another equality that can be the key.
+pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool {
+    let Some(f) = &st.filter else { return false };
+    let def = schema.table(&lt.table);
+    // a column of the lock table: with its definition known, one it has (a function's
+    // parameter `p_owner` is not one)
+    let of_table = |c: &Col| st.is_target(c) && def.is_none_or(|t| t.columns.contains(&c.name));
+    let outside = |v: &Operand| !v.columns.iter().any(&of_table);
+    let mut pinned: Vec<&str> = Vec::new();
+    for c in f.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+        for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+            if let Some(col) = a.bare.as_ref().filter(|x| of_table(x) && outside(b)) {
+                if !pinned.contains(&col.name.as_str()) {
+                    pinned.push(col.name.as_str());
+                }
+            }
+        }
+    }
+    let expiry = lt.expiry.as_deref();
+    let keys: Vec<&str> = def
+        .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut holders = pinned
+        .iter()
+        .filter(|c| Some(**c) != expiry && !keys.contains(c));
+    if keys.is_empty() {
+        pinned.len() >= 2
+            && holders.any(|c| {
+                c.split('_')
+                    .any(|w| HOLDER_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+            })
+    } else {
+        holders.next().is_some()
+    }
+}
+
+/// The condition mentions one of these columns of the target table.
+pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
+    st.filter.as_ref().is_some_and(|f| {
+        f.columns
+            .iter()
+            .any(|c| st.is_target(c) && cols.contains(&c.name.as_str()))
+    })
+}
+
+/// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that
+/// issues tokens, not a write protected by one.
+pub fn issues_fences(st: &Statement, fence: &str) -> bool {
+    st.assignments.iter().any(|a| {
+        a.column == fence
+            && a.value
+                .columns
+                .iter()
+                .any(|c: &Col| c.name == fence && st.is_target(c))
+    })
+}
+
+/// An `INSERT` that does nothing when the row exists (idempotent on a unique key).
+pub fn is_idempotent(st: &Statement) -> bool {
+    st.kind == StatementKind::Insert && st.conflict == Conflict::Ignore
+}
+
+/// An upsert or update that overwrites existing rows.
+pub fn overwrites(st: &Statement) -> bool {
+    match st.kind {
+        StatementKind::Update | StatementKind::Delete => true,
+        StatementKind::Insert => matches!(
+            st.conflict,
+            Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
+        ),
+        _ => false,
+    }
+}
+
+/// What a write to a lock table does to the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockWrite {
+    /// Takes the lock: inserts or upserts the row, or sets the owner.
+    Acquire,
+    /// Extends the expiry of the current holder.
+    Renew,
+    /// Deletes the row or clears the owner.
+    Release,
+    Other,
+}
+
+pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
+    let owner = lt.owner.as_deref();
+    let expiry = lt.expiry.as_deref();
+    let sets = |c: Option<&str>| {
+        st.assignments
+            .iter()
+            .find(|a| Some(a.column.as_str()) == c)
+            .map(|a| &a.value)
+    };
+    match st.kind {
+        StatementKind::Insert => LockWrite::Acquire,
+        StatementKind::Delete => LockWrite::Release,
+        StatementKind::Update => match sets(owner) {
+            Some(v) if v.is_constant() => LockWrite::Release,
+            Some(_) => LockWrite::Acquire,
+            None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,
+            None if sets(expiry).is_some() => LockWrite::Renew,
+            None => LockWrite::Other,
+        },
+        _ => LockWrite::Other,
+    }
+}
+
+/// A file of named queries (`-- name: foo`) run one by one by the application.
+pub fn is_query_collection(e: &Embedded) -> bool {
+    e.origin == Origin::File
+        && e.text.lines().any(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("--")
+                .is_some_and(|r| r.trim_start().to_ascii_lowercase().starts_with("name:"))
+        })
+}
+
+/// One statement a Rust function runs, in event order.
+pub struct Run<'f> {
+    pub at: NodeId,
+    pub statement: &'f Statement,
+    pub embedded: &'f Embedded,
+}
+
+/// The statements a function runs, in order.
+pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
+    let mut out = Vec::new();
+    for e in &f.events {
+        if let Event::Sql { id, embedded } = e {
+            let Some(emb) = file.embedded.get(*embedded) else {
+                continue;
+            };
+            for st in file.sql.of(*embedded) {
+                out.push(Run {
+                    at: *id,
+                    statement: st,
+                    embedded: emb,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether an advisory-lock key is written out as numbers (`42`, `1,2`).
+fn literal_key(args: &str) -> bool {
+    !args.is_empty()
+        && args
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+}
+
+/// A set of unlocks, to ask in constant time whether any of them releases a lock: one
+/// releases it when both are session-level in the same mode and, when both keys are written
+/// out, with the same key (`pg_advisory_unlock_all` releases every lock).
+#[derive(Debug, Default)]
+pub struct UnlockSet {
+    all: bool,
+    /// Per mode (exclusive, shared): an unlock whose key is not written out.
+    any_key: [bool; 2],
+    /// Per mode: an unlock whose key is written out.
+    some_literal: [bool; 2],
+    literal: std::collections::HashSet<(bool, String)>,
+}
+
+impl UnlockSet {
+    pub fn add(&mut self, u: &Advisory) {
+        if !u.unlock || !u.session {
+            return;
+        }
+        if u.all {
+            self.all = true;
+        } else if literal_key(&u.args) {
+            self.some_literal[usize::from(u.shared)] = true;
+            self.literal.insert((u.shared, u.args.clone()));
+        } else {
+            self.any_key[usize::from(u.shared)] = true;
+        }
+    }
+
+    /// Whether one of the unlocks releases `lock`.
+    pub fn releases(&self, lock: &Advisory) -> bool {
+        let mode = usize::from(lock.shared);
+        self.all
+            || self.any_key[mode]
+            || if literal_key(&lock.args) {
+                self.literal.contains(&(lock.shared, lock.args.clone()))
+            } else {
+                self.some_literal[mode]
+            }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locklint_ir::source::Span;
+
+    fn advisory(name: &str, args: &str) -> Advisory {
+        Advisory {
+            name: name.to_string(),
+            unlock: name.contains("unlock"),
+            try_lock: name.contains("try"),
+            session: !name.contains("xact"),
+            shared: name.ends_with("shared"),
+            all: name.ends_with("all"),
+            args: args.to_string(),
+            span: Span::new(0, 0),
+            bare: false,
+        }
+    }
+
+    /// Whether one unlock releases this lock, pair by pair.
+    fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
+        if !unlock.unlock || !unlock.session {
+            return false;
+        }
+        if unlock.all {
+            return true;
+        }
+        unlock.shared == lock.shared
+            && (!(literal_key(&unlock.args) && literal_key(&lock.args)) || unlock.args == lock.args)
+    }
+
+    #[test]
+    fn an_unlock_set_answers_as_each_unlock_would() {
+        let names = [
+            "pg_advisory_lock",
+            "pg_advisory_lock_shared",
+            "pg_advisory_unlock",
+            "pg_advisory_unlock_shared",
+            "pg_advisory_unlock_all",
+            "pg_advisory_xact_lock",
+        ];
+        let args = ["1", "2", "1,2", "$1", "hashtext('a')", ""];
+        let all: Vec<Advisory> = names
+            .iter()
+            .flat_map(|n| args.iter().map(move |a| advisory(n, a)))
+            .collect();
+        // every pair of unlocks against every lock
+        for u1 in &all {
+            for u2 in &all {
+                let mut set = UnlockSet::default();
+                set.add(u1);
+                set.add(u2);
+                for lock in &all {
+                    assert_eq!(
+                        set.releases(lock),
+                        unlocks(u1, lock) || unlocks(u2, lock),
+                        "{u1:?} {u2:?} {lock:?}"
+                    );
+                }
+            }
+        }
+    }
+}
