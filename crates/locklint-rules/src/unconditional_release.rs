@@ -6,13 +6,11 @@ use super::matching::{
 };
 use super::{Rule, RuleInfo};
 use crate::fixes::{
-    command_args, drop_trait_import, edit, fix, invocation, is_fred, reflow, release_script,
-    script_expr, snippet, token_in_scope,
+    cmd_lead, command_args, guarded_fix, holder_token, is_fred, is_typed_method, release_script,
+    script_call, snippet,
 };
-use locklint_ir::diagnostic::Applicability;
 use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
-use locklint_ir::Channel;
 use locklint_ir::OpKind;
 use locklint_project::TraceOp;
 use locklint_project::{LockFacts, Trace};
@@ -70,73 +68,32 @@ fn guarded_release(o: &TraceOp, settings: &locklint_project::FixSettings) -> Opt
     if !matches!(cmd, "del" | "unlink" | "DEL" | "UNLINK") || is_fred(o) {
         return None;
     }
-    let (token, mut applicability) = match token_in_scope(o) {
-        Some(t) => (t, Applicability::Unsafe),
-        None => ("&token".to_string(), Applicability::DisplayOnly),
-    };
-    if o.op.in_macro || matches!(o.op.channel, Channel::Pipeline { .. }) {
-        applicability = Applicability::DisplayOnly;
+    if command_args(&o.file, o)?.len() != 1 {
+        return None;
     }
-    let file = &o.file;
-    let key = snippet(file, o.op.key_span);
-    let delex = settings.has_delex();
-    let mut span = o.op.span;
-    let mut edits = Vec::new();
-    let mut script = || {
-        let (expr, define) = script_expr(o, &release_script());
-        edits.extend(define);
-        expr
-    };
-    let (replacement, message) = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
-        if command_args(file, o)?.len() != 1 || !super::client::is_redis_rs(o) {
-            return None;
-        }
-        if delex {
-            (
-                format!("del_ex({key}, redis::ValueComparison::ifeq({token}))"),
-                "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
-            )
+    let (token, applicability) = holder_token(o);
+    let key = snippet(&o.file, o.op.key_span);
+    let (call, message) = if settings.has_delex() {
+        let replacement = if is_typed_method(o) {
+            if !crate::client::is_redis_rs(o) {
+                return None;
+            }
+            format!("del_ex({key}, redis::ValueComparison::ifeq({token}))")
         } else {
-            let (at, call) = invocation(o)?;
-            span = at;
-            (
-                format!(
-                    "redis::Script::new({}).key({key}).arg({token}){call}",
-                    script()
-                ),
-                "delete only while the lock holds this holder's token (a compare-and-delete script)",
+            format!(
+                "{}\"DELEX\").arg({key}).arg(\"IFEQ\").arg({token})",
+                cmd_lead(o)?
             )
-        }
+        };
+        (
+            (o.op.span, replacement, None),
+            "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
+        )
     } else {
-        if command_args(file, o)?.len() != 1 {
-            return None;
-        }
-        let text = snippet(file, o.op.span);
-        let base = text.find(['"'])?;
-        let lead = &text[..base];
-        if delex {
-            (
-                format!("{lead}\"DELEX\").arg({key}).arg(\"IFEQ\").arg({token})"),
-                "delete only while the lock holds this holder's token (`DELEX key IFEQ token`)",
-            )
-        } else {
-            (
-                format!(
-                    "{lead}\"EVAL\").arg({}).arg(1).arg({key}).arg({token})",
-                    script()
-                ),
-                "delete only while the lock holds this holder's token (a compare-and-delete script)",
-            )
-        }
+        (
+            script_call(o, &release_script(), &[&token])?,
+            "delete only while the lock holds this holder's token (a compare-and-delete script)",
+        )
     };
-    let message = if applicability == Applicability::Unsafe {
-        format!("{message}; check that `{token}` is this holder's token")
-    } else {
-        format!("{message}; pass the token this holder wrote when it acquired the lock")
-    };
-    edits.push(edit(file, span, replacement));
-    if span != o.op.span {
-        drop_trait_import(o, span, &mut edits);
-    }
-    fix(message, applicability, reflow(o, edits))
+    guarded_fix(o, call, message, &token, applicability)
 }

@@ -5,16 +5,10 @@ use super::matching::{
     RENEW_HELP,
 };
 use super::{Rule, RuleInfo};
-use crate::fixes::{
-    command_args, drop_trait_import, edit, fix, invocation, is_fred, reflow, renew_script,
-    script_expr, snippet, token_in_scope,
-};
-use locklint_ir::diagnostic::Applicability;
-use locklint_ir::diagnostic::Edit;
+use crate::fixes::{command_args, guarded_fix, holder_token, is_fred, renew_script, script_call};
 use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::vocabulary;
-use locklint_ir::Channel;
 use locklint_ir::OpKind;
 use locklint_project::{scoped_identity, LockFacts, Trace, TraceOp};
 
@@ -87,8 +81,7 @@ fn overwrites_held_lock(trace: &Trace, i: usize, o: &TraceOp, facts: &LockFacts)
 /// Replace a plain `EXPIRE` / `PEXPIRE` renewal of a lock with an atomic compare-and-expire
 /// script. Unsafe when a token is in scope, shown only otherwise.
 fn guarded_renew(o: &TraceOp) -> Option<Fix> {
-    let cmd = o.op.command.as_str();
-    let lua_cmd = match cmd {
+    let lua_cmd = match o.op.command.as_str() {
         "expire" | "EXPIRE" => "expire",
         "pexpire" | "PEXPIRE" => "pexpire",
         _ => return None,
@@ -96,44 +89,14 @@ fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     if is_fred(o) {
         return None;
     }
-    let (token, mut applicability) = match token_in_scope(o) {
-        Some(t) => (t, Applicability::Unsafe),
-        None => ("&token".to_string(), Applicability::DisplayOnly),
-    };
-    if o.op.in_macro || matches!(o.op.channel, Channel::Pipeline { .. }) {
-        applicability = Applicability::DisplayOnly;
-    }
-    let file = &o.file;
-    let args = command_args(file, o)?;
+    let args = command_args(&o.file, o)?;
     if args.len() != 2 {
         return None;
     }
-    let key = snippet(file, o.op.key_span);
-    let ttl = args[1].trim();
-    let (lua, define) = script_expr(o, &renew_script(lua_cmd));
-    let mut span = o.op.span;
-    let replacement = if cmd.chars().all(|c| c.is_ascii_lowercase()) {
-        if !super::client::is_redis_rs(o) {
-            return None;
-        }
-        let (at, call) = invocation(o)?;
-        span = at;
-        format!("redis::Script::new({lua}).key({key}).arg({token}).arg({ttl}){call}")
-    } else {
-        let text = snippet(file, o.op.span);
-        let base = text.find(['"'])?;
-        let lead = &text[..base];
-        format!("{lead}\"EVAL\").arg({lua}).arg(1).arg({key}).arg({token}).arg({ttl})")
-    };
-    let message = if applicability == Applicability::Unsafe {
-        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); check that `{token}` is this holder's token")
-    } else {
-        format!("renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script); pass the token this holder wrote when it acquired the lock")
-    };
-    let mut edits: Vec<Edit> = define.into_iter().collect();
-    edits.push(edit(file, span, replacement));
-    if span != o.op.span {
-        drop_trait_import(o, span, &mut edits);
-    }
-    fix(message, applicability, reflow(o, edits))
+    let (token, applicability) = holder_token(o);
+    let call = script_call(o, &renew_script(lua_cmd), &[&token, args[1].trim()])?;
+    let message = format!(
+        "renew only while the lock holds this holder's token (a compare-and-{lua_cmd} script)"
+    );
+    guarded_fix(o, call, &message, &token, applicability)
 }

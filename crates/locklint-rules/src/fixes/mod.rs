@@ -19,8 +19,8 @@ pub(crate) use redis_style::{
     statement_removal, widen_to_empty_if,
 };
 pub(crate) use script_call::{
-    drop_trait_import, invocation, is_fred, is_token_name, release_script, renew_script,
-    script_expr, token_in_scope,
+    cmd_lead, guarded_fix, holder_token, is_fred, is_token_name, is_typed_method, release_script,
+    renew_script, script_call,
 };
 
 /// The less certain of two applicabilities.

@@ -19,7 +19,7 @@ pub(crate) struct ScriptConst {
 /// file already has it. Every fix adds it at the same place, so two fixes of one file never
 /// both add it (their edits clash; the second one is applied in the next pass and reuses it).
 /// Falls back to the literal inside inline modules or when the name is taken.
-pub(crate) fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
+fn script_expr(o: &TraceOp, script: &ScriptConst) -> (String, Option<Edit>) {
     let literal = format!("{:?}", script.lua);
     let definition = format!("const {}: &str = {literal};", script.name);
     // reuse a module-level definition (at the start of a line; one indented may sit in an
@@ -92,7 +92,7 @@ pub(crate) fn is_token_name(name: &str) -> bool {
     TOKEN_NAMES.contains(&name) || name.ends_with("_token")
 }
 
-pub(crate) fn token_in_scope(o: &TraceOp) -> Option<String> {
+fn token_in_scope(o: &TraceOp) -> Option<String> {
     let f = o.func;
     for name in TOKEN_NAMES {
         if f.params.iter().any(|p| p == name) {
@@ -128,7 +128,7 @@ pub(crate) fn is_fred(o: &TraceOp) -> bool {
 /// Remove the command trait import a script fix leaves unused (see
 /// [`crate::leftovers::unused_trait_import`]). A script constant inserted at the end of that
 /// `use` line takes the line's place.
-pub(crate) fn drop_trait_import(o: &TraceOp, replaced: Span, edits: &mut Vec<Edit>) {
+fn drop_trait_import(o: &TraceOp, replaced: Span, edits: &mut Vec<Edit>) {
     let Some(removal) = crate::leftovers::unused_trait_import(o, replaced) else {
         return;
     };
@@ -168,7 +168,7 @@ pub(crate) fn removal_leaves_blank(o: &TraceOp, r: Span) -> bool {
 /// `NOSCRIPT` (its `invoke_script` command sends `EVALSHA` alone). A receiver that is a
 /// `&mut` parameter is passed as it is (reborrowed); another is borrowed. The reply type
 /// comes from the call's turbofish, or is `()` when the statement discards the reply.
-pub(crate) fn invocation(o: &TraceOp) -> Option<(Span, String)> {
+fn invocation(o: &TraceOp) -> Option<(Span, String)> {
     let file = &o.file;
     let receiver = o.op.receiver?;
     let recv = snippet(file, receiver).trim();
@@ -226,4 +226,86 @@ pub(crate) fn reply_type(call: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The holder's token a guarded command compares with, and how far a fix built on it can be
+/// trusted: unsafe with a token-named value in scope (the user confirms it is this holder's),
+/// display-only with a placeholder, inside a macro or in a pipeline.
+pub(crate) fn holder_token(o: &TraceOp) -> (String, Applicability) {
+    let (token, applicability) = match token_in_scope(o) {
+        Some(t) => (t, Applicability::Unsafe),
+        None => ("&token".to_string(), Applicability::DisplayOnly),
+    };
+    if o.op.in_macro || matches!(o.op.channel, locklint_ir::Channel::Pipeline { .. }) {
+        return (token, Applicability::DisplayOnly);
+    }
+    (token, applicability)
+}
+
+/// Whether the command at `o` is a typed method (`con.del(..)`), not `cmd("DEL")`.
+pub(crate) fn is_typed_method(o: &TraceOp) -> bool {
+    o.op.command.chars().all(|c| c.is_ascii_lowercase())
+}
+
+/// The command at `o` rewritten as a call of `script` on its key with `args` (the holder's
+/// token first), in the code's own style: a typed redis-rs call becomes
+/// `redis::Script::new(..).key(key).arg(..)` invoked as the command was; `cmd("..")` becomes
+/// `cmd("EVAL")` with the script, one key and the arguments. The span replaced, the
+/// replacement, and the edit that defines the script's constant when the file lacks it.
+pub(crate) fn script_call(
+    o: &TraceOp,
+    script: &ScriptConst,
+    args: &[&str],
+) -> Option<(Span, String, Option<Edit>)> {
+    let key = snippet(&o.file, o.op.key_span);
+    let args: String = args.iter().map(|a| format!(".arg({a})")).collect();
+    if is_typed_method(o) {
+        if !crate::client::is_redis_rs(o) {
+            return None;
+        }
+        let (at, call) = invocation(o)?;
+        let (lua, define) = script_expr(o, script);
+        Some((
+            at,
+            format!("redis::Script::new({lua}).key({key}){args}{call}"),
+            define,
+        ))
+    } else {
+        let lead = cmd_lead(o)?;
+        let (lua, define) = script_expr(o, script);
+        Some((
+            o.op.span,
+            format!("{lead}\"EVAL\").arg({lua}).arg(1).arg({key}){args}"),
+            define,
+        ))
+    }
+}
+
+/// The text of a `cmd("..")` command up to its name's opening quote (`redis::cmd(`).
+pub(crate) fn cmd_lead<'o>(o: &'o TraceOp) -> Option<&'o str> {
+    let text = snippet(&o.file, o.op.span);
+    Some(&text[..text.find('"')?])
+}
+
+/// The fix replacing the guarded command at `span`: the script's definition if needed, the
+/// replacement, the trait import a replaced typed call may leave unused, laid out. The
+/// message ends with what the applicability asks of the user about `token`.
+pub(crate) fn guarded_fix(
+    o: &TraceOp,
+    (span, replacement, define): (Span, String, Option<Edit>),
+    message: &str,
+    token: &str,
+    applicability: Applicability,
+) -> Option<Fix> {
+    let message = if applicability == Applicability::Unsafe {
+        format!("{message}; check that `{token}` is this holder's token")
+    } else {
+        format!("{message}; pass the token this holder wrote when it acquired the lock")
+    };
+    let mut edits: Vec<Edit> = define.into_iter().collect();
+    edits.push(edit(&o.file, span, replacement));
+    if span != o.op.span {
+        drop_trait_import(o, span, &mut edits);
+    }
+    fix(message, applicability, reflow(o, edits))
 }
