@@ -3,13 +3,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+#[path = "support/bin.rs"]
+mod bin;
+use bin::locklint;
 
 fn rules(o: &Output) -> Vec<String> {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)

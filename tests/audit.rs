@@ -3,21 +3,15 @@
 //! mechanism and verdict; cache, session and rate-limit keys never appear; the HTML page is
 //! self-contained and, loaded in headless Chromium, shows every lock.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
+
+#[path = "support/bin.rs"]
+mod bin;
+use bin::locklint;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("run locklint")
 }
 
 /// `locklint audit fixtures/audit/<name> --format <format>` from the repository root.

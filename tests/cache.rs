@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/bin.rs"]
+mod bin;
+
 fn locklint(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_locklint"));
-    c.args(args)
-        .current_dir(dir)
-        .env_remove("LOCKLINT_CACHE_DIR")
-        .env("NO_COLOR", "1");
+    let mut c = bin::command(env!("CARGO_BIN_EXE_locklint"), dir);
+    c.args(args).env("NO_COLOR", "1");
     for (k, v) in env {
         c.env(k, v);
     }

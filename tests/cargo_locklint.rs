@@ -3,6 +3,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "support/bin.rs"]
+mod bin;
+use bin::cargo_locklint;
+
 const BAD: &str = r#"use redis::Commands;
 pub fn acquire(con: &mut redis::Connection) -> redis::RedisResult<bool> {
     let ok: bool = con.set_nx("lock:nightly", "1")?;
@@ -43,16 +47,6 @@ fn virtual_workspace() -> tempfile::TempDir {
     package(dir.path(), "crates/clean", "clean", CLEAN);
     package(dir.path(), "crates/locky", "locky", BAD);
     dir
-}
-
-fn cargo_locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-locklint"))
-        .arg("locklint")
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .expect("run cargo-locklint")
 }
 
 /// Paths with findings, from JSON output.

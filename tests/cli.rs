@@ -3,15 +3,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("run locklint")
-}
+#[path = "support/bin.rs"]
+mod bin;
+use bin::locklint;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -2,20 +2,16 @@
 //! `--isolated`, every key that changes results, and errors with file, line and suggestion.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+#[path = "support/bin.rs"]
+mod bin;
+use bin::locklint;
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
-}
-
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
 }
 
 fn found(o: &Output) -> Vec<String> {

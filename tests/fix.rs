@@ -7,7 +7,10 @@ use locklint::engine::{self, Options};
 use locklint::fix::{self, Level};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+#[path = "support/bin.rs"]
+mod bin;
+use bin::locklint;
 use std::sync::Arc;
 
 fn fixtures_root() -> PathBuf {
@@ -213,16 +216,6 @@ fn fixable_fixtures_match_their_fixed_files() {
         "fix failures:\n{}",
         failures.join("\n")
     );
-}
-
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locklint"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("run locklint")
 }
 
 const SEPARATE: &str = r#"use redis::Commands;

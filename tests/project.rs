@@ -11,6 +11,10 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/bin.rs"]
+mod bin;
+use bin::{cargo_locklint, locklint};
+
 /// Findings per file (path relative to the project root), each finding as normalised JSON.
 type PerFile = BTreeMap<String, Vec<String>>;
 
@@ -38,26 +42,6 @@ fn project(name: &str) -> (tempfile::TempDir, PathBuf) {
     let root = tmp.path().canonicalize().unwrap().join(name);
     copy_dir(&projects().join(name), &root);
     (tmp, root)
-}
-
-fn run(bin: &str, dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_NET_OFFLINE", "true")
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("run locklint")
-}
-
-fn locklint(dir: &Path, args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_locklint"), dir, args)
-}
-
-fn cargo_locklint(dir: &Path, args: &[&str]) -> Output {
-    let mut all = vec!["locklint"];
-    all.extend(args);
-    run(env!("CARGO_BIN_EXE_cargo-locklint"), dir, &all)
 }
 
 fn both(o: &Output) -> String {
