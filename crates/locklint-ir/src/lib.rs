@@ -376,6 +376,9 @@ pub struct Op {
     pub watched: bool,
     /// The receiver of a typed command method: `self.con` of `self.con.del(..)`.
     pub receiver: Option<Span>,
+    /// The command's arguments after its name, each as written: a typed method's arguments,
+    /// or a builder's `.arg(..)`s.
+    pub args: Vec<Span>,
 }
 
 /// A call to a function or method that may be a lock helper.

@@ -87,63 +87,13 @@ fn literal_value(text: &str) -> Option<u64> {
     digits.replace('_', "").parse().ok()
 }
 
-/// The arguments of a command as source texts with their spans: typed `name(a, b)` or a
-/// builder `cmd("NAME").arg(a).arg(b)`, without the command name.
-pub fn command_args(file: &FileRef, op: &Op) -> Option<Vec<(String, Span)>> {
-    let text = file.text.get(op.span.start..op.span.end).unwrap_or("");
-    const RECEIVER: &str = "__receiver.";
-    let (src, prefix) = if text.starts_with("redis::") || text.starts_with("::") {
-        (text.to_string(), 0)
-    } else {
-        (format!("{RECEIVER}{text}"), RECEIVER.len())
-    };
-    let expr: syn::Expr = syn::parse_str(&src).ok()?;
-    let mut chain = Vec::new();
-    let mut cur = &expr;
-    loop {
-        match cur {
-            syn::Expr::MethodCall(m) => {
-                chain.push((m.method.to_string(), m.args.iter().cloned().collect()));
-                cur = &m.receiver;
-            }
-            syn::Expr::Call(c) => {
-                chain.push(("cmd".to_string(), c.args.iter().cloned().collect()));
-                break;
-            }
-            _ => break,
-        }
-    }
-    chain.reverse();
-    let lines = locklint_ir::source::LineIndex::new(&src);
-    let show = |e: &syn::Expr| -> (String, Span) {
-        // the argument's own text, from the snippet
-        let sp = syn::spanned::Spanned::span(e);
-        let (s, t) = (sp.start(), sp.end());
-        let a = lines.offset(&src, s.line, s.column);
-        let b = lines.offset(&src, t.line, t.column);
-        let at = |x: usize| op.span.start + x.saturating_sub(prefix);
-        (
-            src.get(a..b).unwrap_or("").to_string(),
-            Span::new(at(a), at(b)),
-        )
-    };
-    let mut out = Vec::new();
-    let builder = op.command.chars().any(|c| c.is_ascii_uppercase());
-    for (name, args) in &chain {
-        let args: &Vec<syn::Expr> = args;
-        if builder {
-            if name == "arg" || name == "cmd" {
-                out.extend(args.iter().map(show));
-            }
-        } else if chain.len() == 1 || name == &op.command {
-            out.extend(args.iter().map(show));
-        }
-    }
-    if builder && !out.is_empty() {
-        // drop the command name
-        out.remove(0);
-    }
-    Some(out)
+/// The arguments of a command after its name as source texts with their spans: a typed
+/// method's arguments, or a builder's `.arg(..)`s.
+pub fn command_args(file: &FileRef, op: &Op) -> Vec<(String, Span)> {
+    op.args
+        .iter()
+        .map(|s| (file.text.get(s.start..s.end).unwrap_or("").to_string(), *s))
+        .collect()
 }
 
 /// Which argument of a command sets a TTL, and in which unit: the seconds of `EXPIRE` and
@@ -164,7 +114,7 @@ fn ttl_argument(op: &Op) -> Option<(usize, Unit)> {
 /// shows (no expiry, or one this does not read).
 pub fn of(file: &FileRef, op: &Op) -> Option<Ttl> {
     if let Some((index, unit)) = ttl_argument(op) {
-        let args = command_args(file, op)?;
+        let args = command_args(file, op);
         let (text, span) = args.get(index)?;
         let text = text.trim();
         if text.is_empty() {

@@ -68,7 +68,7 @@ fn guarded_release(o: &TraceOp, settings: &locklint_project::FixSettings) -> Opt
     if !matches!(cmd, "del" | "unlink" | "DEL" | "UNLINK") || is_fred(o) {
         return None;
     }
-    if command_args(&o.file, o)?.len() != 1 {
+    if command_args(&o.file, o).len() != 1 {
         return None;
     }
     let (token, applicability) = holder_token(o);

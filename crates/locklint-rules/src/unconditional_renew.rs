@@ -89,7 +89,7 @@ fn guarded_renew(o: &TraceOp) -> Option<Fix> {
     if is_fred(o) {
         return None;
     }
-    let args = command_args(&o.file, o)?;
+    let args = command_args(&o.file, o);
     if args.len() != 2 {
         return None;
     }

@@ -44,9 +44,11 @@ impl WrittenTtl for Ttl {
 }
 
 /// Arguments of a command as source texts (see [`locklint_project::ttl::command_args`]).
-pub(crate) fn command_args(file: &FileRef, o: &TraceOp) -> Option<Vec<String>> {
-    let args = locklint_project::ttl::command_args(file, o.op)?;
-    Some(args.into_iter().map(|(text, _)| text).collect())
+pub(crate) fn command_args(file: &FileRef, o: &TraceOp) -> Vec<String> {
+    locklint_project::ttl::command_args(file, o.op)
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect()
 }
 
 /// The expiry a separate `EXPIRE`/`PEXPIRE` sets.

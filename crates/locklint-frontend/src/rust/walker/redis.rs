@@ -143,6 +143,7 @@ impl FnWalker<'_> {
             channel,
             watched: self.watched > 0,
             receiver: None,
+            args: args.iter().map(|a| a.span).collect(),
         })));
     }
 
