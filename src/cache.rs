@@ -1,6 +1,7 @@
 //! The analysis cache: each file's intermediate form, stored under a key made of the tool's
-//! build, the file's position in the project, its path and its text, so that an unchanged file
-//! is not parsed again. `.locklint_cache/` at the project root by default (`--cache-dir`,
+//! build, the file's path and its text, so that an unchanged file is not parsed again, wherever
+//! it now sits among the project's files (a loaded analysis is placed at the file's position,
+//! [`FileIr::place_at`]). `.locklint_cache/` at the project root by default (`--cache-dir`,
 //! `LOCKLINT_CACHE_DIR`, `--no-cache`), holding a `.gitignore` that ignores it all.
 //!
 //! What a front-end extracts from a file depends on nothing else (not the configuration, not
@@ -47,35 +48,45 @@ impl Cache {
         Some(Cache { entries })
     }
 
-    fn path_of(&self, index: usize, file: &FileRef) -> PathBuf {
+    /// The entry of `file`: where its analysis is stored (the file's text is hashed once, for
+    /// the lookup and the store that may follow).
+    pub fn entry(&self, file: &FileRef) -> Entry {
         let mut h = Sha256::new();
-        h.update(index.to_le_bytes());
         h.update(file.path.as_os_str().as_encoded_bytes());
         h.update([0]);
         h.update(file.text.as_bytes());
         let digest = h.finalize();
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.entries.join(&hex[..2]).join(&hex[2..])
+        Entry {
+            path: self.entries.join(&hex[..2]).join(&hex[2..]),
+        }
     }
+}
 
-    /// The stored analysis of `file` at position `index` in the project.
+/// The place of one file's analysis in the cache.
+pub struct Entry {
+    path: PathBuf,
+}
+
+impl Entry {
+    /// The stored analysis of `file`, placed at position `index` in the project.
     pub fn load(&self, index: usize, file: &FileRef) -> Lookup {
-        let path = self.path_of(index, file);
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok(bytes) = std::fs::read(&self.path) else {
             return Lookup::Miss;
         };
         match serde_json::from_slice::<FileIr>(&bytes) {
             Ok(mut ir) => {
                 ir.file = file.clone();
+                ir.place_at(index);
                 Lookup::Hit(ir)
             }
             Err(_) => Lookup::Corrupt,
         }
     }
 
-    /// Store the analysis of `file`; a failure to write only costs the next run a parse.
-    pub fn store(&self, index: usize, file: &FileRef, ir: &FileIr) {
-        let path = self.path_of(index, file);
+    /// Store an analysis; a failure to write only costs the next run a parse.
+    pub fn store(&self, ir: &FileIr) {
+        let path = &self.path;
         let Some(dir) = path.parent() else { return };
         if std::fs::create_dir_all(dir).is_err() {
             return;
@@ -87,7 +98,7 @@ impl Cache {
             return;
         };
         if tmp.write_all(&bytes).is_ok() {
-            let _ = tmp.persist(&path);
+            let _ = tmp.persist(path);
         }
     }
 }
@@ -144,6 +155,31 @@ fn build_id() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_analysis_placed_elsewhere_is_the_analysis_made_there() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        for example in [
+            "unfenced-write/bad_write_under_redis_lock.rs",
+            "unconditional-release/bad_release_helper_in_other_file/reports.rs",
+            "advisory-lock-unbalanced/bad_try_lock_executed.rs",
+        ] {
+            let path = dir.join(example);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let file = crate::source::SourceFile::new(path, text);
+            let at = |i: usize| crate::frontend::analyze(i, file.clone());
+            let json = |ir: &FileIr| serde_json::to_value(ir).unwrap();
+            let (first, fifth) = (at(0), at(5));
+            assert_ne!(
+                json(&first),
+                json(&fifth),
+                "{example}: positions are recorded"
+            );
+            let mut moved = first;
+            moved.place_at(5);
+            assert_eq!(json(&moved), json(&fifth), "{example}");
+        }
+    }
 
     #[test]
     fn build_directories_are_told_apart_from_anything_else() {

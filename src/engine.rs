@@ -523,18 +523,19 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
     (report, irs)
 }
 
-/// [`analyze_file`] through the cache: a stored analysis of the same text at the same place in
-/// the project is used as it is; anything else is analysed and stored. The flag says the stored
+/// [`analyze_file`] through the cache: a stored analysis of the same path and text is used,
+/// placed at the file's position; anything else is analysed and stored. The flag says the stored
 /// entry did not read back and was rebuilt.
 fn analyze_cached(cache: &Cache, index: usize, file: crate::source::FileRef) -> (FileIr, bool) {
-    let corrupt = match cache.load(index, &file) {
+    let entry = cache.entry(&file);
+    let corrupt = match entry.load(index, &file) {
         Lookup::Hit(ir) => return (ir, false),
         Lookup::Miss => false,
         Lookup::Corrupt => true,
     };
     match isolate::catch(|| frontend::analyze(index, file.clone())) {
         Ok(ir) => {
-            cache.store(index, &file, &ir);
+            entry.store(&ir);
             (ir, corrupt)
         }
         Err(message) => (panicked(file, &message), corrupt),

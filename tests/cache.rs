@@ -120,6 +120,40 @@ fn a_warm_run_gives_the_cold_runs_answer_on_every_fixture() {
     assert!(!stdout(&warm).is_empty());
 }
 
+#[test]
+fn entries_stay_valid_when_files_are_added_before_them() {
+    let tmp = helper_project();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let check = |cached: bool| {
+        let mut args = vec!["check", ".", "--format", "json"];
+        if cached {
+            args.extend(["--cache-dir", &c]);
+        } else {
+            args.push("--no-cache");
+        }
+        let o = locklint(tmp.path(), &args, &[]);
+        stdout(&o)
+    };
+    let before = check(true);
+    assert!(!rules_in(&before, "locks.rs").is_empty(), "{before}");
+    let stored = entries(cache.path());
+    assert_eq!(stored.len(), 2);
+    // a new file that comes first in the project's order moves every other file's position
+    std::fs::write(
+        tmp.path().join("src/a_first.rs"),
+        "pub fn unrelated() -> u8 {\n    7\n}\n",
+    )
+    .unwrap();
+    let after = check(true);
+    assert_eq!(after, check(false));
+    assert_eq!(rules_in(&after, "locks.rs"), rules_in(&before, "locks.rs"));
+    // only the new file was analysed: the others' entries were read where they now sit
+    let now = entries(cache.path());
+    assert_eq!(now.len(), 3);
+    assert!(stored.iter().all(|e| now.contains(e)));
+}
+
 /// A lock helper that acquires (`SET .. NX PX`), or one that only reads the key.
 fn try_lock_helper(acquires: bool) -> String {
     let command = if acquires {

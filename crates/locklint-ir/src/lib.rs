@@ -638,4 +638,31 @@ impl FileIr {
             lua: Default::default(),
         }
     }
+
+    /// Give every node the file's position in the project. A front-end stamps the position it
+    /// was given; an analysis stored by content (the analysis cache) is placed where the file
+    /// is now, so adding or removing other files does not invalidate it.
+    pub fn place_at(&mut self, index: usize) {
+        let place = |id: &mut NodeId| id.file = index;
+        for f in &mut self.functions {
+            for e in &mut f.events {
+                match e {
+                    Event::Op(op) => {
+                        place(&mut op.id);
+                        op.deps.iter_mut().for_each(|d| place(&mut d.0));
+                    }
+                    Event::Call(c) => {
+                        place(&mut c.id);
+                        c.deps.iter_mut().for_each(|d| place(&mut d.0));
+                    }
+                    Event::Sql { id, .. } => place(id),
+                }
+            }
+        }
+        for e in &mut self.embedded {
+            if let Some(exec) = &mut e.exec {
+                place(&mut exec.id);
+            }
+        }
+    }
 }
