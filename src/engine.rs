@@ -4,16 +4,16 @@
 use crate::baseline::Baseline;
 use crate::cache::{Cache, Lookup};
 use crate::config::{self, Mode, Resolver, Settings};
-use crate::diagnostic::{Diagnostic, Location};
+use crate::diagnostic::{Diagnostic, Fix, Location};
 use crate::discover::{describe_io, discover, PathError};
 use crate::frontend;
 use crate::ir::FileIr;
 use crate::isolate;
 use crate::locks;
-use crate::rules::{self, PARSE_ERROR};
+use crate::rules::{self, Fixes, PARSE_ERROR};
 use crate::source::{display_path, SourceFile};
 use rayon::prelude::*;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -602,18 +602,23 @@ fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagnostic> {
         .iter()
         .filter(|r| enabled(r.info().name, opts))
         .collect();
-    let found: Vec<Diagnostic> = project
+    // every trace without fixes, each finding with the trace it came from
+    let found: Vec<(Option<usize>, Diagnostic)> = project
         .traces
         .par_iter()
-        .flat_map_iter(|t| {
+        .enumerate()
+        .flat_map_iter(|(i, t)| {
             let mut v = Vec::new();
             for r in &active {
-                rule_step(&t.file, &mut v, |v| r.check(t, &project.facts, v));
+                rule_step(&t.file, &mut v, |v| {
+                    r.check(t, &project.facts, Fixes::Skip, v)
+                });
             }
-            v
+            v.into_iter().map(move |d| (Some(i), d))
         })
         .collect();
-    out.extend(found);
+    let mut all: Vec<(Option<usize>, Diagnostic)> = out.into_iter().map(|d| (None, d)).collect();
+    all.extend(found);
     let per_file: Vec<Diagnostic> = project
         .files
         .par_iter()
@@ -625,36 +630,41 @@ fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagnostic> {
             v
         })
         .collect();
-    out.extend(per_file);
-    let merged = merge_duplicates(out);
+    all.extend(per_file.into_iter().map(|d| (None, d)));
+    let mut merged = merge_duplicates(all);
+    build_trace_fixes(project, &active, &mut merged);
+    let merged: Vec<Diagnostic> = merged.into_iter().map(|(_, d)| d).collect();
     crate::suppress::apply(irs, merged, &|name| enabled(name, opts))
 }
 
 /// One finding per (rule, span). The same defect is seen from every function that reaches it;
 /// keep the variant with the most context (a key resolved at a call site, the call chain) and
-/// carry the other call sites over as related spans.
-fn merge_duplicates(mut all: Vec<Diagnostic>) -> Vec<Diagnostic> {
-    all.sort_by(|a, b| {
+/// carry the other call sites over as related spans. Each finding comes with the trace it was
+/// found in, if any; the kept variant keeps its trace.
+fn merge_duplicates(mut all: Vec<(Option<usize>, Diagnostic)>) -> Vec<(Option<usize>, Diagnostic)> {
+    all.sort_by(|(_, a), (_, b)| {
         a.sort_key()
             .cmp(&b.sort_key())
             .then(b.related.len().cmp(&a.related.len()))
             .then(a.message.cmp(&b.message))
     });
-    let mut out: Vec<Diagnostic> = Vec::with_capacity(all.len());
+    let mut out: Vec<(Option<usize>, Diagnostic)> = Vec::with_capacity(all.len());
     let mut seen: HashSet<(&'static str, PathBuf, crate::source::Span)> = HashSet::new();
     // locations the last kept finding already shows
     let mut shown: HashSet<(PathBuf, crate::source::Span)> = HashSet::new();
     let at = |l: &Location| (l.file.path.clone(), l.span);
-    for d in all {
+    for (trace, d) in all {
         let key = (d.rule, d.primary.file.path.clone(), d.primary.span);
         if seen.insert(key) {
             shown.clear();
             shown.insert(at(&d.primary));
             shown.extend(d.related.iter().map(|r| at(&r.location)));
-            out.push(d);
+            out.push((trace, d));
             continue;
         }
-        let Some(kept) = out.last_mut() else { continue };
+        let Some((_, kept)) = out.last_mut() else {
+            continue;
+        };
         for r in d.related {
             if shown.insert(at(&r.location)) {
                 kept.related.push(r);
@@ -662,4 +672,65 @@ fn merge_duplicates(mut all: Vec<Diagnostic>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Build the fixes of the kept trace findings: the rules of fixable findings check the trace each
+/// came from again, asking for the fix of the first variant with the kept finding's rule, span
+/// and message only (a helper expanded many times in one trace repeats its findings). A rule
+/// step that fails leaves the finding without a fix.
+fn build_trace_fixes(
+    project: &locks::Project,
+    active: &[&&'static dyn crate::rules::Rule],
+    merged: &mut [(Option<usize>, Diagnostic)],
+) {
+    type Wanted = (&'static str, PathBuf, crate::source::Span, String);
+    let key = |d: &Diagnostic| -> Wanted {
+        (
+            d.rule,
+            d.primary.file.path.clone(),
+            d.primary.span,
+            d.message.clone(),
+        )
+    };
+    let mut by_trace: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (k, (trace, d)) in merged.iter().enumerate() {
+        if let Some(t) = trace {
+            if crate::rules::find(d.rule).is_some_and(|i| i.fixable) {
+                by_trace.entry(*t).or_default().push(k);
+            }
+        }
+    }
+    let work: Vec<(usize, Vec<(usize, Wanted)>)> = by_trace
+        .into_iter()
+        .map(|(t, ks)| (t, ks.into_iter().map(|k| (k, key(&merged[k].1))).collect()))
+        .collect();
+    let fixes: Vec<(usize, Option<Fix>)> = work
+        .par_iter()
+        .flat_map_iter(|(t, kept)| {
+            let trace = &project.traces[*t];
+            let rules: HashSet<&'static str> = kept.iter().map(|(_, w)| w.0).collect();
+            // each wanted finding once: the first variant asked for takes it
+            let open = std::cell::RefCell::new(
+                kept.iter().map(|(_, w)| w.clone()).collect::<HashSet<_>>(),
+            );
+            let wanted = |d: &Diagnostic| open.borrow_mut().remove(&key(d));
+            let mut built: HashMap<Wanted, Option<Fix>> = HashMap::new();
+            for r in active.iter().filter(|r| rules.contains(r.info().name)) {
+                let _ = isolate::catch(|| {
+                    let mut v = Vec::new();
+                    r.check(trace, &project.facts, Fixes::For(&wanted), &mut v);
+                    for d in v.into_iter().filter(|d| d.fix.is_some()) {
+                        let fix = d.fix.clone();
+                        built.entry(key(&d)).or_insert(fix);
+                    }
+                });
+            }
+            kept.iter()
+                .map(|(k, w)| (*k, built.get(w).cloned().flatten()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (k, fix) in fixes {
+        merged[k].1.fix = fix;
+    }
 }

@@ -881,3 +881,62 @@ fn long_fixes_in_conditions_are_laid_out() {
     let body = fixed.split_once("pub async fn").unwrap().1;
     assert!(body.lines().skip(1).all(|l| l.len() <= 100), "{fixed}");
 }
+
+/// A helper releasing with a plain `DEL`, and callers that reach it `calls` times in one
+/// function and once from each of `callers` other functions.
+fn helper_called(calls: usize, callers: usize) -> String {
+    let mut src = String::from(
+        "use redis::Commands;\n\npub fn release(con: &mut redis::Connection, key: &str, token: &str) -> redis::RedisResult<()> {\n    let _ = token;\n    let _: () = con.del(key)?;\n    Ok(())\n}\n",
+    );
+    src.push_str(
+        "\npub fn many(con: &mut redis::Connection, token: &str) -> redis::RedisResult<()> {\n",
+    );
+    for i in 0..calls {
+        src.push_str(&format!("    release(con, \"lock:job:{i}\", token)?;\n"));
+    }
+    src.push_str("    Ok(())\n}\n");
+    for c in 0..callers {
+        src.push_str(&format!(
+            "\npub fn caller_{c}(con: &mut redis::Connection, token: &str) -> redis::RedisResult<()> {{\n    release(con, \"lock:report:{c}\", token)\n}}\n"
+        ));
+    }
+    src
+}
+
+#[test]
+fn a_defect_reached_from_many_callers_gets_the_fix_it_gets_alone() {
+    let fixes_of = |src: String| {
+        let dir = project(&[("locks.rs", &src)]);
+        let report = engine::run(&Options {
+            paths: vec![dir.path().join("locks.rs")],
+            ..Default::default()
+        });
+        let found: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|d| d.rule == "unconditional-release")
+            .map(|d| {
+                let fix = d.fix.as_ref().expect("the finding has its fix");
+                let edits: Vec<(usize, usize, String)> = fix
+                    .edits
+                    .iter()
+                    .map(|e| {
+                        (
+                            e.location.span.start,
+                            e.location.span.end,
+                            e.replacement.clone(),
+                        )
+                    })
+                    .collect();
+                (d.primary.span.start, fix.applicability, edits)
+            })
+            .collect();
+        found
+    };
+    let alone = fixes_of(helper_called(0, 0));
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].1, Applicability::Unsafe);
+    // the helper's text comes first, so its spans do not move with the callers
+    assert_eq!(fixes_of(helper_called(300, 0)), alone);
+    assert_eq!(fixes_of(helper_called(40, 40)), alone);
+}

@@ -1,7 +1,7 @@
 //! `constant-lock-value`: the acquire writes a constant instead of a per-holder token.
 
 use super::matching::{call_chain, diagnostic, key_text, with_related};
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{edit, fix};
 use locklint_ir::diagnostic::Applicability;
 use locklint_ir::diagnostic::Fix;
@@ -25,7 +25,13 @@ impl Rule for ConstantLockValue {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(
+        &self,
+        trace: &Trace,
+        _facts: &LockFacts,
+        fixes: Fixes<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;
@@ -44,7 +50,9 @@ impl Rule for ConstantLockValue {
                 "store a unique token per holder (for example `uuid::Uuid::new_v4().to_string()`) and compare it when releasing or renewing".to_string(),
             );
             let mut d = with_related(d, call_chain(o));
-            d.fix = random_token(o);
+            if fixes.wants(&d) {
+                d.fix = random_token(o);
+            }
             out.push(d);
         }
     }

@@ -3,7 +3,7 @@
 use super::matching::{
     call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
 };
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::OpKind;
 use locklint_project::{LockFacts, Trace};
@@ -23,7 +23,13 @@ impl Rule for GetThenSet {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(
+        &self,
+        trace: &Trace,
+        _facts: &LockFacts,
+        _fixes: Fixes<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         for (i, w) in trace.ops.iter().enumerate() {
             let plain_write = matches!(
                 w.op.kind,

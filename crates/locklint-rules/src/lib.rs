@@ -43,12 +43,45 @@ pub struct RuleInfo {
     pub doc: &'static str,
 }
 
+/// Which findings a trace rule builds fixes for. A defect inside a lock helper is found once per
+/// expansion of the helper, from every call of it; the engine checks every trace with
+/// [`Fixes::Skip`], keeps one finding per defect, and checks the trace that finding came from
+/// again asking for that finding's fix only, so each fix is built once.
+#[derive(Clone, Copy)]
+pub enum Fixes<'a> {
+    /// Build no fixes.
+    Skip,
+    /// Build the fix of every finding.
+    All,
+    /// Build the fix of the findings this accepts (it is asked with the finding, fix unset).
+    For(&'a dyn Fn(&Diagnostic) -> bool),
+}
+
+impl Fixes<'_> {
+    /// Whether to build the fix of `d`.
+    pub fn wants(&self, d: &Diagnostic) -> bool {
+        match self {
+            Fixes::Skip => false,
+            Fixes::All => true,
+            Fixes::For(wanted) => wanted(d),
+        }
+    }
+}
+
 /// A lint rule. Redis rules read the traces of the project ([`Rule::check`]); SQL and Lua rules
 /// read each file's parsed statements and scripts ([`Rule::check_file`]).
 pub trait Rule: Sync + Send {
     fn info(&self) -> &'static RuleInfo;
-    /// Check one trace (a function with its lock helpers expanded).
-    fn check(&self, _trace: &Trace, _facts: &LockFacts, _out: &mut Vec<Diagnostic>) {}
+    /// Check one trace (a function with its lock helpers expanded); build the fixes of the
+    /// findings `fixes` wants (the findings must be the same either way).
+    fn check(
+        &self,
+        _trace: &Trace,
+        _facts: &LockFacts,
+        _fixes: Fixes<'_>,
+        _out: &mut Vec<Diagnostic>,
+    ) {
+    }
     /// Check one file's SQL and Lua (and anything else file-level).
     fn check_file(&self, _file: &FileIr, _project: &Project, _out: &mut Vec<Diagnostic>) {}
 }

@@ -1,7 +1,7 @@
 //! `lock-result-ignored`: the reply of an acquire is thrown away, so work runs whether or not the lock was taken.
 
 use super::matching::{diagnostic, key_text, related, with_related};
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::ResultUse;
 use locklint_project::{LockFacts, Trace};
@@ -21,7 +21,13 @@ impl Rule for LockResultIgnored {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(
+        &self,
+        trace: &Trace,
+        _facts: &LockFacts,
+        _fixes: Fixes<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;

@@ -4,7 +4,7 @@ use super::fixes::{self, worst};
 use super::matching::{
     call_chain, command_name, diagnostic, in_pipeline, key_text, related, site, with_related,
 };
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::{Channel, OpKind, ResultUse};
 use locklint_project::{LockFacts, Trace, TraceOp};
@@ -24,7 +24,13 @@ impl Rule for SeparateExpire {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, _facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(
+        &self,
+        trace: &Trace,
+        _facts: &LockFacts,
+        fixes: Fixes<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         for (i, e) in trace.ops.iter().enumerate() {
             if e.op.kind != OpKind::Expire || !e.is_lock {
                 continue;
@@ -65,7 +71,9 @@ impl Rule for SeparateExpire {
             let mut rel = vec![related(acquire, "acquired here without an expiry")];
             rel.extend(call_chain(e));
             let mut d = with_related(d, rel);
-            d.fix = fold_expiry(acquire, e);
+            if fixes.wants(&d) {
+                d.fix = fold_expiry(acquire, e);
+            }
             out.push(d);
         }
     }

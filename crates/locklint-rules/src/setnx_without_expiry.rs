@@ -2,7 +2,7 @@
 
 use super::fixes::{self, worst};
 use super::matching::{call_chain, diagnostic, key_text, site, with_related};
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
 use locklint_ir::OpKind;
 use locklint_project::{LockFacts, Trace, TraceOp};
@@ -22,7 +22,7 @@ impl Rule for SetnxWithoutExpiry {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
         for o in &trace.ops {
             let no_expiry = matches!(
                 o.op.kind,
@@ -47,7 +47,9 @@ impl Rule for SetnxWithoutExpiry {
                 ),
             );
             let mut d = with_related(d, call_chain(o));
-            d.fix = add_expiry(o, facts);
+            if fixes.wants(&d) {
+                d.fix = add_expiry(o, facts);
+            }
             out.push(d);
         }
     }

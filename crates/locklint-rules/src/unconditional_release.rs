@@ -4,7 +4,7 @@ use super::matching::{
     command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
     RELEASE_HELP,
 };
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{
     cmd_lead, command_args, guarded_fix, holder_token, is_fred, is_typed_method, release_script,
     script_call, snippet,
@@ -30,7 +30,7 @@ impl Rule for UnconditionalRelease {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
             if o.op.kind != OpKind::Delete || !o.is_lock || o.op.watched {
                 continue;
@@ -54,7 +54,9 @@ impl Rule for UnconditionalRelease {
                 RELEASE_HELP.to_string(),
             );
             let mut d = with_related(d, comparison_and_chain(compared, o));
-            d.fix = guarded_release(o, &facts.fix);
+            if fixes.wants(&d) {
+                d.fix = guarded_release(o, &facts.fix);
+            }
             out.push(d);
         }
     }

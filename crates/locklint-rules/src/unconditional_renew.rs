@@ -4,7 +4,7 @@ use super::matching::{
     command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
     RENEW_HELP,
 };
-use super::{Rule, RuleInfo};
+use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{command_args, guarded_fix, holder_token, is_fred, renew_script, script_call};
 use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
@@ -27,7 +27,7 @@ impl Rule for UnconditionalRenew {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
         for (i, o) in trace.ops.iter().enumerate() {
             let overwrite = o.op.kind.is_plain_write_with_expiry()
                 && dependent_read(trace, i).is_none()
@@ -63,7 +63,9 @@ impl Rule for UnconditionalRenew {
                 RENEW_HELP.to_string(),
             );
             let mut d = with_related(d, comparison_and_chain(compared, o));
-            d.fix = if overwrite { None } else { guarded_renew(o) };
+            if fixes.wants(&d) && !overwrite {
+                d.fix = guarded_renew(o);
+            }
             out.push(d);
         }
     }
