@@ -60,13 +60,16 @@ if grep -q "name: \"$id\"" -r "$rules_src" || grep -Eq "^(pub )?mod $module;" "$
 fi
 
 if [[ "$kind" == trace ]]; then
+  own="Fixes, Rule, RuleInfo"
   imports="use locklint_project::{LockFacts, Trace};"
-  method="    fn check(&self, trace: &Trace, facts: &LockFacts, out: &mut Vec<Diagnostic>) {
+  method="    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
         // Read \`trace.ops\` (one function with its lock helpers expanded; \`is_lock\` tells
-        // the lock keys) and push findings built with \`matching::diagnostic\`.
-        let _ = (trace, facts, out);
+        // the lock keys) and push findings built with \`matching::diagnostic\`; build a
+        // finding's fix only when \`fixes.wants(&d)\`.
+        let _ = (trace, facts, fixes, out);
     }"
 else
+  own="Rule, RuleInfo"
   imports="use locklint_ir::FileIr;
 use locklint_project::Project;"
   method="    fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
@@ -79,7 +82,7 @@ fi
 cat >"$rule_file" <<EOF
 //! \`$id\`: $summary.
 
-use super::{Rule, RuleInfo};
+use super::{$own};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 $imports
 
@@ -131,6 +134,9 @@ cat >"$page" <<EOF
 EOF
 
 mkdir -p "$root/fixtures/$id"
+if command -v rustfmt >/dev/null; then
+  rustfmt --edition 2021 "$rule_file"
+fi
 
 # insert line $2 before the first line of file $1 that starts with $3
 insert_before() {

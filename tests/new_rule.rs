@@ -72,7 +72,7 @@ fn a_new_trace_rule_is_registered_documented_and_indexed() {
     assert_eq!(names, ["LockKeyTooLong", "INFO"]);
     assert!(code.contains("name: \"lock-key-too-long\""));
     assert!(code.contains("severity: Severity::Warning"));
-    assert!(code.contains("fn check(&self, trace: &Trace"));
+    assert!(code.contains("fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes"));
     assert!(code.contains("include_str!(\"../../../rules/lock-key-too-long.md\")"));
 
     // registered: the module among the others in order, the rule last in the registry
