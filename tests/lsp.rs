@@ -828,3 +828,112 @@ fn a_panic_in_one_documents_analysis_is_published_and_logged_and_the_server_goes
     assert!(c.response(id).is_null());
     assert_eq!(server.end(), 0, "the input ended after shutdown");
 }
+
+/// `text` with one LSP text edit applied (positions in an ASCII text).
+fn apply_edit(text: &str, edit: &Value) -> String {
+    let offset = |p: &Value| {
+        let line = p["line"].as_u64().unwrap() as usize;
+        let character = p["character"].as_u64().unwrap() as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        start + character
+    };
+    let (a, b) = (
+        offset(&edit["range"]["start"]),
+        offset(&edit["range"]["end"]),
+    );
+    format!(
+        "{}{}{}",
+        &text[..a],
+        edit["newText"].as_str().unwrap(),
+        &text[b..]
+    )
+}
+
+#[test]
+fn fix_all_fixes_the_unsaved_buffer_as_check_fix_fixes_the_file() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut examples: Vec<std::path::PathBuf> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .flatten()
+        .flat_map(|rule| {
+            std::fs::read_dir(rule.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("bad_")
+                && name.ends_with(".rs")
+                && p.with_extension("rs.fixed").is_file()
+        })
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 20, "{} examples", examples.len());
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    let mut c = Client::start();
+    let root = url::Url::from_file_path(ws.path().canonicalize().unwrap()).unwrap();
+    let id = c.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": root.to_string(), "capabilities": {} }),
+    );
+    c.response(id);
+    c.notify("initialized", json!({}));
+    let mut changed = 0;
+    for (i, example) in examples.iter().enumerate() {
+        let text = std::fs::read_to_string(example).unwrap();
+        // the file on disk is not what the editor shows
+        let path = ws.path().join(format!("f{i}.rs"));
+        std::fs::write(&path, "// not saved yet\n").unwrap();
+        let uri = url::Url::from_file_path(path.canonicalize().unwrap())
+            .unwrap()
+            .to_string();
+        c.open(&uri, "rust", &text);
+        c.diagnostics(&uri);
+        let id = c.request(
+            "workspace/executeCommand",
+            json!({ "command": "locklint.fixAll", "arguments": [uri] }),
+        );
+        let mut buffer = text.clone();
+        let count = loop {
+            let m = c.wait(|m| {
+                m["method"] == "workspace/applyEdit" || (m["id"] == id && m.get("method").is_none())
+            });
+            if m["method"] == "workspace/applyEdit" {
+                let edits = m["params"]["edit"]["changes"][&uri]
+                    .as_array()
+                    .unwrap()
+                    .clone();
+                assert_eq!(edits.len(), 1, "one edit over the changed part");
+                buffer = apply_edit(&buffer, &edits[0]);
+                c.send(json!({ "jsonrpc": "2.0", "id": m["id"].clone(), "result": { "applied": true } }));
+            } else {
+                break m["result"].as_u64().unwrap();
+            }
+        };
+        // the same text fixed on disk by the command line
+        let cli = tempfile::tempdir().unwrap();
+        std::fs::create_dir(cli.path().join(".git")).unwrap();
+        std::fs::write(cli.path().join("f.rs"), &text).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_locklint"))
+            .args(["check", "f.rs", "--fix", "--no-cache"])
+            .current_dir(cli.path())
+            .output()
+            .unwrap();
+        let expected = std::fs::read_to_string(cli.path().join("f.rs")).unwrap();
+        assert_eq!(buffer, expected, "{}", example.display());
+        assert_eq!(count > 0, expected != text, "{}", example.display());
+        changed += usize::from(expected != text);
+        c.notify(
+            "textDocument/didClose",
+            json!({ "textDocument": { "uri": uri } }),
+        );
+    }
+    assert!(changed >= 5, "{changed} examples have safe fixes");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f0.rs")).unwrap(),
+        "// not saved yet\n"
+    );
+}

@@ -23,21 +23,27 @@ pub struct Outcome {
 /// so that its handling of failures can be exercised.
 pub type Analyser = fn(&Path, &str, Option<&Path>) -> Outcome;
 
-/// The engine over a document's project, with the document's text in place of its file, and
-/// the configuration that governs each file; the findings of the document only. The whole
-/// project is read and analysed each time (its other files give the facts).
-pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
-    let overlay: HashMap<PathBuf, String> = [(path.to_path_buf(), text.to_string())].into();
-    let report = engine::run(&Options {
+/// The engine's options for a document analysed under `path` in the project at `root`, with
+/// `overlay` (the document's text, and others) in place of the files on disk.
+fn options(path: &Path, root: Option<&Path>, overlay: Arc<HashMap<PathBuf, String>>) -> Options {
+    Options {
         paths: vec![path.to_path_buf()],
         project_root: root.map(Path::to_path_buf),
         cache_dir: std::env::var_os("LOCKLINT_CACHE_DIR")
             .map(PathBuf::from)
             .or_else(|| root.map(|r| r.join(crate::cache::DIR_NAME))),
         config: ConfigSource::Discover,
-        overlay: Some(Arc::new(overlay)),
+        overlay: Some(overlay),
         ..Default::default()
-    });
+    }
+}
+
+/// The engine over a document's project, with the document's text in place of its file, and
+/// the configuration that governs each file; the findings of the document only. The whole
+/// project is read and analysed each time (its other files give the facts).
+pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
+    let overlay: HashMap<PathBuf, String> = [(path.to_path_buf(), text.to_string())].into();
+    let report = engine::run(&options(path, root, Arc::new(overlay)));
     let mut log: Vec<String> = report.config_error.into_iter().collect();
     log.extend(
         report
@@ -65,6 +71,27 @@ pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
             .map(|d| format!("{}: {}", path.display(), d.message)),
     );
     Outcome { findings, log }
+}
+
+/// Every safe fix of a document applied as `locklint check --fix` applies them
+/// ([`crate::fix::plan`]: pass after pass until nothing changes, an import the fixes leave unused
+/// removed with them, a pass that would break parsing backed out): how many fixes, and the
+/// document's new text (`None`: nothing to change). Only the document is edited.
+pub fn fix_all(path: &Path, text: &str, root: Option<&Path>) -> (usize, Option<String>) {
+    let document = |mut overlay: HashMap<PathBuf, String>| {
+        overlay
+            .entry(path.to_path_buf())
+            .or_insert_with(|| text.to_string());
+        engine::run(&options(path, root, Arc::new(overlay)))
+    };
+    let first = document(HashMap::new());
+    let plan = crate::fix::plan(first, crate::fix::Level::Safe, &|overlay| {
+        document((*overlay).clone())
+    });
+    plan.changes
+        .into_iter()
+        .find(|c| c.path == path && c.new != text)
+        .map_or((0, None), |c| (c.fixes, Some(c.new)))
 }
 
 /// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document and a

@@ -1,7 +1,7 @@
 //! From locklint's findings and fixes to LSP values: positions in UTF-16 code units through the
 //! file's line index, diagnostics, workspace edits.
 
-use crate::diagnostic::{Applicability, Diagnostic, Fix, Severity};
+use crate::diagnostic::{Diagnostic, Fix, Severity};
 use crate::source::{SourceFile, Span};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -74,30 +74,4 @@ pub fn workspace_edit(fixes: &[&Fix], uris: &Uris) -> Value {
         }
     }
     json!({ "changes": changes })
-}
-
-/// Safe fixes whose edits do not overlap.
-pub fn safe_fixes(findings: &[Diagnostic]) -> Vec<&Fix> {
-    let mut taken: Vec<(&Path, Span)> = Vec::new();
-    let mut out = Vec::new();
-    for f in findings.iter().filter_map(|d| d.fix.as_ref()) {
-        if f.applicability != Applicability::Safe {
-            continue;
-        }
-        let overlaps = f.edits.iter().any(|e| {
-            taken.iter().any(|(p, s)| {
-                *p == e.location.file.path.as_path()
-                    && e.location.span.start < s.end
-                    && s.start < e.location.span.end
-            })
-        });
-        if overlaps {
-            continue;
-        }
-        for e in &f.edits {
-            taken.push((e.location.file.path.as_path(), e.location.span));
-        }
-        out.push(f);
-    }
-    out
 }

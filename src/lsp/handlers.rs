@@ -5,6 +5,7 @@ use super::analysis::Analysis;
 use super::convert::{self, Uris};
 use crate::diagnostic::Applicability;
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// The code action kind that applies every safe fix of a file.
 pub const FIX_ALL_KIND: &str = "source.fixAll.locklint";
@@ -27,7 +28,12 @@ fn offset(analysis: &Analysis, pos: &Value) -> Result<usize, Invalid> {
 
 /// `textDocument/codeAction`: each fix of a finding in the range and its documentation; with
 /// `only: ["source.fixAll.locklint"]`, every safe fix at once.
-pub fn code_actions(params: &Value, analysis: &Analysis, uris: &Uris) -> Result<Value, Invalid> {
+pub fn code_actions(
+    params: &Value,
+    analysis: &Analysis,
+    root: Option<&Path>,
+    uris: &Uris,
+) -> Result<Value, Invalid> {
     let start = offset(analysis, &params["range"]["start"])?;
     let end = offset(analysis, &params["range"]["end"])?;
     let only: Vec<&str> = params["context"]["only"]
@@ -70,12 +76,11 @@ pub fn code_actions(params: &Value, analysis: &Analysis, uris: &Uris) -> Result<
         }
     }
     if wants(FIX_ALL_KIND) && !only.is_empty() {
-        let fixes = convert::safe_fixes(findings);
-        if !fixes.is_empty() {
+        if let (_, Some(edit)) = fix_all_edit(analysis, root, uris) {
             actions.push(json!({
                 "title": "Fix all safe locklint findings",
                 "kind": FIX_ALL_KIND,
-                "edit": convert::workspace_edit(&fixes, uris),
+                "edit": edit,
             }));
         }
     }
@@ -99,13 +104,54 @@ pub fn hover(params: &Value, analysis: &Analysis) -> Result<Value, Invalid> {
     }))
 }
 
+/// Every safe fix of the document, applied as `--fix` applies them (see
+/// [`super::analysis::fix_all`]): how many, and the workspace edit that makes the change (one
+/// text edit over the part of the document that changes).
+pub fn fix_all_edit(
+    analysis: &Analysis,
+    root: Option<&Path>,
+    uris: &Uris,
+) -> (usize, Option<Value>) {
+    let file = &analysis.file;
+    let (count, new) = super::analysis::fix_all(&file.path, &file.text, root);
+    let Some(new) = new else {
+        return (0, None);
+    };
+    let (span, replacement) = changed_part(&file.text, &new);
+    let edit = json!({ "changes": { uris.of(&file.path): [{
+        "range": convert::range(file, span),
+        "newText": replacement,
+    }] } });
+    (count, Some(edit))
+}
+
+/// The part of `old` that differs from `new` (common start and end left out, on character
+/// boundaries) and what replaces it.
+fn changed_part<'n>(old: &str, new: &'n str) -> (crate::source::Span, &'n str) {
+    let prefix: usize = old
+        .chars()
+        .zip(new.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .sum();
+    let suffix: usize = old[prefix..]
+        .chars()
+        .rev()
+        .zip(new[prefix..].chars().rev())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .sum();
+    (
+        crate::source::Span::new(prefix, old.len() - suffix),
+        &new[prefix..new.len() - suffix],
+    )
+}
+
 /// `locklint.fixAll`: the number of safe fixes, and the edit to ask the client to apply.
-pub fn fix_all(analysis: &Analysis, uris: &Uris) -> (Value, Option<Value>) {
-    let fixes = convert::safe_fixes(&analysis.findings);
-    let edit = (!fixes.is_empty()).then(
-        || json!({ "label": "locklint: fix all", "edit": convert::workspace_edit(&fixes, uris) }),
-    );
-    (json!(fixes.len()), edit)
+pub fn fix_all(analysis: &Analysis, root: Option<&Path>, uris: &Uris) -> (Value, Option<Value>) {
+    let (count, edit) = fix_all_edit(analysis, root, uris);
+    let edit = edit.map(|e| json!({ "label": "locklint: fix all", "edit": e }));
+    (json!(count), edit)
 }
 
 /// `locklint.explain`: a rule's page.

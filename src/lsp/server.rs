@@ -359,9 +359,11 @@ impl Server {
         };
         let result = match req.method.as_str() {
             "textDocument/hover" => handlers::hover(&req.params, analysis),
-            "textDocument/codeAction" => handlers::code_actions(&req.params, analysis, &uris),
+            "textDocument/codeAction" => {
+                handlers::code_actions(&req.params, analysis, open.root.as_deref(), &uris)
+            }
             _ => {
-                let (count, edit) = handlers::fix_all(analysis, &uris);
+                let (count, edit) = handlers::fix_all(analysis, open.root.as_deref(), &uris);
                 if let Some(edit) = edit {
                     self.next_id += 1;
                     self.out.send(json!({
