@@ -1,10 +1,14 @@
 //! Analyser throughput over a large corpus of real Rust: the vendored sources of a pinned set
 //! of popular crates (redis, fred, sqlx, tokio, hyper, axum, serde, clap, syn, regex and all
-//! their dependencies). Prints files, lines, wall time and lines per second, side by side for:
-//! a bare `syn::parse_file` + `syn::visit` pass over the same files (the floor), `locklint`
-//! without its analysis cache, with a cold cache (entries written), with a warm cache and
-//! nothing changed, and with one file changed (the editor's case). Each is the best of three
-//! runs on the same threads.
+//! their dependencies). Prints, side by side, wall time, lines per second, the ratio to the
+//! floor and peak RSS for: a bare `syn::parse_file` + `syn::visit` pass over the same files
+//! (the floor), `locklint` without its analysis cache, with a cold cache (entries written),
+//! with a warm cache and nothing changed, and with one file changed (the editor's case); then
+//! the run without cache over 25, 50 and 100 % of the corpus (whole crates, hard-linked into
+//! `target/bench-subsets/`), to show whether time and memory grow linearly with lines.
+//!
+//! Each figure is a separate process (this binary re-run with `--child`), so peak RSS
+//! (`VmHWM`) is that run's alone; each is the best of three runs (peak RSS: the largest).
 //!
 //! `cargo bench --bench analyze` vendors the corpus into `target/bench-corpus` on first use
 //! (`cargo vendor`, needs crates.io); set `LOCKLINT_BENCH_CORPUS=/some/dir` to analyse another tree.
@@ -72,111 +76,269 @@ fn syn_floor(files: &[PathBuf]) -> usize {
         .sum()
 }
 
-/// Best wall time of `runs` runs of `f` (after `setup` before each).
-fn best_of(runs: usize, mut setup: impl FnMut(), mut f: impl FnMut()) -> f64 {
-    let mut best = f64::MAX;
+/// What a child process measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Floor,
+    NoCache,
+    Cold,
+    Warm,
+    OneChanged,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Floor => "floor",
+            Mode::NoCache => "no-cache",
+            Mode::Cold => "cold",
+            Mode::Warm => "warm",
+            Mode::OneChanged => "one-changed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Mode> {
+        [
+            Mode::Floor,
+            Mode::NoCache,
+            Mode::Cold,
+            Mode::Warm,
+            Mode::OneChanged,
+        ]
+        .into_iter()
+        .find(|m| m.name() == s)
+    }
+}
+
+/// The largest Rust file of a tree (the one the editor's case changes).
+fn largest(files: &[PathBuf]) -> PathBuf {
+    files
+        .iter()
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .cloned()
+        .unwrap()
+}
+
+/// The process's peak resident set, in KiB.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// In the child: one measured run of `mode` over `dir`; prints `RESULT wall_s rss_kib lines
+/// findings parse_errors`.
+fn child(mode: Mode, dir: &Path, cache: &Path) {
+    let files = rust_files(dir);
+    let opts = Options {
+        paths: vec![dir.to_path_buf()],
+        cache_dir: (mode != Mode::NoCache).then(|| cache.to_path_buf()),
+        ..Default::default()
+    };
+    let opts = if mode == Mode::OneChanged {
+        let changed = largest(&files);
+        let mut text = std::fs::read_to_string(&changed).unwrap();
+        text.push_str("\n// changed\n");
+        Options {
+            overlay: Some(std::sync::Arc::new([(changed, text)].into())),
+            ..opts
+        }
+    } else {
+        opts
+    };
+    if mode == Mode::Cold {
+        let _ = std::fs::remove_dir_all(cache);
+    }
+    let start = Instant::now();
+    let (lines, findings, parse_errors) = if mode == Mode::Floor {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .stack_size(512 << 20)
+            .build()
+            .unwrap();
+        std::hint::black_box(pool.install(|| syn_floor(&files)));
+        (0, 0, 0)
+    } else {
+        let report = engine::run(&opts);
+        let parse_errors = report
+            .findings
+            .iter()
+            .filter(|f| f.rule == "parse-error")
+            .count();
+        (report.lines, report.findings.len(), parse_errors)
+    };
+    let wall = start.elapsed().as_secs_f64();
+    println!(
+        "RESULT {wall} {} {lines} {findings} {parse_errors}",
+        peak_rss_kib()
+    );
+}
+
+/// One measurement: the best wall time of `runs` child runs and the largest peak RSS.
+struct Measured {
+    wall: f64,
+    rss_kib: u64,
+    lines: usize,
+    findings: usize,
+    parse_errors: usize,
+}
+
+fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
+    let exe = std::env::current_exe().expect("the benchmark's own path");
+    let mut best = Measured {
+        wall: f64::MAX,
+        rss_kib: 0,
+        lines: 0,
+        findings: 0,
+        parse_errors: 0,
+    };
     for _ in 0..runs {
-        setup();
-        let start = Instant::now();
-        f();
-        best = best.min(start.elapsed().as_secs_f64());
+        let out = Command::new(&exe)
+            .arg("--child")
+            .arg(mode.name())
+            .arg(dir)
+            .arg(cache)
+            .output()
+            .expect("run the benchmark child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
+            panic!(
+                "{} run failed: {}",
+                mode.name(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let v: Vec<&str> = line.split_whitespace().collect();
+        let wall: f64 = v[0].parse().unwrap();
+        best.rss_kib = best.rss_kib.max(v[1].parse().unwrap());
+        if wall < best.wall {
+            best.wall = wall;
+            best.lines = v[2].parse().unwrap();
+            best.findings = v[3].parse().unwrap();
+            best.parse_errors = v[4].parse().unwrap();
+        }
     }
     best
 }
 
+/// Lines of the Rust files under `dir`.
+fn lines_of(dir: &Path) -> usize {
+    rust_files(dir)
+        .iter()
+        .map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count()))
+        .sum()
+}
+
+/// A tree of whole crates of the corpus holding about `percent` % of its lines: the first
+/// crate directories in name order, hard-linked under `target/bench-subsets/<percent>/`.
+fn subset(dir: &Path, percent: usize) -> PathBuf {
+    if percent >= 100 {
+        return dir.to_path_buf();
+    }
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench-subsets/{percent}"));
+    let _ = std::fs::remove_dir_all(&root);
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    let total = lines_of(dir).max(1);
+    let mut taken = 0;
+    for c in crates {
+        if taken * 100 >= total * percent {
+            break;
+        }
+        taken += lines_of(&c);
+        for e in ignore::WalkBuilder::new(&c)
+            .standard_filters(false)
+            .build()
+            .flatten()
+        {
+            let from = e.path();
+            let to = root
+                .join(c.file_name().unwrap())
+                .join(from.strip_prefix(&c).unwrap());
+            if from.is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else if std::fs::hard_link(from, &to).is_err() {
+                let _ = std::fs::copy(from, &to);
+            }
+        }
+    }
+    root
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let mode = Mode::parse(&args[i + 1]).expect("a mode");
+        child(mode, Path::new(&args[i + 2]), Path::new(&args[i + 3]));
+        return;
+    }
     // `cargo bench` passes `--bench`; accept and ignore harness flags
     let dir = corpus();
-    let opts = Options {
-        paths: vec![dir.clone()],
-        ..Default::default()
-    };
-    // warm the file cache once, then measure
-    let _ = engine::run(&opts);
     let runs = 3;
-    let mut best = f64::MAX;
-    let mut last = None;
-    for _ in 0..runs {
-        let start = Instant::now();
-        let report = engine::run(&opts);
-        best = best.min(start.elapsed().as_secs_f64());
-        last = Some(report);
-    }
-    let report = last.unwrap();
-    let parse_errors = report
-        .findings
-        .iter()
-        .filter(|f| f.rule == "parse-error")
-        .count();
+    let cache = std::env::temp_dir().join(format!("locklint-bench-cache-{}", std::process::id()));
+    // read every file once so the first measurement does not pay for the disk
+    let _ = lines_of(&dir);
+    let floor = measure(Mode::Floor, &dir, &cache, runs);
+    let no_cache = measure(Mode::NoCache, &dir, &cache, runs);
+    let cold = measure(Mode::Cold, &dir, &cache, runs);
+    let warm = measure(Mode::Warm, &dir, &cache, runs);
+    let one = measure(Mode::OneChanged, &dir, &cache, runs);
+    let _ = std::fs::remove_dir_all(&cache);
+    let lines = no_cache.lines as f64;
     println!("corpus:        {}", dir.display());
     println!("threads:       {}", rayon::current_num_threads());
-    println!("files:         {}", report.files);
-    println!("lines:         {}", report.lines);
-    println!("skipped:       {}", report.notes.len());
+    println!("lines:         {}", no_cache.lines);
     println!(
         "findings:      {} ({} parse-error)",
-        report.findings.len(),
-        parse_errors
+        no_cache.findings, no_cache.parse_errors
     );
-    println!("wall time:     {:.3} s (best of {runs})", best);
-    println!("lines/second:  {:.0}", report.lines as f64 / best);
-    println!("files/second:  {:.0}", report.files as f64 / best);
-
-    // side by side: the syn floor and the analysis cache
-    let files = rust_files(&dir);
-    let lines = report.lines as f64;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .stack_size(512 << 20)
-        .build()
-        .unwrap();
-    let floor = pool.install(|| {
-        best_of(
-            runs,
-            || {},
-            || {
-                std::hint::black_box(syn_floor(&files));
-            },
-        )
-    });
-    let cache = std::env::temp_dir().join(format!("locklint-bench-cache-{}", std::process::id()));
-    let cached = Options {
-        cache_dir: Some(cache.clone()),
-        ..opts.clone()
-    };
-    let cold = best_of(
-        runs,
-        || drop(std::fs::remove_dir_all(&cache)),
-        || drop(engine::run(&cached)),
-    );
-    let _ = engine::run(&cached);
-    let warm = best_of(runs, || {}, || drop(engine::run(&cached)));
-    // one file changed: its text differs from every stored entry
-    let changed = files
-        .iter()
-        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-        .cloned()
-        .unwrap();
-    let mut text = std::fs::read_to_string(&changed).unwrap();
-    text.push_str("\n// changed\n");
-    let one_changed = Options {
-        overlay: Some(std::sync::Arc::new([(changed.clone(), text)].into())),
-        ..cached.clone()
-    };
-    let one = best_of(runs, || {}, || drop(engine::run(&one_changed)));
-    let _ = std::fs::remove_dir_all(&cache);
     println!();
     println!(
-        "{:<34} {:>9} {:>12} {:>9}",
-        "run", "wall s", "lines/s", "x floor"
+        "{:<34} {:>9} {:>12} {:>9} {:>10}",
+        "run", "wall s", "lines/s", "x floor", "peak MiB"
     );
-    for (name, t) in [
-        ("syn parse + visit (floor)", floor),
-        ("locklint, no cache", best),
-        ("locklint, cold cache (writing)", cold),
-        ("locklint, warm cache, no change", warm),
-        ("locklint, warm cache, one changed", one),
+    for (name, m) in [
+        ("syn parse + visit (floor)", &floor),
+        ("locklint, no cache", &no_cache),
+        ("locklint, cold cache (writing)", &cold),
+        ("locklint, warm cache, no change", &warm),
+        ("locklint, warm cache, one changed", &one),
     ] {
-        println!("{name:<34} {t:>9.3} {:>12.0} {:>9.2}", lines / t, t / floor);
+        println!(
+            "{name:<34} {:>9.3} {:>12.0} {:>9.2} {:>10.1}",
+            m.wall,
+            lines / m.wall,
+            m.wall / floor.wall,
+            m.rss_kib as f64 / 1024.0
+        );
     }
-    println!("(one changed: {})", changed.display());
+    println!("(one changed: {})", largest(&rust_files(&dir)).display());
+    println!();
+    println!(
+        "{:<20} {:>10} {:>9} {:>12} {:>10}",
+        "no cache, corpus", "lines", "wall s", "µs/line", "peak MiB"
+    );
+    for percent in [25, 50, 100] {
+        let tree = subset(&dir, percent);
+        let m = measure(Mode::NoCache, &tree, &cache, runs);
+        println!(
+            "{:<20} {:>10} {:>9.3} {:>12.3} {:>10.1}",
+            format!("{percent} %"),
+            m.lines,
+            m.wall,
+            m.wall * 1e6 / m.lines.max(1) as f64,
+            m.rss_kib as f64 / 1024.0
+        );
+    }
 }
