@@ -52,26 +52,27 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
     if file.text.trim().is_empty() {
         return ir;
     }
-    if let Some(problem) = too_deep(&file.text) {
+    // the text is lexed once: the depth guard and the parser read the same tokens
+    let tokens: proc_macro2::TokenStream = match without_shebang(&file.text).parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let at = spans::to_span(&file, e.span());
+            ir.problems.push(unparsable(
+                at,
+                "unbalanced brackets, or an unterminated string, character literal or block comment",
+            ));
+            return ir;
+        }
+    };
+    if let Some(problem) = too_deep(&file.text, tokens.clone()) {
         ir.problems.push(problem);
         return ir;
     }
-    let parsed = match syn::parse_file(&file.text) {
+    let parsed: syn::File = match syn::parse2(tokens) {
         Ok(f) => f,
         Err(e) => {
             let at = spans::to_span(&file, e.span());
-            let text = e.to_string();
-            let what = if text.contains("cannot parse string into token stream") {
-                "unbalanced brackets, or an unterminated string, character literal or block comment"
-                    .to_string()
-            } else {
-                text
-            };
-            ir.problems.push(ParseProblem {
-                message: format!("could not parse this Rust file: {what}"),
-                span: Span::new(at.start, at.end.max(at.start)),
-                help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
-            });
+            ir.problems.push(unparsable(at, &e.to_string()));
             return ir;
         }
     };
@@ -79,13 +80,31 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
     ir
 }
 
-/// Refuse pathological nesting before the recursive parser sees it.
-fn too_deep(text: &str) -> Option<ParseProblem> {
-    let tokens: proc_macro2::TokenStream = match text.parse() {
-        Ok(t) => t,
-        // the parser reports lexing errors with a location
-        Err(_) => return None,
+/// The text as `syn::parse_file` parses it: without a byte order mark, and with a shebang line
+/// (`#!` not starting an inner attribute) left out but its line break kept, so that lines keep
+/// their numbers.
+fn without_shebang(text: &str) -> &str {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text.strip_prefix("#!") else {
+        return text;
     };
+    if rest.trim_start().starts_with('[') {
+        return text;
+    }
+    text.find('\n').map_or("", |i| &text[i..])
+}
+
+/// The problem of a Rust file the parser refuses, at `at`.
+fn unparsable(at: Span, what: &str) -> ParseProblem {
+    ParseProblem {
+        message: format!("could not parse this Rust file: {what}"),
+        span: Span::new(at.start, at.end.max(at.start)),
+        help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
+    }
+}
+
+/// Refuse pathological nesting before the recursive parser sees it.
+fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem> {
     let (span, message) = match depth::check(tokens)? {
         depth::Excess::Brackets(span) => (
             span,
