@@ -44,6 +44,7 @@ const FIXTURES: &[&str] = &[
     "runtime-lease",
     "runtime-types",
     "redlock",
+    "keys-resolved",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -99,6 +100,27 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     (
         "redlock",
         &[("reports:nightly", "redlock", "no-lock-needed")],
+    ),
+    (
+        "keys-resolved",
+        &[
+            (
+                "lock:feed-daily:{}",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            (
+                "lock:feed-hourly:{}",
+                "redis-set-nx-px",
+                "fine-for-efficiency",
+            ),
+            ("lock:feed-weekly:{}", "redis-setnx-expire", "broken"),
+            ("lock:feed-monthly:{}", "redis-setnx-expire", "broken"),
+            ("lock:catalogue-rebuild", "redis-setnx-no-expiry", "broken"),
+            ("advisory(7001)", "advisory-session", "fine-for-correctness"),
+            ("advisory(7002)", "advisory-session", "fine-for-correctness"),
+            ("advisory(7003)", "advisory-session", "fine-for-correctness"),
+        ],
     ),
 ];
 
@@ -270,6 +292,165 @@ fn runtime_types_are_recognised_by_import_not_by_name() {
     assert_eq!(reports["renewed"], true);
     assert_eq!(reports["protects"][0]["target"], "claim_once");
     assert_eq!(reports["protects"][0]["idempotent"], true);
+}
+
+fn lock<'d>(doc: &'d serde_json::Value, name: &str) -> &'d serde_json::Value {
+    doc["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no lock `{name}`"))
+}
+
+/// `path:line` of a site, the path relative to the fixture.
+fn at(site: &serde_json::Value, fixture: &str) -> String {
+    let path = site["path"].as_str().unwrap();
+    let prefix = format!("fixtures/audit/{fixture}/");
+    format!(
+        "{}:{}",
+        path.strip_prefix(&prefix).unwrap_or(path),
+        site["line"]
+    )
+}
+
+/// Advisory keys bound as `$1` are resolved: a const of another crate, and the key each
+/// caller passes to a shared wrapper (one lock per caller's key, reached through its call).
+/// Expiries are read from `SetOptions` built before the call, `SetExpiry::PX` in the call and
+/// a pipeline's `EXPIRE`; a lock with no expiry is never said to be released by one.
+#[test]
+fn keys_and_expiries_are_resolved() {
+    let f = "keys-resolved";
+    let doc = json(f);
+    let names: Vec<&str> = doc["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains('$')),
+        "unresolved advisory keys: {names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("idempotency") && !n.contains("cache")),
+        "{names:?}"
+    );
+
+    let indexer = lock(&doc, "advisory(7001)");
+    assert_eq!(
+        at(&indexer["acquires"][0]["site"], f),
+        "crates/indexer/src/lib.rs:7"
+    );
+    assert_eq!(
+        at(&indexer["releases"][0]["site"], f),
+        "crates/indexer/src/lib.rs:17"
+    );
+
+    for (name, caller, write) in [
+        (
+            "advisory(7002)",
+            "crates/reports/src/lib.rs:6",
+            "INSERT reports",
+        ),
+        (
+            "advisory(7003)",
+            "crates/reports/src/lib.rs:15",
+            "DELETE exports",
+        ),
+    ] {
+        let l = lock(&doc, name);
+        let acquires = l["acquires"].as_array().unwrap();
+        assert_eq!(acquires.len(), 1, "{name}");
+        assert_eq!(at(&acquires[0]["site"], f), "crates/locks/src/lib.rs:13");
+        let via: Vec<String> = acquires[0]["called_from"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| at(s, f))
+            .collect();
+        assert_eq!(via, [caller], "{name}");
+        assert_eq!(
+            at(&l["releases"][0]["site"], f),
+            "crates/locks/src/lib.rs:21"
+        );
+        let targets: Vec<&str> = l["protects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["target"].as_str().unwrap())
+            .collect();
+        assert_eq!(targets, [write], "{name}");
+    }
+
+    for (name, ttl, label) in [
+        ("lock:feed-daily:{}", "86400 s", "Redis SET NX EX"),
+        ("lock:feed-hourly:{}", "30000 ms", "Redis SET NX PX"),
+        ("lock:feed-weekly:{}", "300 s", "Redis SETNX + EXPIRE"),
+        ("lock:feed-monthly:{}", "300 s", "Redis SETNX + EXPIRE"),
+        ("lock:catalogue-rebuild", "none", "Redis SETNX (no expiry)"),
+    ] {
+        let l = lock(&doc, name);
+        assert_eq!(l["acquires"][0]["ttl"], ttl, "{name}");
+        assert_eq!(l["mechanism_label"], label, "{name}");
+    }
+    let table = audit(f, "table");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("lock:catalogue-rebuild "))
+        .unwrap();
+    assert!(!row.contains("(TTL)"), "{row}");
+    assert!(!table.contains("dynamic"), "{table}");
+}
+
+/// `locklint check` and `locklint audit` agree on every fixture: each finding of `check` is
+/// attached to a lock of the audit at the same place, and a release `check` reports as
+/// unconditional is listed in that lock's releases as not owner-checked.
+#[test]
+fn check_and_audit_agree() {
+    for f in FIXTURES {
+        let path = format!("fixtures/audit/{f}");
+        let o = locklint(
+            &root(),
+            &["check", &path, "--project-root", &path, "--format", "json"],
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{f}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let doc = json(f);
+        let locks = doc["locks"].as_array().unwrap();
+        for finding in report["findings"].as_array().unwrap() {
+            let (rule, file, line) = (&finding["rule"], &finding["path"], &finding["line"]);
+            let holders: Vec<&serde_json::Value> = locks
+                .iter()
+                .filter(|l| {
+                    l["findings"].as_array().unwrap().iter().any(|x| {
+                        x["rule"] == *rule
+                            && x["site"]["path"] == *file
+                            && x["site"]["line"] == *line
+                    })
+                })
+                .collect();
+            assert!(
+                !holders.is_empty(),
+                "{f}: `{rule}` at {file}:{line} is on no lock of the audit"
+            );
+            if rule == "unconditional-release" {
+                for l in &holders {
+                    assert!(
+                        l["releases"].as_array().unwrap().iter().any(|r| {
+                            r["site"]["path"] == *file
+                                && r["site"]["line"] == *line
+                                && r["owner_checked"] == false
+                        }),
+                        "{f}: `{}` does not list the unconditional release at {file}:{line}",
+                        l["name"]
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

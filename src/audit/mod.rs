@@ -320,6 +320,9 @@ pub struct Lock {
     /// The key template (`lock:invoice:{}`), advisory key or lock table.
     pub name: String,
     pub mechanism: Mechanism,
+    /// The mechanism as the code writes it, for people (`Redis SET NX EX` for a lock whose
+    /// acquires all set the expiry in seconds; otherwise the mechanism's label).
+    pub mechanism_label: String,
     pub acquires: Vec<Acquire>,
     pub releases: Vec<Release>,
     pub renewals: Vec<Renewal>,

@@ -6,9 +6,11 @@ use crate::output::human::plural;
 /// How a lock is released, in a word or two.
 pub fn release_label(lock: &Lock) -> String {
     if lock.releases.is_empty() {
+        let ttl = lock.acquires.iter().any(|a| a.ttl != "none");
         return match lock.mechanism {
             Mechanism::AdvisoryTransaction => "at tx end".to_string(),
-            m if m.expires() => "none (TTL)".to_string(),
+            Mechanism::RedisSetnxNoExpiry => "none".to_string(),
+            m if m.expires() && ttl => "none (TTL)".to_string(),
             _ => "none".to_string(),
         };
     }
@@ -61,7 +63,7 @@ pub const HEADERS: [&str; 10] = [
 pub fn cells(l: &Lock) -> [String; 10] {
     [
         l.name.clone(),
-        l.mechanism.label().to_string(),
+        l.mechanism_label.clone(),
         acquired_label(l),
         l.ttl(),
         l.token(),

@@ -4,6 +4,7 @@
 //! it is held. [`super::verdict`] then decides purpose and verdict.
 
 mod advisory;
+mod advisory_keys;
 mod redis;
 mod runtime;
 mod runtime_calls;
@@ -87,6 +88,9 @@ pub fn inventory(project: &Project, settings: &Settings, findings: &[Diagnostic]
     out.extend(table_locks(project));
     out.extend(runtime_locks(project));
     for l in &mut out {
+        if l.mechanism_label.is_empty() {
+            l.mechanism_label = l.mechanism.label().to_string();
+        }
         attach_findings(l, findings);
         l.purpose = verdict::purpose(l, settings);
         verdict::decide(l);
@@ -106,6 +110,7 @@ fn empty_lock(name: String, mechanism: Mechanism) -> Lock {
     Lock {
         name,
         mechanism,
+        mechanism_label: String::new(),
         acquires: Vec::new(),
         releases: Vec::new(),
         renewals: Vec::new(),

@@ -35,7 +35,10 @@ fn is_fence_key(o: &TraceOp) -> bool {
 /// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
 /// expression that is not a literal), or `none`.
 fn ttl_of(o: &TraceOp) -> String {
-    match o.ttl() {
+    let ttl = o
+        .ttl()
+        .or_else(|| crate::locks::ttl::of_options(&o.file, o.op));
+    match ttl {
         Some(t) => match (t.value, t.unit) {
             (Some(n), crate::locks::ttl::Unit::Millis) => format!("{n} ms"),
             (Some(n), crate::locks::ttl::Unit::Seconds) => format!("{n} s"),
@@ -204,6 +207,26 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         mechanisms.sort();
         if let Some(m) = mechanisms.last() {
             lock.mechanism = *m;
+        }
+        let in_seconds = |o: &TraceOp| {
+            matches!(
+                o.op.kind,
+                OpKind::Write {
+                    nx: true,
+                    expiry: Some(crate::ir::Expiry::Ex),
+                    ..
+                }
+            )
+        };
+        let mut acquiring = ops
+            .iter()
+            .filter(|(_, o)| o.op.kind.is_acquire())
+            .peekable();
+        if lock.mechanism == Mechanism::RedisSetNxPx
+            && acquiring.peek().is_some()
+            && acquiring.all(|(_, o)| in_seconds(o))
+        {
+            lock.mechanism_label = "Redis SET NX EX".to_string();
         }
         lock.acquires = acquires
             .into_iter()
