@@ -45,6 +45,7 @@ const FIXTURES: &[&str] = &[
     "runtime-types",
     "redlock",
     "keys-resolved",
+    "next-steps",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -122,6 +123,13 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("advisory(7003)", "advisory-session", "fine-for-correctness"),
         ],
     ),
+    (
+        "next-steps",
+        &[
+            ("lock:period-close:{}", "redis-set-nx-px", "broken"),
+            ("advisory(hashtext('purge'))", "advisory-session", "broken"),
+        ],
+    ),
 ];
 
 #[test]
@@ -193,12 +201,23 @@ fn one_lock_built_in_two_places_is_listed_once_with_both_acquires() {
     assert_eq!(lock["protects"].as_array().unwrap().len(), 4);
     assert_eq!(lock["purpose"]["value"], "correctness");
     let steps = lock["next_steps"].as_array().unwrap();
-    assert!(steps
-        .iter()
-        .any(|s| s.as_str().unwrap().starts_with("add a fence here: ")));
-    assert!(steps
-        .iter()
-        .any(|s| s.as_str().unwrap().contains("advisory lock")));
+    let steps: Vec<&str> = steps.iter().map(|s| s.as_str().unwrap()).collect();
+    // each write named by its site and statement, with what to add and the runtime type
+    for (site, write) in [
+        ("src/billing.rs:30", "fence `UPDATE invoices`"),
+        ("src/refunds.rs:24", "fence `UPDATE invoices`"),
+        ("src/refunds.rs:28", "fence `DELETE payments`"),
+        ("src/billing.rs:25", "make `INSERT payments` idempotent"),
+    ] {
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.contains(&format!("{site}: {write}")) && s.contains("locklint-runtime")),
+            "no step for {site} in {steps:?}"
+        );
+    }
+    assert!(steps.iter().any(|s| s.contains("pg_advisory_xact_lock")));
+    assert!(steps.iter().all(|s| !s.starts_with("fix `")), "{steps:?}");
 }
 
 #[test]
@@ -270,12 +289,15 @@ fn runtime_types_are_recognised_by_import_not_by_name() {
         .iter()
         .find(|s| s.contains("FencedClaim"))
         .unwrap_or_else(|| panic!("no claim-form step in {steps:?}"));
-    assert!(claim.contains("src/ledger.rs:21"), "{claim}");
+    assert!(
+        claim.contains("src/ledger.rs:21: `UPDATE ledger_accounts`"),
+        "{claim}"
+    );
     assert!(claim.contains("AND fence <= $n RETURNING"), "{claim}");
     // The insert does not depend on the read: no claim form for it.
     assert!(steps
         .iter()
-        .any(|s| s.starts_with("make this write idempotent") && s.contains("src/ledger.rs:26")));
+        .any(|s| s.contains("src/ledger.rs:26: make `INSERT") && s.contains("idempotent")));
 
     // A fence compared only at the write, after a plain read of the row: not safe alone.
     let balances = lock("balances");
@@ -448,6 +470,82 @@ fn check_and_audit_agree() {
                         l["name"]
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Next steps name the site, what to write there and the `locklint-runtime` type, never
+/// just the rule; a correctness lock's unsafe writes are named by statement, table and site.
+#[test]
+fn next_steps_name_the_site_and_the_replacement() {
+    let f = "next-steps";
+    let doc = json(f);
+    let steps = |name: &str| -> Vec<String> {
+        lock(&doc, name)["next_steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s.as_str()
+                    .unwrap()
+                    .replace(&format!("fixtures/audit/{f}/"), "")
+            })
+            .collect()
+    };
+    let period = steps("lock:period-close:{}");
+    for (site, rule, command, runtime) in [
+        (
+            "crates/lockkit/src/lib.rs:33",
+            "unconditional-release",
+            "redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1])",
+            "`Lease::release` of `RedisLocker`",
+        ),
+        (
+            "crates/lockkit/src/lib.rs:28",
+            "unconditional-renew",
+            "redis.call('pexpire', KEYS[1], ARGV[2])",
+            "`Lease::spawn_keep_alive`",
+        ),
+    ] {
+        let step = period
+            .iter()
+            .find(|s| s.starts_with(&format!("{site} (`{rule}`): ")))
+            .unwrap_or_else(|| panic!("no step at {site} in {period:?}"));
+        assert!(step.contains(command), "{step}");
+        assert!(step.contains(runtime), "{step}");
+    }
+    assert!(period.iter().any(|s| s
+        .starts_with("crates/billing/src/lib.rs:15: fence `UPDATE periods`")
+        && s.contains("`FencedWrite` in locklint-runtime")));
+    assert!(period.iter().any(|s| s
+        .starts_with("crates/billing/src/lib.rs:20: make `INSERT ledger_entries` idempotent")
+        && s.contains("ON CONFLICT DO NOTHING")));
+    assert_eq!(
+        lock(&doc, "lock:period-close:{}")["acquires"][0]["ttl"],
+        "60000 ms"
+    );
+
+    // one step per rule, naming both of its sites
+    let purge = steps("advisory(hashtext('purge'))");
+    let pool: Vec<&String> = purge
+        .iter()
+        .filter(|s| s.contains("advisory-lock-on-pool"))
+        .collect();
+    assert_eq!(pool.len(), 1, "{purge:?}");
+    assert!(pool[0].starts_with(
+        "crates/maintenance/src/lib.rs:6, crates/maintenance/src/lib.rs:15 (`advisory-lock-on-pool`): "
+    ));
+    assert!(pool[0].contains("`AdvisoryLocker::try_lock`"));
+
+    for fixture in FIXTURES {
+        for l in json(fixture)["locks"].as_array().unwrap() {
+            for s in l["next_steps"].as_array().unwrap() {
+                let s = s.as_str().unwrap();
+                assert!(
+                    !s.starts_with("fix `"),
+                    "{fixture}: a step that restates the rule: {s}"
+                );
             }
         }
     }

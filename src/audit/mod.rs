@@ -10,6 +10,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod steps;
 pub mod table;
 pub mod verdict;
 
@@ -309,6 +310,9 @@ pub struct Finding {
     pub severity: Severity,
     pub site: Site,
     pub message: String,
+    /// What the rule says to write instead.
+    #[serde(skip)]
+    pub help: String,
     /// On the acquire / release / renew path (these make a lock broken when errors).
     #[serde(skip)]
     pub on_path: bool,

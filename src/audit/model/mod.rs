@@ -171,6 +171,7 @@ fn attach_findings(lock: &mut Lock, findings: &[Diagnostic]) {
             severity: d.severity,
             site: Site::new(&d.primary.file, d.primary.span),
             message: d.message.clone(),
+            help: d.help.clone(),
             on_path,
         });
     }

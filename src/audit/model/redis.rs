@@ -33,13 +33,14 @@ fn is_fence_key(o: &TraceOp) -> bool {
 }
 
 /// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
-/// expression that is not a literal), or `none`.
-fn ttl_of(o: &TraceOp) -> String {
+/// expression that is not a literal), or `none`. A TTL the helper holding the operation takes
+/// as a parameter is the caller's literal argument (`acquire(con, &key, &token, 60_000)`).
+fn ttl_of(t: &Trace, o: &TraceOp) -> String {
     let ttl = o
         .ttl()
         .or_else(|| crate::locks::ttl::of_options(&o.file, o.op));
     match ttl {
-        Some(t) => match (t.value, t.unit) {
+        Some(ttl) => match (ttl.value.or_else(|| from_caller(t, o, &ttl.text)), ttl.unit) {
             (Some(n), crate::locks::ttl::Unit::Millis) => format!("{n} ms"),
             (Some(n), crate::locks::ttl::Unit::Seconds) => format!("{n} s"),
             (None, _) => "dynamic".to_string(),
@@ -52,6 +53,21 @@ fn ttl_of(o: &TraceOp) -> String {
             _ => "none".to_string(),
         },
     }
+}
+
+/// The integer a caller passes for the parameter `name` of the helper that holds `o`, when
+/// the trace's root calls that helper directly with a literal.
+fn from_caller(t: &Trace, o: &TraceOp, name: &str) -> Option<u64> {
+    let index = o.func.params.iter().position(|p| p == name)?;
+    let [(_, call_span)] = o.via.as_slice() else {
+        return None;
+    };
+    t.root.events.iter().find_map(|e| match e {
+        crate::ir::Event::Call(c) if c.span == *call_span => {
+            c.args.get(index)?.constant_text()?.parse().ok()
+        }
+        _ => None,
+    })
 }
 
 fn op_site(o: &TraceOp) -> Site {
@@ -124,13 +140,13 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                         }
                         continue;
                     }
-                    let mut ttl = ttl_of(o);
+                    let mut ttl = ttl_of(t, o);
                     if mech == Mechanism::RedisSetnxExpire {
                         // the TTL is in the separate expiry
                         if let Some(i) = t.ops.iter().position(|x| std::ptr::eq(x, *o)) {
                             if let Some(e) = t.later_on_key(i).find(|x| x.op.kind == OpKind::Expire)
                             {
-                                ttl = ttl_of(e);
+                                ttl = ttl_of(t, e);
                             }
                         }
                     }
