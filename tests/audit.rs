@@ -46,6 +46,7 @@ const FIXTURES: &[&str] = &[
     "redlock",
     "keys-resolved",
     "next-steps",
+    "one-entry-per-lock",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -128,6 +129,18 @@ const EXPECTED: &[(&str, &[Expected])] = &[
         &[
             ("lock:period-close:{}", "redis-set-nx-px", "broken"),
             ("advisory(hashtext('purge'))", "advisory-session", "broken"),
+        ],
+    ),
+    (
+        "one-entry-per-lock",
+        &[
+            (
+                "lock:catalog-sync",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:export:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:invoice:{}", "redis-set-nx-px", "no-lock-needed"),
         ],
     ),
 ];
@@ -548,6 +561,72 @@ fn next_steps_name_the_site_and_the_replacement() {
                 );
             }
         }
+    }
+}
+
+/// One lock, one entry: a caller's literal argument for the hole of a template built in the
+/// helper (`finalize_invoice(.., 42)` for `lock:invoice:{}`) is an instance of that lock; a
+/// shared wrapper whose callers choose whole keys gives one entry per caller's lock, each
+/// with its caller, its TTL and the writes its caller makes.
+#[test]
+fn one_entry_per_lock_through_helpers_and_wrappers() {
+    let f = "one-entry-per-lock";
+    let doc = json(f);
+    let sites = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|s| at(s, f)).collect()
+    };
+    for (name, ttl, callers, write) in [
+        (
+            "lock:invoice:{}",
+            "30 s",
+            &[
+                "crates/admin/src/lib.rs:9",
+                "crates/admin/src/lib.rs:17",
+                "crates/invoices/src/lib.rs:13",
+            ][..],
+            "crates/invoices/src/lib.rs:16",
+        ),
+        (
+            "lock:catalog-sync",
+            "300 s",
+            &["crates/jobs/src/lib.rs:11"][..],
+            "crates/jobs/src/lib.rs:14",
+        ),
+        (
+            "lock:export:{}",
+            "600 s",
+            &["crates/jobs/src/lib.rs:28"][..],
+            "crates/jobs/src/lib.rs:31",
+        ),
+    ] {
+        let l = lock(&doc, name);
+        let acquires = l["acquires"].as_array().unwrap();
+        assert_eq!(acquires.len(), 1, "{name}");
+        assert_eq!(
+            at(&acquires[0]["site"], f),
+            "crates/redis_interface/src/lib.rs:15"
+        );
+        assert_eq!(acquires[0]["ttl"], ttl, "{name}");
+        assert_eq!(sites(&acquires[0]["called_from"]), callers, "{name}");
+        assert_eq!(
+            sites(&serde_json::Value::Array(
+                l["releases"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["site"].clone())
+                    .collect()
+            )),
+            ["crates/redis_interface/src/lib.rs:32"],
+            "{name}"
+        );
+        let writes: Vec<String> = l["protects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| at(&w["site"], f))
+            .collect();
+        assert_eq!(writes, [write], "{name}");
     }
 }
 

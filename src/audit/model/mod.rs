@@ -5,6 +5,7 @@
 
 mod advisory;
 mod advisory_keys;
+mod chains;
 mod redis;
 mod runtime;
 mod runtime_calls;

@@ -1,14 +1,15 @@
 //! Redis locks in the inventory: operations grouped by resolved key template, with their
 //! acquires, releases, renewals, fences and the writes made while the lock is held.
 
+use super::chains::Chains;
 use super::*;
 use crate::ir::KeyIdentity;
 
-/// The group a Redis operation belongs to: its resolved key template, a struct field, or
-/// (unresolved) the key as written in its function.
-fn redis_group(o: &TraceOp) -> String {
-    if o.key.has_literal() {
-        return o.key.template();
+/// The group a Redis operation belongs to: the template that names its lock (see
+/// [`Chains::naming_key`]), a struct field, or (unresolved) the key as written in its function.
+fn redis_group(o: &TraceOp, key: &crate::ir::KeyRef) -> String {
+    if key.has_literal() {
+        return key.template();
     }
     if let Some(KeyIdentity::Field { field, .. }) = &o.identity {
         return format!("self.{field}");
@@ -35,12 +36,15 @@ fn is_fence_key(o: &TraceOp) -> bool {
 /// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
 /// expression that is not a literal), or `none`. A TTL the helper holding the operation takes
 /// as a parameter is the caller's literal argument (`acquire(con, &key, &token, 60_000)`).
-fn ttl_of(t: &Trace, o: &TraceOp) -> String {
+fn ttl_of(chains: &Chains, o: &TraceOp) -> String {
     let ttl = o
         .ttl()
         .or_else(|| crate::locks::ttl::of_options(&o.file, o.op));
     match ttl {
-        Some(ttl) => match (ttl.value.or_else(|| from_caller(t, o, &ttl.text)), ttl.unit) {
+        Some(ttl) => match (
+            ttl.value.or_else(|| chains.argument(o, &ttl.text)),
+            ttl.unit,
+        ) {
             (Some(n), crate::locks::ttl::Unit::Millis) => format!("{n} ms"),
             (Some(n), crate::locks::ttl::Unit::Seconds) => format!("{n} s"),
             (None, _) => "dynamic".to_string(),
@@ -53,21 +57,6 @@ fn ttl_of(t: &Trace, o: &TraceOp) -> String {
             _ => "none".to_string(),
         },
     }
-}
-
-/// The integer a caller passes for the parameter `name` of the helper that holds `o`, when
-/// the trace's root calls that helper directly with a literal.
-fn from_caller(t: &Trace, o: &TraceOp, name: &str) -> Option<u64> {
-    let index = o.func.params.iter().position(|p| p == name)?;
-    let [(_, call_span)] = o.via.as_slice() else {
-        return None;
-    };
-    t.root.events.iter().find_map(|e| match e {
-        crate::ir::Event::Call(c) if c.span == *call_span => {
-            c.args.get(index)?.constant_text()?.parse().ok()
-        }
-        _ => None,
-    })
 }
 
 fn op_site(o: &TraceOp) -> Site {
@@ -95,13 +84,18 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             }
         }
     }
+    let chains = Chains::new(project);
     let mut groups: BTreeMap<String, Vec<(&Trace, &TraceOp)>> = BTreeMap::new();
     for t in &project.traces {
         for o in &t.ops {
-            if !o.is_lock || (!o.key.has_literal() && resolved.contains(&o.op.id)) {
+            if !o.is_lock {
                 continue;
             }
-            groups.entry(redis_group(o)).or_default().push((t, o));
+            let key = chains.naming_key(o);
+            if !key.has_literal() && resolved.contains(&o.op.id) {
+                continue;
+            }
+            groups.entry(redis_group(o, &key)).or_default().push((t, o));
         }
     }
     let mut out = Vec::new();
@@ -140,13 +134,13 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                         }
                         continue;
                     }
-                    let mut ttl = ttl_of(t, o);
+                    let mut ttl = ttl_of(&chains, o);
                     if mech == Mechanism::RedisSetnxExpire {
                         // the TTL is in the separate expiry
                         if let Some(i) = t.ops.iter().position(|x| std::ptr::eq(x, *o)) {
                             if let Some(e) = t.later_on_key(i).find(|x| x.op.kind == OpKind::Expire)
                             {
-                                ttl = ttl_of(t, e);
+                                ttl = ttl_of(&chains, e);
                             }
                         }
                     }
