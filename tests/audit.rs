@@ -47,6 +47,7 @@ const FIXTURES: &[&str] = &[
     "keys-resolved",
     "next-steps",
     "one-entry-per-lock",
+    "facts-per-lock",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -109,7 +110,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             (
                 "lock:feed-daily:{}",
                 "redis-set-nx-px",
-                "unsafe-for-correctness",
+                "fine-for-efficiency",
             ),
             (
                 "lock:feed-hourly:{}",
@@ -141,6 +142,26 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ),
             ("lock:export:{}", "redis-set-nx-px", "no-lock-needed"),
             ("lock:invoice:{}", "redis-set-nx-px", "no-lock-needed"),
+        ],
+    ),
+    (
+        "facts-per-lock",
+        &[
+            ("lock:export:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:invoice:{}", "redis-set-nx-px", "fine-for-efficiency"),
+            (
+                "lock:receipt:{}",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:ledger", "redis-set-nx-px", "unsafe-for-correctness"),
+            (
+                "lock:ledger-snapshot",
+                "redis-set-nx-px",
+                "fine-for-efficiency",
+            ),
+            ("lock:digest", "redis-setnx-expire", "broken"),
+            ("lock:rollup", "redis-setnx-expire", "broken"),
         ],
     ),
 ];
@@ -437,6 +458,11 @@ fn keys_and_expiries_are_resolved() {
         .find(|l| l.starts_with("lock:catalogue-rebuild "))
         .unwrap();
     assert!(!row.contains("(TTL)"), "{row}");
+    // the cache entry written under the daily lock is not a write it protects
+    assert_eq!(
+        lock(&doc, "lock:feed-daily:{}")["protects"],
+        serde_json::json!([])
+    );
     assert!(!table.contains("dynamic"), "{table}");
 }
 
@@ -627,6 +653,61 @@ fn one_entry_per_lock_through_helpers_and_wrappers() {
             .map(|w| at(&w["site"], f))
             .collect();
         assert_eq!(writes, [write], "{name}");
+    }
+}
+
+/// Facts go to the lock they are about: cache, rate-limit and idempotency keys written while
+/// a lock is held are not writes it protects; a fence counter fences the lock whose window it
+/// is minted in (the inner one when two are held), not the lock taken before or around it;
+/// a finding at one caller's separate `EXPIRE` is not listed under another lock that shares
+/// the helper's acquire.
+#[test]
+fn facts_are_attached_to_their_own_lock() {
+    let f = "facts-per-lock";
+    let doc = json(f);
+    let sites = |l: &serde_json::Value, field: &str| -> Vec<String> {
+        l.pointer(field)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| at(x.get("site").unwrap_or(x), f))
+            .collect()
+    };
+    let export = lock(&doc, "lock:export:{}");
+    assert_eq!(sites(export, "/protects"), ["crates/exports/src/lib.rs:25"]);
+
+    for (name, minted) in [
+        ("lock:invoice:{}", &["crates/invoices/src/lib.rs:17"][..]),
+        ("lock:receipt:{}", &[][..]),
+        (
+            "lock:ledger-snapshot",
+            &["crates/invoices/src/lib.rs:46"][..],
+        ),
+        ("lock:ledger", &[][..]),
+    ] {
+        assert_eq!(sites(lock(&doc, name), "/fencing/minted"), minted, "{name}");
+    }
+    assert_eq!(
+        sites(lock(&doc, "lock:receipt:{}"), "/protects"),
+        ["crates/invoices/src/lib.rs:29"]
+    );
+
+    for (name, line) in [("lock:digest", 9), ("lock:rollup", 18)] {
+        let findings: Vec<(String, String)> = lock(&doc, name)["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x["rule"].as_str().unwrap().to_string(), at(&x["site"], f)))
+            .collect();
+        assert_eq!(
+            findings,
+            [(
+                "separate-expire".to_string(),
+                format!("crates/digests/src/lib.rs:{line}")
+            )],
+            "{name}"
+        );
     }
 }
 

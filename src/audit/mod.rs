@@ -342,6 +342,11 @@ pub struct Lock {
     /// What to do next.
     pub next_steps: Vec<String>,
     pub findings: Vec<Finding>,
+    /// Every place an operation on the lock's key runs (and the calls that lead there), when
+    /// the builder knows them: findings are attached to the lock by these alone, not by
+    /// related locations another lock may share (a helper's acquire).
+    #[serde(skip)]
+    pub op_sites: Vec<Site>,
 }
 
 impl Lock {

@@ -126,6 +126,7 @@ fn empty_lock(name: String, mechanism: Mechanism) -> Lock {
         reasons: Vec::new(),
         next_steps: Vec::new(),
         findings: Vec::new(),
+        op_sites: Vec::new(),
     }
 }
 
@@ -157,7 +158,9 @@ fn attach_findings(lock: &mut Lock, findings: &[Diagnostic]) {
     for d in findings {
         let p = d.primary.path();
         let on_path = path_sites.iter().any(|s| s.overlaps(p, d.primary.span))
+            || lock.op_sites.iter().any(|s| s.overlaps(p, d.primary.span))
             || (d.rule != "unfenced-write"
+                && lock.op_sites.is_empty()
                 && d.related.iter().any(|r| {
                     path_sites
                         .iter()

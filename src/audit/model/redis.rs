@@ -33,6 +33,34 @@ fn is_fence_key(o: &TraceOp) -> bool {
     vocabulary::has_fence_word(&words_of(o))
 }
 
+/// A cache, rate-limit, idempotency or session key: never a write the lock protects.
+fn is_bookkeeping(o: &TraceOp) -> bool {
+    vocabulary::has_bookkeeping_word(&words_of(o))
+}
+
+/// Whether a fence minted at `x` (in trace `t`, inside the window of lock `name` opened at
+/// `start`) belongs to another lock: one of another name acquired after `start` and not
+/// released before `x` (the innermost lock held when it is minted).
+fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: &TraceOp) -> bool {
+    let group = |y: &TraceOp| redis_group(y, &chains.naming_key(y));
+    t.ops.iter().any(|y| {
+        y.is_lock && y.op.kind.is_acquire() && y.at.index > start && y.at.index <= x.at.index && {
+            let other = group(y);
+            other != name
+                && !t.ops.iter().any(|r| {
+                    r.is_lock
+                        && matches!(
+                            r.op.kind,
+                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
+                        )
+                        && r.at.index > y.at.index
+                        && r.at.index < x.at.index
+                        && group(r) == other
+                })
+        }
+    })
+}
+
 /// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
 /// expression that is not a literal), or `none`. A TTL the helper holding the operation takes
 /// as a parameter is the caller's literal argument (`acquire(con, &key, &token, 60_000)`).
@@ -245,6 +273,12 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                 a
             })
             .collect();
+        for (_, o) in &ops {
+            push_site(&mut lock.op_sites, op_site(o));
+            for (f, s) in &o.via {
+                push_site(&mut lock.op_sites, Site::new(f, *s));
+            }
+        }
         // what the lock protects, per trace that takes it
         for (t, o) in &ops {
             if !o.op.kind.is_acquire() && !matches!(o.op.kind, OpKind::Write { .. }) {
@@ -269,7 +303,12 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     continue;
                 }
                 if x.op.kind == OpKind::Incr && is_fence_key(x) {
-                    push_site(&mut lock.fencing.minted, op_site(x));
+                    if !fence_of_inner_lock(&chains, t, &lock.name, start, x) {
+                        push_site(&mut lock.fencing.minted, op_site(x));
+                    }
+                    continue;
+                }
+                if is_bookkeeping(x) {
                     continue;
                 }
                 if matches!(
