@@ -711,6 +711,64 @@ fn facts_are_attached_to_their_own_lock() {
     }
 }
 
+/// The default table fits a 100-column terminal on every fixture (cells wrap, the acquire
+/// site, token, checked and purpose move to each lock's details); `--wide` keeps every column
+/// on one line per lock.
+#[test]
+fn table_fits_100_columns_and_wide_has_every_column() {
+    for f in FIXTURES {
+        let table = audit(f, "table");
+        for line in table.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{f}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+        let doc = json(f);
+        for l in doc["locks"].as_array().unwrap() {
+            let name = l["name"].as_str().unwrap();
+            assert!(
+                table.contains(&format!("{name} (")),
+                "{f}: `{name}` has its details"
+            );
+        }
+        let path = format!("fixtures/audit/{f}");
+        let o = locklint(
+            &root(),
+            &["audit", &path, "--project-root", &path, "--wide"],
+        );
+        assert_eq!(o.status.code(), Some(0));
+        let wide = String::from_utf8(o.stdout).unwrap();
+        let header = wide.lines().next().unwrap();
+        for h in [
+            "LOCK",
+            "MECHANISM",
+            "ACQUIRED AT",
+            "TTL",
+            "TOKEN",
+            "CHECKED",
+            "RELEASE",
+            "FENCED",
+            "PURPOSE",
+            "VERDICT",
+        ] {
+            assert!(header.contains(h), "{f}: `{h}` in {header}");
+        }
+        let rows = doc["locks"].as_array().unwrap().len();
+        for l in doc["locks"].as_array().unwrap() {
+            let name = l["name"].as_str().unwrap();
+            assert!(
+                wide.lines()
+                    .skip(1)
+                    .take(rows)
+                    .any(|r| r.starts_with(&format!("{name} "))),
+                "{f}: `{name}` is one row of the wide table"
+            );
+        }
+    }
+}
+
 #[test]
 fn broken_locks_carry_the_findings_of_their_path() {
     let doc = json("scheduler");

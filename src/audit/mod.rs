@@ -468,7 +468,7 @@ pub fn serde_plain(m: Mechanism) -> &'static str {
 /// Which formats `locklint audit` renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AuditFormat {
-    /// A table for the terminal.
+    /// A table for a 100-column terminal (`--wide`: every column).
     Table,
     /// `{"version":1,"locks":[...],"summary":{...}}`.
     Json,
@@ -478,10 +478,10 @@ pub enum AuditFormat {
     Html,
 }
 
-/// Render an audit.
-pub fn render(audit: &Audit, format: AuditFormat) -> String {
+/// Render an audit; `wide`: the table with every column on one line each.
+pub fn render(audit: &Audit, format: AuditFormat, wide: bool) -> String {
     match format {
-        AuditFormat::Table => table::render(audit),
+        AuditFormat::Table => table::render(audit, wide),
         AuditFormat::Json => json::render(audit),
         AuditFormat::Markdown => markdown::render(audit),
         AuditFormat::Html => html::render(audit),
