@@ -48,6 +48,7 @@ const FIXTURES: &[&str] = &[
     "next-steps",
     "one-entry-per-lock",
     "facts-per-lock",
+    "external-effects",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -162,6 +163,26 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ),
             ("lock:digest", "redis-setnx-expire", "broken"),
             ("lock:rollup", "redis-setnx-expire", "broken"),
+        ],
+    ),
+    (
+        "external-effects",
+        &[
+            (
+                "lock:snapshot:{}",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            (
+                "lock:compactor",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            (
+                "advisory(hashtext('announce'))",
+                "advisory-transaction",
+                "unsafe-for-correctness",
+            ),
         ],
     ),
 ];
@@ -767,6 +788,71 @@ fn table_fits_100_columns_and_wide_has_every_column() {
             );
         }
     }
+}
+
+/// Writes that are not SQL count: an object-store put, stream entries added and deleted, an
+/// HTTP `POST` and a Kafka message under a lock are external effects, listed as not fenceable
+/// unless the target checks a token; reading (an S3 `get_object`, `XRANGE`, an HTTP `GET`) is
+/// not an effect.
+#[test]
+fn external_effects_are_writes_that_cannot_be_fenced() {
+    let f = "external-effects";
+    let doc = json(f);
+    for (name, effects) in [
+        (
+            "lock:snapshot:{}",
+            &[("object store put_object", "crates/snapshots/src/lib.rs:37")][..],
+        ),
+        (
+            "lock:compactor",
+            &[
+                ("Redis stream xadd", "crates/streams/src/lib.rs:30"),
+                ("Redis stream xdel", "crates/streams/src/lib.rs:32"),
+            ][..],
+        ),
+        (
+            "advisory(hashtext('announce'))",
+            &[
+                ("HTTP post", "crates/notify/src/lib.rs:28"),
+                ("Kafka send", "crates/notify/src/lib.rs:34"),
+            ][..],
+        ),
+    ] {
+        let l = lock(&doc, name);
+        let got: Vec<(String, String)> = l["protects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["external"] == true)
+            .map(|w| (w["target"].as_str().unwrap().to_string(), at(&w["site"], f)))
+            .collect();
+        let want: Vec<(String, String)> = effects
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.to_string()))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        assert_eq!(l["purpose"]["value"], "correctness", "{name}");
+        let steps = l["next_steps"].as_array().unwrap();
+        for (_, site) in effects {
+            assert!(
+                steps.iter().any(|s| {
+                    let s = s.as_str().unwrap();
+                    s.contains(site) && s.contains("not fenceable unless the target checks a token")
+                }),
+                "{name}: no step for {site}: {steps:?}"
+            );
+        }
+    }
+    // the database write in the lock's own transaction is not external, and is safe
+    let announce = lock(&doc, "advisory(hashtext('announce'))");
+    let update = announce["protects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["target"] == "UPDATE invoices")
+        .unwrap();
+    assert_eq!(update["external"], false);
+    assert_eq!(update["same_session"], true);
 }
 
 #[test]

@@ -19,7 +19,8 @@
 //!     "renewals": [{"site", "function", "command", "owner_checked"}],
 //!     "renewed": bool,
 //!     "fencing": {"minted": [site], "checked_writes": [site], "unchecked_writes": [site]},
-//!     "protects": [{"site", "function", "target", "idempotent", "fenced", "same_session"}],
+//!     "protects": [{"site", "function", "target", "idempotent", "fenced", "same_session",
+//!                   "external"}],   (external: an object store, queue or HTTP effect)
 //!     "purpose": {"value": "efficiency" | "correctness", "source": "config" | "inferred"},
 //!     "verdict": "no-lock-needed" | "fine-for-efficiency" | "fine-for-correctness"
 //!              | "unsafe-for-correctness" | "broken",

@@ -203,6 +203,9 @@ pub struct Write {
     pub fenced: bool,
     /// Runs on the connection or transaction that holds the (non-expiring) lock.
     pub same_session: bool,
+    /// An effect outside the program's databases (an object store, a queue, an HTTP call):
+    /// it cannot be fenced unless the service it reaches checks a token.
+    pub external: bool,
     /// A single-row `UPDATE ... WHERE` that a condition could make safe alone.
     #[serde(skip)]
     pub conditional_update: bool,

@@ -68,7 +68,11 @@ pub fn for_findings(findings: &[&Finding]) -> Vec<String> {
 pub fn for_write(w: &Write, minted: bool) -> String {
     let at = w.site.short();
     let target = &w.target;
-    if let Some(key) = target.strip_prefix("Redis ") {
+    if w.external {
+        format!(
+            "{at}: `{target}` is an external effect, not fenceable unless the target checks a token: pass the lease's fencing token and have the service reject older ones, or make the effect idempotent with a key the target deduplicates (a deterministic object name, a message key, an idempotency key header)"
+        )
+    } else if let Some(key) = target.strip_prefix("Redis ") {
         format!(
             "{at}: `{key}` runs under the lock and cannot check a fencing token; make it safe to repeat (a value derived from the input, not read-modify-write) or move it after the lock's work is committed"
         )

@@ -138,14 +138,31 @@ pub fn decide(lock: &mut Lock) {
             } else {
                 "the writes run outside the session that holds the lock, which can be lost without them noticing"
             };
-            let unfenced = unsafe_writes.iter().filter(|w| !w.fenced).count();
+            let effects: Vec<String> = unsafe_writes
+                .iter()
+                .filter(|w| w.external)
+                .map(|w| format!("`{}` at {}", w.target, w.site.short()))
+                .collect();
+            let external = effects.len();
+            if external > 0 {
+                reasons.push(format!(
+                    "{} under it ({}): not fenceable unless the service it reaches checks a token, so a holder that lost the lock still makes {}",
+                    plural(external, "external effect runs", "external effects run"),
+                    effects.join(", "),
+                    if external == 1 { "it" } else { "them" }
+                ));
+            }
+            let unfenced = unsafe_writes
+                .iter()
+                .filter(|w| !w.fenced && !w.external)
+                .count();
             if unfenced > 0 {
                 reasons.push(format!(
                     "{} neither fenced nor idempotent: {why}",
                     plural(unfenced, "write is", "writes are")
                 ));
             }
-            let read_first = unsafe_writes.len() - unfenced;
+            let read_first = unsafe_writes.len() - unfenced - external;
             if read_first > 0 {
                 reasons.push(format!(
                     "{} the fence only when writing, after a plain read of {} table: a stale holder's write is accepted first, and the newer holder's, computed from the same read, overwrites it",

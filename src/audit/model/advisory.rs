@@ -160,7 +160,7 @@ fn add_call(
         .min()
         .unwrap_or(usize::MAX);
     let session = Some(exec.map_or(Executor::Unknown, |e| e.executor));
-    sql_writes_after(project, file, f, at, end, session, lock);
+    writes_after(project, file, f, at, end, session, lock);
     // what the callers do between the wrapper's call and the call that unlocks
     for (caller, call) in &origin.via {
         let caller_file = &project.files[caller.file];
@@ -179,7 +179,7 @@ fn add_call(
                     .is_some_and(|t| unlocks(&project.files[t.file], project.function(t)))
             })
             .map_or(usize::MAX, |c| c.id.index);
-        sql_writes_after(project, caller_file, caller_fn, start, end, session, lock);
+        writes_after(project, caller_file, caller_fn, start, end, session, lock);
     }
 }
 

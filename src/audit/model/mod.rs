@@ -6,6 +6,7 @@
 mod advisory;
 mod advisory_keys;
 mod chains;
+mod effects;
 mod redis;
 mod runtime;
 mod runtime_calls;
@@ -16,7 +17,7 @@ use advisory::advisory_locks;
 use redis::redis_locks;
 use runtime::runtime_locks;
 use table::table_locks;
-use writes::{sql_writes_after, target};
+use writes::{target, writes_after};
 
 use super::{
     verdict, Acquire, Audit, Fencing, Finding, Lock, Mechanism, Purpose, PurposeKind,

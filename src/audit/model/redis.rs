@@ -324,6 +324,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                             idempotent: false,
                             fenced: false,
                             same_session: false,
+                            external: false,
                             conditional_update: false,
                             after_read: false,
                         },
@@ -332,7 +333,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             }
             let file_idx = o.at.file;
             if let Some(file) = project.files.get(file_idx) {
-                sql_writes_after(project, file, t.root, start, end, None, &mut lock);
+                writes_after(project, file, t.root, start, end, None, &mut lock);
             }
         }
         out.push(lock);
