@@ -105,7 +105,7 @@ fn detail(i: usize, l: &Lock) -> String {
     );
     o.push_str(&format!(
         "<p>{} · purpose: {} · renewed: {}</p>",
-        esc(l.mechanism.label()),
+        esc(&l.mechanism_label),
         esc(&l.purpose.label()),
         yes(l.renewed)
     ));

@@ -9,14 +9,18 @@
 //!                | "advisory-session" | "advisory-transaction" | "lock-table"
 //!                | "runtime-redis" | "runtime-advisory" | "runtime-table" | "runtime-lock"
 //!                | "redlock",
+//!     "mechanism_label": "Redis SET NX EX" (the mechanism as the code writes it: `SET NX EX`
+//!                        when every acquire's expiry is in seconds),
 //!     "acquires": [{"site": {"path", "line", "column"}, "function", "command", "ttl",
 //!                   "token": "unique" | "constant" | "none", "checked": true | false | null,
-//!                   "called_from": [site]}],
+//!                   "called_from": [site]}],   (the calls through which callers reach a
+//!                                               helper's acquire, outermost first)
 //!     "releases": [{"site", "function", "command", "atomic", "owner_checked"}],
 //!     "renewals": [{"site", "function", "command", "owner_checked"}],
 //!     "renewed": bool,
 //!     "fencing": {"minted": [site], "checked_writes": [site], "unchecked_writes": [site]},
-//!     "protects": [{"site", "function", "target", "idempotent", "fenced", "same_session"}],
+//!     "protects": [{"site", "function", "target", "idempotent", "fenced", "same_session",
+//!                   "external"}],   (external: an object store, queue or HTTP effect)
 //!     "purpose": {"value": "efficiency" | "correctness", "source": "config" | "inferred"},
 //!     "verdict": "no-lock-needed" | "fine-for-efficiency" | "fine-for-correctness"
 //!              | "unsafe-for-correctness" | "broken",

@@ -47,7 +47,7 @@ pub fn render(audit: &Audit) -> String {
         out.push_str(&format!("\n## `{}` — {}\n\n", l.name, l.verdict.label()));
         out.push_str(&format!(
             "- mechanism: {}\n- purpose: {}\n",
-            l.mechanism.label(),
+            l.mechanism_label,
             l.purpose.label()
         ));
         for a in &l.acquires {

@@ -10,6 +10,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod steps;
 pub mod table;
 pub mod verdict;
 
@@ -202,6 +203,9 @@ pub struct Write {
     pub fenced: bool,
     /// Runs on the connection or transaction that holds the (non-expiring) lock.
     pub same_session: bool,
+    /// An effect outside the program's databases (an object store, a queue, an HTTP call):
+    /// it cannot be fenced unless the service it reaches checks a token.
+    pub external: bool,
     /// A single-row `UPDATE ... WHERE` that a condition could make safe alone.
     #[serde(skip)]
     pub conditional_update: bool,
@@ -309,6 +313,9 @@ pub struct Finding {
     pub severity: Severity,
     pub site: Site,
     pub message: String,
+    /// What the rule says to write instead.
+    #[serde(skip)]
+    pub help: String,
     /// On the acquire / release / renew path (these make a lock broken when errors).
     #[serde(skip)]
     pub on_path: bool,
@@ -320,6 +327,9 @@ pub struct Lock {
     /// The key template (`lock:invoice:{}`), advisory key or lock table.
     pub name: String,
     pub mechanism: Mechanism,
+    /// The mechanism as the code writes it, for people (`Redis SET NX EX` for a lock whose
+    /// acquires all set the expiry in seconds; otherwise the mechanism's label).
+    pub mechanism_label: String,
     pub acquires: Vec<Acquire>,
     pub releases: Vec<Release>,
     pub renewals: Vec<Renewal>,
@@ -335,6 +345,11 @@ pub struct Lock {
     /// What to do next.
     pub next_steps: Vec<String>,
     pub findings: Vec<Finding>,
+    /// Every place an operation on the lock's key runs (and the calls that lead there), when
+    /// the builder knows them: findings are attached to the lock by these alone, not by
+    /// related locations another lock may share (a helper's acquire).
+    #[serde(skip)]
+    pub op_sites: Vec<Site>,
 }
 
 impl Lock {
@@ -456,7 +471,7 @@ pub fn serde_plain(m: Mechanism) -> &'static str {
 /// Which formats `locklint audit` renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AuditFormat {
-    /// A table for the terminal.
+    /// A table for a 100-column terminal (`--wide`: every column).
     Table,
     /// `{"version":1,"locks":[...],"summary":{...}}`.
     Json,
@@ -466,10 +481,10 @@ pub enum AuditFormat {
     Html,
 }
 
-/// Render an audit.
-pub fn render(audit: &Audit, format: AuditFormat) -> String {
+/// Render an audit; `wide`: the table with every column on one line each.
+pub fn render(audit: &Audit, format: AuditFormat, wide: bool) -> String {
     match format {
-        AuditFormat::Table => table::render(audit),
+        AuditFormat::Table => table::render(audit, wide),
         AuditFormat::Json => json::render(audit),
         AuditFormat::Markdown => markdown::render(audit),
         AuditFormat::Html => html::render(audit),

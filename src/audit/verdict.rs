@@ -8,7 +8,7 @@
 //!    holds a lock that cannot expire under them (advisory locks);
 //! 5. *unsafe for correctness*: otherwise, with the writes to fence or make idempotent.
 
-use super::{Lock, Mechanism, Purpose, PurposeKind, PurposeSource, Verdict};
+use super::{steps, Lock, Purpose, PurposeKind, PurposeSource, Verdict};
 use crate::config::{Purpose as Declared, Settings};
 use crate::locks::template_matches;
 
@@ -59,13 +59,15 @@ pub fn decide(lock: &mut Lock) {
         .collect();
     let writes = &lock.protects;
     let verdict = if !path_errors.is_empty() {
-        let mut rules: Vec<&str> = path_errors.iter().map(|f| f.rule).collect();
-        rules.dedup();
         for f in &path_errors {
             reasons.push(format!("{} at {}: {}", f.rule, f.site.short(), f.message));
         }
-        for r in rules {
-            steps.push(format!("fix `{r}` (see `locklint explain {r}`)"));
+        steps.extend(steps::for_findings(&path_errors));
+        if lock.purpose.value == PurposeKind::Correctness {
+            let minted = !lock.fencing.minted.is_empty();
+            for w in writes.iter().filter(|w| !w.safe_alone()) {
+                steps.push(steps::for_write(w, minted));
+            }
         }
         Verdict::Broken
     } else if !writes.is_empty() && writes.iter().all(|w| w.idempotent) {
@@ -125,9 +127,7 @@ pub fn decide(lock: &mut Lock) {
                 "declared a correctness lock, but it expires and no fencing token is minted"
                     .to_string(),
             );
-            steps.push(
-                "mint a fencing token when acquiring and compare it in every write".to_string(),
-            );
+            steps.push(steps::mint_token(lock));
             Verdict::UnsafeForCorrectness
         } else if unsafe_writes.is_empty() {
             reasons.push("declared a correctness lock; its writes are safe".to_string());
@@ -138,14 +138,31 @@ pub fn decide(lock: &mut Lock) {
             } else {
                 "the writes run outside the session that holds the lock, which can be lost without them noticing"
             };
-            let unfenced = unsafe_writes.iter().filter(|w| !w.fenced).count();
+            let effects: Vec<String> = unsafe_writes
+                .iter()
+                .filter(|w| w.external)
+                .map(|w| format!("`{}` at {}", w.target, w.site.short()))
+                .collect();
+            let external = effects.len();
+            if external > 0 {
+                reasons.push(format!(
+                    "{} under it ({}): not fenceable unless the service it reaches checks a token, so a holder that lost the lock still makes {}",
+                    plural(external, "external effect runs", "external effects run"),
+                    effects.join(", "),
+                    if external == 1 { "it" } else { "them" }
+                ));
+            }
+            let unfenced = unsafe_writes
+                .iter()
+                .filter(|w| !w.fenced && !w.external)
+                .count();
             if unfenced > 0 {
                 reasons.push(format!(
                     "{} neither fenced nor idempotent: {why}",
                     plural(unfenced, "write is", "writes are")
                 ));
             }
-            let read_first = unsafe_writes.len() - unfenced;
+            let read_first = unsafe_writes.len() - unfenced - external;
             if read_first > 0 {
                 reasons.push(format!(
                     "{} the fence only when writing, after a plain read of {} table: a stale holder's write is accepted first, and the newer holder's, computed from the same read, overwrites it",
@@ -155,39 +172,9 @@ pub fn decide(lock: &mut Lock) {
             }
             let minted = !lock.fencing.minted.is_empty();
             for w in &unsafe_writes {
-                if w.target.starts_with("Redis") {
-                    steps.push(format!(
-                        "move the Redis write at {} out of the lock or make it safe to repeat",
-                        w.site.short()
-                    ));
-                } else if w.target.starts_with("INSERT") {
-                    steps.push(format!(
-                        "make this write idempotent at {}: a unique key with `ON CONFLICT DO NOTHING`",
-                        w.site.short()
-                    ));
-                } else if w.after_read {
-                    steps.push(format!(
-                        "this write may depend on a read made under the lock: claim the row with the fencing token at the read and require it at the write, {} (`UPDATE .. SET fence = $n WHERE .. AND fence <= $n RETURNING ..` at the read, `AND fence = $n` at the write; `FencedClaim` in locklint-runtime); a fence compared only at the write can still lose an update",
-                        w.site.short()
-                    ));
-                } else if minted {
-                    steps.push(format!(
-                        "add a fence here: {} (compare the minted token: `AND fence < $n`)",
-                        w.site.short()
-                    ));
-                } else {
-                    steps.push(format!(
-                        "add a fence here: {} (mint a token at acquire, store it, `AND fence < $n`)",
-                        w.site.short()
-                    ));
-                }
+                steps.push(steps::for_write(w, minted));
             }
-            if lock.mechanism.expires() && !matches!(lock.mechanism, Mechanism::LockTable) {
-                steps.push(
-                    "or move to an advisory lock taken in the same transaction as the writes (`pg_advisory_xact_lock`)"
-                        .to_string(),
-                );
-            }
+            steps.extend(steps::same_transaction(lock));
             Verdict::UnsafeForCorrectness
         }
     };

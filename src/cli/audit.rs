@@ -16,6 +16,10 @@ pub struct AuditArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
     pub format: AuditFormat,
+    /// The table with every column (mechanism, acquire site, TTL, token, checked, release,
+    /// fenced, purpose, verdict) on one line per lock, however wide.
+    #[arg(long)]
+    pub wide: bool,
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output_file: Option<PathBuf>,
@@ -82,7 +86,7 @@ pub fn run(
     if !result.errors.is_empty() && result.files == 0 {
         return ExitCode::from(EXIT_ERROR);
     }
-    let text = audit::render(&result, args.format);
+    let text = audit::render(&result, args.format, args.wide);
     if let Some(path) = &args.output_file {
         if let Err(e) = std::fs::write(path, &text) {
             return fail(format!(

@@ -379,6 +379,11 @@ pub struct Op {
     /// The command's arguments after its name, each as written: a typed method's arguments,
     /// or a builder's `.arg(..)`s.
     pub args: Vec<Span>,
+    /// The initialisers of the local bindings an argument's options come from
+    /// (`let opts = SetOptions::default().with_expiration(SetExpiry::EX(86_400));` for
+    /// `set_options(&key, &token, opts)`).
+    #[serde(default)]
+    pub option_spans: Vec<Span>,
 }
 
 /// A call to a function or method that may be a lock helper.
@@ -597,6 +602,10 @@ pub struct SqlExec {
     /// (`.bind(x)` with the line break before it, `, x` in a macro or a parameter slice);
     /// `None` when the statement is not written at the call or its binds are not all visible.
     pub binds: Option<Vec<Span>>,
+    /// What each bound parameter is, in the same order as `binds` (a literal, a const, a
+    /// parameter of the function: see [`KeyRef`]).
+    #[serde(default)]
+    pub bind_keys: Vec<KeyRef>,
 }
 
 /// Everything a front-end extracted from one file. It serialises without its file (the

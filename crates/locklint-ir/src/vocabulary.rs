@@ -107,6 +107,31 @@ const FENCE_WORDS: &[&str] = &[
     "generation",
 ];
 
+/// Words in a key that mark bookkeeping kept beside the work, not data the work produces: a
+/// cache entry, a rate-limit counter, an idempotency or deduplication marker, a session.
+const BOOKKEEPING_WORDS: &[&str] = &[
+    "cache",
+    "caches",
+    "cached",
+    "caching",
+    "ratelimit",
+    "ratelimits",
+    "ratelimiter",
+    "limiter",
+    "throttle",
+    "throttling",
+    "idempotency",
+    "idempotent",
+    "idem",
+    "dedup",
+    "dedupe",
+    "deduplication",
+    "nonce",
+    "nonces",
+    "session",
+    "sessions",
+];
+
 /// Split identifiers and key text into lowercase words (`jobLock:{}` → `job`, `lock`).
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -172,6 +197,16 @@ pub fn has_fence_word<S: AsRef<str>>(ws: &[S]) -> bool {
     ws.iter().any(|w| FENCE_WORDS.contains(&w.as_ref()))
 }
 
+/// Whether these words mark a cache, rate-limit, idempotency, deduplication or session key
+/// (`cache:report:{}`, `rate_limit:{}`, `idempotency:{}`): bookkeeping, never data a lock
+/// protects.
+pub fn has_bookkeeping_word<S: AsRef<str>>(ws: &[S]) -> bool {
+    ws.iter().any(|w| BOOKKEEPING_WORDS.contains(&w.as_ref()))
+        || ws
+            .windows(2)
+            .any(|p| p[0].as_ref() == "rate" && p[1].as_ref() == "limit")
+}
+
 /// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
 /// script. `renew_session` or `extend_cache_ttl` do not.
 pub fn is_lock_script_name(name: &str) -> bool {
@@ -191,6 +226,29 @@ pub fn is_lock_script_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bookkeeping_keys() {
+        for k in [
+            "cache:report:{}",
+            "ratelimit:exports:{}",
+            "rate_limit:{}",
+            "api:rateLimit:{}",
+            "idempotency:export:{}",
+            "dedup:{}",
+            "session:{}",
+        ] {
+            assert!(has_bookkeeping_word(&words(k)), "{k}");
+        }
+        for k in [
+            "report:{}",
+            "credit:limit:{}",
+            "invoice:{}:rate",
+            "lock:export:{}",
+        ] {
+            assert!(!has_bookkeeping_word(&words(k)), "{k}");
+        }
+    }
 
     #[test]
     fn splits_identifiers_and_keys() {

@@ -17,7 +17,7 @@ use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
 pub use trace::{scoped_identity, Trace, TraceOp};
 
-use locklint_ir::{FileIr, FnId, KeyRef};
+use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef};
 use std::collections::{HashMap, HashSet};
 
 /// The analysed project: every file's intermediate form plus the derived traces and facts.
@@ -29,9 +29,42 @@ pub struct Project<'a> {
     pub schema: crate::schema::Schema,
     /// Key templates declared efficiency-only locks in the configuration.
     pub efficiency_locks: Vec<String>,
+    index: Index<'a>,
 }
 
-impl Project<'_> {
+impl<'a> Project<'a> {
+    /// The function with this id.
+    pub fn function(&self, id: FnId) -> &'a Function {
+        self.index.func(id)
+    }
+
+    /// The call sites that reach a function (resolved as helper expansion resolves them):
+    /// each caller with the call event.
+    pub fn callers_of(&self, id: FnId) -> Vec<(FnId, &'a Call)> {
+        let Some(sites) = self.index.callers.get(&id) else {
+            return Vec::new();
+        };
+        sites
+            .iter()
+            .filter_map(
+                |&(caller, at)| match self.index.func(caller).events.get(at) {
+                    Some(Event::Call(c)) => Some((caller, c)),
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
+    /// The function a call in `from` reaches, when it can be told.
+    pub fn callee(&self, call: &Call, from: FnId) -> Option<FnId> {
+        self.index.resolve(call, from)
+    }
+
+    /// A key template with its project-wide consts, struct fields and key helpers resolved.
+    pub fn resolve_key(&self, key: &KeyRef) -> KeyRef {
+        self.index.resolve_key(key, 0)
+    }
+
     /// Whether the configuration declares this lock key `purpose = "efficiency"`.
     pub fn is_efficiency_lock(&self, key: &KeyRef) -> bool {
         let (template, shown) = (key.template(), key.display());
@@ -87,6 +120,7 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Proj
             ),
         ),
         efficiency_locks: settings.efficiency_locks.clone(),
+        index: idx,
     }
 }
 

@@ -10,6 +10,8 @@ pub(crate) struct Index<'a> {
     pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
     pub(crate) by_name: HashMap<&'a str, Vec<FnId>>,
     pub(crate) touches: HashSet<FnId>,
+    /// Per function, the call sites that reach it: (caller, index of the call in its events).
+    pub(crate) callers: HashMap<FnId, Vec<(FnId, usize)>>,
 }
 
 pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
@@ -58,6 +60,7 @@ impl<'a> Index<'a> {
             fields,
             by_name,
             touches: HashSet::new(),
+            callers: HashMap::new(),
         };
         idx.compute_touches();
         idx
@@ -70,20 +73,20 @@ impl<'a> Index<'a> {
     /// Functions that reach Redis, directly or through the functions they call: a walk up
     /// the call graph from those with their own operations.
     pub(crate) fn compute_touches(&mut self) {
-        let mut callers: HashMap<FnId, Vec<FnId>> = HashMap::new();
+        let mut callers: HashMap<FnId, Vec<(FnId, usize)>> = HashMap::new();
         let mut todo = Vec::new();
         for (fi, f) in self.files.iter().enumerate() {
             for (fj, func) in f.functions.iter().enumerate() {
                 if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
                     todo.push(FnId { file: fi, func: fj });
                 }
-                for e in &func.events {
+                for (at, e) in func.events.iter().enumerate() {
                     if let Event::Call(c) = e {
                         if let Some(t) = self.resolve(c, FnId { file: fi, func: fj }) {
                             callers
                                 .entry(t)
                                 .or_default()
-                                .push(FnId { file: fi, func: fj });
+                                .push((FnId { file: fi, func: fj }, at));
                         }
                     }
                 }
@@ -94,9 +97,14 @@ impl<'a> Index<'a> {
                 continue;
             }
             if let Some(cs) = callers.get(&f) {
-                todo.extend(cs.iter().copied().filter(|c| !self.touches.contains(c)));
+                todo.extend(
+                    cs.iter()
+                        .map(|(c, _)| *c)
+                        .filter(|c| !self.touches.contains(c)),
+                );
             }
         }
+        self.callers = callers;
     }
 
     /// The function a call reaches, when it can be told unambiguously.

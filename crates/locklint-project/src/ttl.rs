@@ -133,6 +133,27 @@ pub fn of(file: &FileRef, op: &Op) -> Option<Ttl> {
         })
 }
 
+/// The TTL of options a command takes through a local binding, read from the binding's
+/// initialiser (`Op::option_spans`, recorded by the walker): `let opts =
+/// SetOptions::default().with_expiration(SetExpiry::EX(86_400));` then
+/// `con.set_options(&key, &token, opts)`.
+pub fn of_options(file: &FileRef, op: &Op) -> Option<Ttl> {
+    op.option_spans.iter().find_map(|init| {
+        let text = file.text.get(init.start..init.end)?;
+        [("PX", Unit::Millis), ("EX", Unit::Seconds)]
+            .into_iter()
+            .find_map(|(marker, unit)| {
+                let at = after_marker(text, marker)?;
+                let span = Span::new(init.start + at.start, init.start + at.end);
+                Some(Ttl::written(
+                    file.text.get(span.start..span.end)?,
+                    span,
+                    unit,
+                ))
+            })
+    })
+}
+
 /// The expression after the option word `marker` in a command's text (`"PX").arg(30_000)`,
 /// `PX(ttl_ms)`), relative to the text: up to the `)` or `,` that ends it.
 fn after_marker(text: &str, marker: &str) -> Option<Span> {

@@ -1,6 +1,8 @@
 //! PostgreSQL advisory locks in the inventory, grouped by key.
 
+use super::advisory_keys::{self, KeyOrigin};
 use super::*;
+use crate::ir::FnId;
 
 /// Whether advisory-lock arguments hold a bind parameter (`$1`, `?`, `:name`), outside quotes.
 pub(super) fn parametric(args: &str) -> bool {
@@ -9,21 +11,37 @@ pub(super) fn parametric(args: &str) -> bool {
         .any(|t| t.kind == sql_lex::TokenKind::Param)
 }
 
+/// A function runs an advisory unlock.
+fn unlocks(file: &FileIr, f: &Function) -> bool {
+    runs(file, f)
+        .iter()
+        .any(|r| r.statement.advisory.iter().any(|u| u.unlock))
+}
+
+/// The lock's name for one resolution of its arguments.
+fn lock_name(project: &Project, file: &FileIr, args: &str, origin: &KeyOrigin) -> String {
+    match (&origin.args, origin.via.last()) {
+        (Some(resolved), _) if origin.fixed => format!("advisory({resolved})"),
+        (Some(resolved), Some((caller, _))) => format!(
+            "advisory({resolved}) in {}",
+            project.files[caller.file].file.display
+        ),
+        _ if parametric(args) => format!("advisory({args}) in {}", file.file.display),
+        _ => format!("advisory({args})"),
+    }
+}
+
 pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
-    for file in project.files {
+    for (fi, file) in project.files.iter().enumerate() {
         // statements a function runs, with that function and event index
-        let mut ran: HashMap<Span, (&Function, usize, Option<Executor>, &str)> = HashMap::new();
-        for f in &file.functions {
+        let mut ran: HashMap<Span, (usize, &Function, usize, Option<&crate::ir::SqlExec>)> =
+            HashMap::new();
+        for (fj, f) in file.functions.iter().enumerate() {
             for r in runs(file, f) {
                 ran.insert(
                     r.statement.span,
-                    (
-                        f,
-                        r.at.index,
-                        r.embedded.exec.as_ref().map(|e| e.executor),
-                        r.embedded.exec.as_ref().map_or("", |e| e.method.as_str()),
-                    ),
+                    (fj, f, r.at.index, r.embedded.exec.as_ref()),
                 );
             }
         }
@@ -32,77 +50,26 @@ pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
                 if a.all && a.unlock {
                     continue;
                 }
-                let name = if parametric(&a.args) {
-                    format!("advisory({}) in {}", a.args, file.file.display)
-                } else {
-                    format!("advisory({})", a.args)
-                };
-                let mech = if a.session {
-                    Mechanism::AdvisorySession
-                } else {
-                    Mechanism::AdvisoryTransaction
-                };
-                let lock = groups
-                    .entry(name.clone())
-                    .or_insert_with(|| empty_lock(name, mech));
-                let site = Site::new(&file.file, a.span);
                 let run = ran.get(&st.span);
-                let function = run.map(|r| r.0.name.clone()).unwrap_or_default();
-                if a.unlock {
-                    if !lock.releases.iter().any(|r| r.site.same(&site)) {
-                        lock.releases.push(Release {
-                            site,
-                            function,
-                            command: a.name.clone(),
-                            atomic: true,
-                            owner_checked: true,
-                        });
-                    }
-                    continue;
-                }
-                if !a.session {
-                    lock.mechanism = Mechanism::AdvisoryTransaction;
-                }
-                let checked = if a.try_lock {
-                    match run {
-                        Some(r) => {
-                            let m = r.3;
-                            Some(
-                                m.starts_with("fetch")
-                                    || m.starts_with("query")
-                                    || m == "get"
-                                    || m.is_empty(),
-                            )
-                        }
-                        None => Some(!a.bare),
-                    }
-                } else {
-                    None
+                let origins = match run {
+                    Some((fj, _, _, Some(exec))) if parametric(&a.args) => advisory_keys::resolve(
+                        project,
+                        FnId {
+                            file: fi,
+                            func: *fj,
+                        },
+                        &a.args,
+                        &exec.bind_keys,
+                    ),
+                    _ => vec![KeyOrigin {
+                        args: None,
+                        fixed: false,
+                        via: Vec::new(),
+                    }],
                 };
-                lock.acquires.push(Acquire {
-                    site,
-                    function,
-                    command: a.name.clone(),
-                    ttl: if a.session {
-                        "none (session)".to_string()
-                    } else {
-                        "none (transaction)".to_string()
-                    },
-                    token: TokenKind::None,
-                    checked,
-                    called_from: Vec::new(),
-                });
-                if let Some((f, at, executor, _)) = run {
-                    let end = runs(file, f)
-                        .iter()
-                        .filter(|r| {
-                            r.at.index > *at && r.statement.advisory.iter().any(|u| u.unlock)
-                        })
-                        .map(|r| r.at.index)
-                        .min()
-                        .unwrap_or(usize::MAX);
-                    let session = executor.or(Some(Executor::Unknown));
-                    sql_writes_after(project, file, f, *at, end, session, lock);
+                for origin in origins {
+                    let name = lock_name(project, file, &a.args, &origin);
+                    add_call(project, file, a, run.copied(), &origin, name, &mut groups);
                 }
             }
         }
@@ -111,6 +78,109 @@ pub(super) fn advisory_locks(project: &Project) -> Vec<Lock> {
         .into_values()
         .filter(|l| !l.acquires.is_empty())
         .collect()
+}
+
+/// Record one advisory call (an acquire or a release) under the lock it names.
+fn add_call(
+    project: &Project,
+    file: &FileIr,
+    a: &crate::ir::sql::Advisory,
+    run: Option<(usize, &Function, usize, Option<&crate::ir::SqlExec>)>,
+    origin: &KeyOrigin,
+    name: String,
+    groups: &mut BTreeMap<String, Lock>,
+) {
+    let mech = if a.session {
+        Mechanism::AdvisorySession
+    } else {
+        Mechanism::AdvisoryTransaction
+    };
+    let lock = groups
+        .entry(name.clone())
+        .or_insert_with(|| empty_lock(name, mech));
+    let site = Site::new(&file.file, a.span);
+    let function = run.map(|r| r.1.name.clone()).unwrap_or_default();
+    if a.unlock {
+        if !lock.releases.iter().any(|r| r.site.same(&site)) {
+            lock.releases.push(Release {
+                site,
+                function,
+                command: a.name.clone(),
+                atomic: true,
+                owner_checked: true,
+            });
+        }
+        return;
+    }
+    if !a.session {
+        lock.mechanism = Mechanism::AdvisoryTransaction;
+    }
+    let called_from: Vec<Site> = origin
+        .via
+        .iter()
+        .map(|(caller, call)| Site::new(&project.files[caller.file].file, call.span))
+        .collect();
+    if let Some(known) = lock.acquires.iter_mut().find(|x| x.site.same(&site)) {
+        for s in called_from {
+            push_site(&mut known.called_from, s);
+        }
+        return;
+    }
+    let checked = if a.try_lock {
+        match run.and_then(|r| r.3) {
+            Some(exec) => {
+                let m = exec.method.as_str();
+                Some(m.starts_with("fetch") || m.starts_with("query") || m == "get" || m.is_empty())
+            }
+            None => Some(!a.bare),
+        }
+    } else {
+        None
+    };
+    lock.acquires.push(Acquire {
+        site,
+        function,
+        command: a.name.clone(),
+        ttl: if a.session {
+            "none (session)".to_string()
+        } else {
+            "none (transaction)".to_string()
+        },
+        token: TokenKind::None,
+        checked,
+        called_from,
+    });
+    let Some((_, f, at, exec)) = run else {
+        return;
+    };
+    let end = runs(file, f)
+        .iter()
+        .filter(|r| r.at.index > at && r.statement.advisory.iter().any(|u| u.unlock))
+        .map(|r| r.at.index)
+        .min()
+        .unwrap_or(usize::MAX);
+    let session = Some(exec.map_or(Executor::Unknown, |e| e.executor));
+    writes_after(project, file, f, at, end, session, lock);
+    // what the callers do between the wrapper's call and the call that unlocks
+    for (caller, call) in &origin.via {
+        let caller_file = &project.files[caller.file];
+        let caller_fn = project.function(*caller);
+        let start = call.id.index;
+        let end = caller_fn
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Call(c) if c.id.index > start => Some(c),
+                _ => None,
+            })
+            .find(|c| {
+                project
+                    .callee(c, *caller)
+                    .is_some_and(|t| unlocks(&project.files[t.file], project.function(t)))
+            })
+            .map_or(usize::MAX, |c| c.id.index);
+        writes_after(project, caller_file, caller_fn, start, end, session, lock);
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 //! it is held. [`super::verdict`] then decides purpose and verdict.
 
 mod advisory;
+mod advisory_keys;
+mod chains;
+mod effects;
 mod redis;
 mod runtime;
 mod runtime_calls;
@@ -14,7 +17,7 @@ use advisory::advisory_locks;
 use redis::redis_locks;
 use runtime::runtime_locks;
 use table::table_locks;
-use writes::{sql_writes_after, target};
+use writes::{target, writes_after};
 
 use super::{
     verdict, Acquire, Audit, Fencing, Finding, Lock, Mechanism, Purpose, PurposeKind,
@@ -87,6 +90,9 @@ pub fn inventory(project: &Project, settings: &Settings, findings: &[Diagnostic]
     out.extend(table_locks(project));
     out.extend(runtime_locks(project));
     for l in &mut out {
+        if l.mechanism_label.is_empty() {
+            l.mechanism_label = l.mechanism.label().to_string();
+        }
         attach_findings(l, findings);
         l.purpose = verdict::purpose(l, settings);
         verdict::decide(l);
@@ -106,6 +112,7 @@ fn empty_lock(name: String, mechanism: Mechanism) -> Lock {
     Lock {
         name,
         mechanism,
+        mechanism_label: String::new(),
         acquires: Vec::new(),
         releases: Vec::new(),
         renewals: Vec::new(),
@@ -120,6 +127,7 @@ fn empty_lock(name: String, mechanism: Mechanism) -> Lock {
         reasons: Vec::new(),
         next_steps: Vec::new(),
         findings: Vec::new(),
+        op_sites: Vec::new(),
     }
 }
 
@@ -151,7 +159,9 @@ fn attach_findings(lock: &mut Lock, findings: &[Diagnostic]) {
     for d in findings {
         let p = d.primary.path();
         let on_path = path_sites.iter().any(|s| s.overlaps(p, d.primary.span))
+            || lock.op_sites.iter().any(|s| s.overlaps(p, d.primary.span))
             || (d.rule != "unfenced-write"
+                && lock.op_sites.is_empty()
                 && d.related.iter().any(|r| {
                     path_sites
                         .iter()
@@ -166,6 +176,7 @@ fn attach_findings(lock: &mut Lock, findings: &[Diagnostic]) {
             severity: d.severity,
             site: Site::new(&d.primary.file, d.primary.span),
             message: d.message.clone(),
+            help: d.help.clone(),
             on_path,
         });
     }

@@ -1,14 +1,15 @@
 //! Redis locks in the inventory: operations grouped by resolved key template, with their
 //! acquires, releases, renewals, fences and the writes made while the lock is held.
 
+use super::chains::Chains;
 use super::*;
 use crate::ir::KeyIdentity;
 
-/// The group a Redis operation belongs to: its resolved key template, a struct field, or
-/// (unresolved) the key as written in its function.
-fn redis_group(o: &TraceOp) -> String {
-    if o.key.has_literal() {
-        return o.key.template();
+/// The group a Redis operation belongs to: the template that names its lock (see
+/// [`Chains::naming_key`]), a struct field, or (unresolved) the key as written in its function.
+fn redis_group(o: &TraceOp, key: &crate::ir::KeyRef) -> String {
+    if key.has_literal() {
+        return key.template();
     }
     if let Some(KeyIdentity::Field { field, .. }) = &o.identity {
         return format!("self.{field}");
@@ -32,11 +33,46 @@ fn is_fence_key(o: &TraceOp) -> bool {
     vocabulary::has_fence_word(&words_of(o))
 }
 
+/// A cache, rate-limit, idempotency or session key: never a write the lock protects.
+fn is_bookkeeping(o: &TraceOp) -> bool {
+    vocabulary::has_bookkeeping_word(&words_of(o))
+}
+
+/// Whether a fence minted at `x` (in trace `t`, inside the window of lock `name` opened at
+/// `start`) belongs to another lock: one of another name acquired after `start` and not
+/// released before `x` (the innermost lock held when it is minted).
+fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: &TraceOp) -> bool {
+    let group = |y: &TraceOp| redis_group(y, &chains.naming_key(y));
+    t.ops.iter().any(|y| {
+        y.is_lock && y.op.kind.is_acquire() && y.at.index > start && y.at.index <= x.at.index && {
+            let other = group(y);
+            other != name
+                && !t.ops.iter().any(|r| {
+                    r.is_lock
+                        && matches!(
+                            r.op.kind,
+                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
+                        )
+                        && r.at.index > y.at.index
+                        && r.at.index < x.at.index
+                        && group(r) == other
+                })
+        }
+    })
+}
+
 /// The TTL an operation sets, for the inventory: `30000 ms`, `60 s`, `dynamic` (set by an
-/// expression that is not a literal), or `none`.
-fn ttl_of(o: &TraceOp) -> String {
-    match o.ttl() {
-        Some(t) => match (t.value, t.unit) {
+/// expression that is not a literal), or `none`. A TTL the helper holding the operation takes
+/// as a parameter is the caller's literal argument (`acquire(con, &key, &token, 60_000)`).
+fn ttl_of(chains: &Chains, o: &TraceOp) -> String {
+    let ttl = o
+        .ttl()
+        .or_else(|| crate::locks::ttl::of_options(&o.file, o.op));
+    match ttl {
+        Some(ttl) => match (
+            ttl.value.or_else(|| chains.argument(o, &ttl.text)),
+            ttl.unit,
+        ) {
             (Some(n), crate::locks::ttl::Unit::Millis) => format!("{n} ms"),
             (Some(n), crate::locks::ttl::Unit::Seconds) => format!("{n} s"),
             (None, _) => "dynamic".to_string(),
@@ -76,13 +112,18 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             }
         }
     }
+    let chains = Chains::new(project);
     let mut groups: BTreeMap<String, Vec<(&Trace, &TraceOp)>> = BTreeMap::new();
     for t in &project.traces {
         for o in &t.ops {
-            if !o.is_lock || (!o.key.has_literal() && resolved.contains(&o.op.id)) {
+            if !o.is_lock {
                 continue;
             }
-            groups.entry(redis_group(o)).or_default().push((t, o));
+            let key = chains.naming_key(o);
+            if !key.has_literal() && resolved.contains(&o.op.id) {
+                continue;
+            }
+            groups.entry(redis_group(o, &key)).or_default().push((t, o));
         }
     }
     let mut out = Vec::new();
@@ -121,13 +162,13 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                         }
                         continue;
                     }
-                    let mut ttl = ttl_of(o);
+                    let mut ttl = ttl_of(&chains, o);
                     if mech == Mechanism::RedisSetnxExpire {
                         // the TTL is in the separate expiry
                         if let Some(i) = t.ops.iter().position(|x| std::ptr::eq(x, *o)) {
                             if let Some(e) = t.later_on_key(i).find(|x| x.op.kind == OpKind::Expire)
                             {
-                                ttl = ttl_of(e);
+                                ttl = ttl_of(&chains, e);
                             }
                         }
                     }
@@ -205,6 +246,26 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         if let Some(m) = mechanisms.last() {
             lock.mechanism = *m;
         }
+        let in_seconds = |o: &TraceOp| {
+            matches!(
+                o.op.kind,
+                OpKind::Write {
+                    nx: true,
+                    expiry: Some(crate::ir::Expiry::Ex),
+                    ..
+                }
+            )
+        };
+        let mut acquiring = ops
+            .iter()
+            .filter(|(_, o)| o.op.kind.is_acquire())
+            .peekable();
+        if lock.mechanism == Mechanism::RedisSetNxPx
+            && acquiring.peek().is_some()
+            && acquiring.all(|(_, o)| in_seconds(o))
+        {
+            lock.mechanism_label = "Redis SET NX EX".to_string();
+        }
         lock.acquires = acquires
             .into_iter()
             .map(|(mut a, _, ignored)| {
@@ -212,6 +273,12 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                 a
             })
             .collect();
+        for (_, o) in &ops {
+            push_site(&mut lock.op_sites, op_site(o));
+            for (f, s) in &o.via {
+                push_site(&mut lock.op_sites, Site::new(f, *s));
+            }
+        }
         // what the lock protects, per trace that takes it
         for (t, o) in &ops {
             if !o.op.kind.is_acquire() && !matches!(o.op.kind, OpKind::Write { .. }) {
@@ -236,7 +303,12 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     continue;
                 }
                 if x.op.kind == OpKind::Incr && is_fence_key(x) {
-                    push_site(&mut lock.fencing.minted, op_site(x));
+                    if !fence_of_inner_lock(&chains, t, &lock.name, start, x) {
+                        push_site(&mut lock.fencing.minted, op_site(x));
+                    }
+                    continue;
+                }
+                if is_bookkeeping(x) {
                     continue;
                 }
                 if matches!(
@@ -252,6 +324,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                             idempotent: false,
                             fenced: false,
                             same_session: false,
+                            external: false,
                             conditional_update: false,
                             after_read: false,
                         },
@@ -260,7 +333,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             }
             let file_idx = o.at.file;
             if let Some(file) = project.files.get(file_idx) {
-                sql_writes_after(project, file, t.root, start, end, None, &mut lock);
+                writes_after(project, file, t.root, start, end, None, &mut lock);
             }
         }
         out.push(lock);

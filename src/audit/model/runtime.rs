@@ -211,7 +211,7 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                 }
                 runtime_writes(file, f, c.span.start, rt, lock);
                 let session = (mech == Mechanism::RuntimeAdvisory).then_some(Executor::Connection);
-                sql_writes_after(project, file, f, start, usize::MAX, session, lock);
+                writes_after(project, file, f, start, usize::MAX, session, lock);
             }
         }
     }
@@ -247,6 +247,7 @@ fn runtime_writes(file: &FileIr, f: &Function, after: usize, rt: &RuntimeCalls, 
                 idempotent: !fenced,
                 fenced,
                 same_session: false,
+                external: false,
                 conditional_update: false,
                 after_read: false,
             },

@@ -104,7 +104,7 @@ pub(super) fn table_locks(project: &Project) -> Vec<Lock> {
                             .map(|r| r.at.index)
                             .min()
                             .unwrap_or(usize::MAX);
-                        sql_writes_after(project, file, f, *at, end, None, lock);
+                        writes_after(project, file, f, *at, end, None, lock);
                     }
                 }
                 LockWrite::Release => lock.releases.push(Release {

@@ -53,10 +53,10 @@ pub(super) fn target(st: &Statement) -> String {
     format!("{verb} {}", st.table.as_deref().unwrap_or("?"))
 }
 
-/// Collect the SQL writes `func` runs between event indexes `start` and `end`; mint sites of
-/// fencing tokens go to the fencing section. `session`: the executor holding a non-expiring
-/// lock, for writes that run on it.
-pub(super) fn sql_writes_after(
+/// Collect the SQL writes `func` runs between event indexes `start` and `end`, and its
+/// external effects ([`super::effects`]); mint sites of fencing tokens go to the fencing
+/// section. `session`: the executor holding a non-expiring lock, for writes that run on it.
+pub(super) fn writes_after(
     project: &Project,
     file: &FileIr,
     func: &Function,
@@ -65,6 +65,7 @@ pub(super) fn sql_writes_after(
     session: Option<Executor>,
     lock: &mut Lock,
 ) {
+    super::effects::effects_between(file, func, start, end, lock);
     let schema = &project.schema;
     // tables read under the lock so far
     let mut reads: Vec<&str> = Vec::new();
@@ -111,6 +112,7 @@ pub(super) fn sql_writes_after(
                 idempotent: idempotent(st, schema),
                 fenced: is_fenced,
                 same_session,
+                external: false,
                 conditional_update: conditional_update(st),
                 after_read: st.table.as_deref().is_some_and(|t| reads.contains(&t)),
             },

@@ -111,8 +111,9 @@ impl FnWalker<'_> {
     }
 
     /// The binds of `sqlx::query("..").bind(a).bind(b)` or `sqlx::query!("..", a, b)`, in
-    /// order, when the chain starts from the statement's literal itself.
-    pub(super) fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<Span>> {
+    /// order, when the chain starts from the statement's literal itself: the span removing
+    /// each one deletes, and what it binds.
+    pub(super) fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<(Span, KeyRef)>> {
         let mut binds = Vec::new();
         let mut cur = e;
         loop {
@@ -121,7 +122,11 @@ impl FnWalker<'_> {
                     if m.method == "bind" {
                         let start = self.span_of(&*m.receiver).end;
                         let end = self.span_of(&m.paren_token.span.close()).end;
-                        binds.push(Span::new(start, end));
+                        let key = m
+                            .args
+                            .first()
+                            .map_or_else(|| KeyRef::hole(None), |a| key_of(a, self));
+                        binds.push((Span::new(start, end), key));
                     }
                     cur = &m.receiver;
                 }
@@ -143,7 +148,7 @@ impl FnWalker<'_> {
                 let mut out = Vec::new();
                 for a in &args[1..] {
                     let end = self.span_of(a).end;
-                    out.push(Span::new(prev, end));
+                    out.push((Span::new(prev, end), key_of(a, self)));
                     prev = end;
                 }
                 Some(out)
@@ -152,8 +157,9 @@ impl FnWalker<'_> {
         }
     }
 
-    /// The parameters of a tokio-postgres call, `&[&a, &b]`: the span removing each deletes.
-    pub(super) fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<Span>> {
+    /// The parameters of a tokio-postgres call, `&[&a, &b]`: the span removing each deletes,
+    /// and what it binds.
+    pub(super) fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<(Span, KeyRef)>> {
         let syn::Expr::Reference(r) = params else {
             return None;
         };
@@ -163,11 +169,15 @@ impl FnWalker<'_> {
         let elems: Vec<Span> = a.elems.iter().map(|e| self.span_of(e)).collect();
         let out = elems
             .iter()
+            .zip(&a.elems)
             .enumerate()
-            .map(|(i, s)| match (i, elems.get(i + 1)) {
-                (0, Some(next)) => Span::new(s.start, next.start),
-                (0, None) => *s,
-                _ => Span::new(elems[i - 1].end, s.end),
+            .map(|(i, (s, e))| {
+                let span = match (i, elems.get(i + 1)) {
+                    (0, Some(next)) => Span::new(s.start, next.start),
+                    (0, None) => *s,
+                    _ => Span::new(elems[i - 1].end, s.end),
+                };
+                (span, key_of(e, self))
             })
             .collect();
         Some(out)
@@ -181,7 +191,7 @@ impl FnWalker<'_> {
         method: &str,
         span: Span,
         result: ResultUse,
-        binds: Option<Vec<Span>>,
+        binds: Option<Vec<(Span, KeyRef)>>,
     ) {
         let id = self.node();
         if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
@@ -194,7 +204,11 @@ impl FnWalker<'_> {
                 method: method.to_string(),
                 span,
                 result,
-                binds,
+                bind_keys: binds
+                    .as_ref()
+                    .map(|b| b.iter().map(|(_, k)| k.clone()).collect())
+                    .unwrap_or_default(),
+                binds: binds.map(|b| b.into_iter().map(|(s, _)| s).collect()),
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }

@@ -476,8 +476,10 @@ impl FnWalker<'_> {
                 self.emit_typed(&t, &args, Span::new(start, end), result, Channel::Direct);
                 if self.events.len() > before {
                     let receiver = self.span_of(&*m.receiver);
+                    let options = self.option_bindings(&args);
                     if let Some(Event::Op(op)) = self.events.last_mut() {
                         op.receiver = Some(receiver);
+                        op.option_spans = options;
                     }
                 }
                 return;

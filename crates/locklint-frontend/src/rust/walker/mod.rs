@@ -112,6 +112,34 @@ impl Scope for FnWalker<'_> {
     }
 }
 
+impl FnWalker<'_> {
+    /// The initialisers of the locals that the arguments name (`opts` in
+    /// `set_options(&key, &token, opts)`): where the command's options are written.
+    pub(super) fn option_bindings(&self, args: &[syn::Expr]) -> Vec<Span> {
+        let mut out = Vec::new();
+        for a in args {
+            let inner = match a {
+                syn::Expr::Reference(r) => &*r.expr,
+                other => other,
+            };
+            let syn::Expr::Path(p) = inner else {
+                continue;
+            };
+            let Some(name) = p.path.get_ident() else {
+                continue;
+            };
+            if let Some(e) = self
+                .env
+                .get(&name.to_string())
+                .and_then(|b| b.expr.as_ref())
+            {
+                out.push(self.span_of(e));
+            }
+        }
+        out
+    }
+}
+
 impl OptionSource for FnWalker<'_> {
     fn words(&self, arg: &syn::Expr) -> HashSet<String> {
         let mut w = commands::expr_words(arg);

@@ -144,6 +144,7 @@ impl FnWalker<'_> {
             watched: self.watched > 0,
             receiver: None,
             args: args.iter().map(|a| a.span).collect(),
+            option_spans: Vec::new(),
         })));
     }
 
