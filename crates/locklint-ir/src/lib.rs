@@ -394,6 +394,10 @@ pub struct Call {
     /// A method call; `on_self` when the receiver is `self`.
     pub method: bool,
     pub on_self: bool,
+    /// The declared type of a method call's receiver (a parameter's or an annotated local's
+    /// type, the impl's type for `self`), when it names one type.
+    #[serde(default)]
+    pub receiver_type: Option<String>,
     /// Arguments (excluding the receiver) as key templates.
     pub args: Vec<KeyRef>,
     pub span: Span,

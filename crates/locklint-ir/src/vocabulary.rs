@@ -97,6 +97,23 @@ const RENEW_WORDS: &[&str] = &[
 /// Words in a function's name that say it releases what it holds.
 const RELEASE_WORDS: &[&str] = &["release", "unlock"];
 
+/// Words in a key or its names that say what else it is for: a cache entry, a session, a rate
+/// window, a dedup or idempotency marker, a nonce.
+const OTHER_PURPOSE_WORDS: &[&str] = &[
+    "cache",
+    "cached",
+    "session",
+    "ratelimit",
+    "rate",
+    "limiter",
+    "throttle",
+    "dedup",
+    "dedupe",
+    "idempotency",
+    "nonce",
+    "seen",
+];
+
 /// Words in a key that mark a fencing counter.
 const FENCE_WORDS: &[&str] = &[
     "fence",
@@ -174,6 +191,28 @@ pub fn is_lock_word(w: &str) -> bool {
 /// Whether a key text or name (`lock:invoice:{}`, `app:jobLock`, `job_leases`) says it is a lock.
 pub fn names_lock(text: &str) -> bool {
     words(text).iter().any(|w| is_lock_word(w))
+}
+
+/// Whether a key says it is a lock: a lock word in its literal text or in one of the names it
+/// came through (`lock_key`, `self.job_lock`), or one of the `extra` configured words.
+pub fn key_names_lock(key: &crate::KeyRef, extra: &[String]) -> bool {
+    let is = |w: &String| is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => words(s).iter().any(is),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| words(n).iter().any(is))
+}
+
+/// Whether a key says it is for something other than a lock (`cache_key`, `rate:{ip}`,
+/// `webhook_seen_{id}`): such a key is a lock only where a lock word says so.
+pub fn key_names_other_purpose(key: &crate::KeyRef) -> bool {
+    let is = |w: &String| OTHER_PURPOSE_WORDS.contains(&w.as_str());
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => words(s).iter().any(is),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| words(n).iter().any(is))
 }
 
 /// Whether a function's name says it is a lock operation (`try_lock`, `releaseLock`).

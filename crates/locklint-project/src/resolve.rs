@@ -130,6 +130,16 @@ impl<'a> Index<'a> {
             [one] => Some(**one),
             [] => None,
             many => {
+                // the receiver's declared type picks among methods of the same name
+                if let Some(ty) = &call.receiver_type {
+                    let typed: Vec<_> = many
+                        .iter()
+                        .filter(|id| self.func(***id).impl_type.as_ref() == Some(ty))
+                        .collect();
+                    if let [one] = typed.as_slice() {
+                        return Some(***one);
+                    }
+                }
                 // prefer a definition in the caller's own file
                 let local: Vec<_> = many.iter().filter(|id| id.file == from.file).collect();
                 (local.len() == 1).then(|| **local[0])

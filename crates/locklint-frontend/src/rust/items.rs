@@ -89,6 +89,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         file,
         file_idx: index,
         mentions_redis: lower.contains("redis") || lower.contains("fred"),
+        names_nx_acquire: lower.contains("set_nx") || lower.contains("setnx"),
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,

@@ -3,6 +3,7 @@
 //! `embedded`), or recorded as a call of a possible lock helper.
 
 use super::*;
+use locklint_ir::vocabulary;
 
 /// Methods so common on std types that they are never lock helpers.
 pub(super) fn is_std_method(name: &str) -> bool {
@@ -229,6 +230,7 @@ impl FnWalker<'_> {
                             sources,
                             builder: None,
                             executor,
+                            ty: None,
                         },
                     );
                 }
@@ -369,6 +371,7 @@ impl FnWalker<'_> {
                 name,
                 method: false,
                 on_self: false,
+                receiver_type: None,
                 args,
                 span,
                 result: u,
@@ -378,6 +381,17 @@ impl FnWalker<'_> {
         for a in &c.args {
             self.expr(a, ResultUse::Used);
         }
+    }
+
+    /// Whether a command method's receiver is taken for a Redis client: in a file that talks to
+    /// Redis, or, where the file names an NX acquire, when the command's key is a lock key
+    /// (`funs.cache().set_nx(&lock_key, ..)` on a framework's cache handle).
+    fn speaks_redis(&self, args: &[syn::Expr]) -> bool {
+        self.cx.mentions_redis
+            || (self.cx.names_nx_acquire
+                && args
+                    .first()
+                    .is_some_and(|k| vocabulary::key_names_lock(&key_of(k, self), &[])))
     }
 
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
@@ -458,7 +472,7 @@ impl FnWalker<'_> {
             }
         }
         let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
-        if self.cx.mentions_redis && commands::is_command_method(&name) {
+        if self.speaks_redis(&args) && commands::is_command_method(&name) {
             if let Some(t) = commands::typed(&name, &args, self) {
                 let result = if turbofish_unit(m.turbofish.as_ref()) {
                     ResultUse::Ignored("the reply type is `()`".into())
@@ -496,6 +510,7 @@ impl FnWalker<'_> {
                 name,
                 method: true,
                 on_self: is_self(&m.receiver),
+                receiver_type: self.receiver_type(&m.receiver),
                 args: args_k,
                 span,
                 result: u,
