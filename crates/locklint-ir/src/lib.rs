@@ -362,6 +362,10 @@ pub struct Op {
     pub key: KeyRef,
     pub key_span: Span,
     pub value: Option<(Value, Span)>,
+    /// The value written is this parameter of the function (by position, receiver excluded):
+    /// at a call site of the function, the caller's argument is the value.
+    #[serde(default)]
+    pub value_param: Option<usize>,
     /// The whole command expression.
     pub span: Span,
     /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
@@ -400,6 +404,9 @@ pub struct Call {
     pub receiver_type: Option<String>,
     /// Arguments (excluding the receiver) as key templates.
     pub args: Vec<KeyRef>,
+    /// Arguments as values written, with their spans (a literal is a constant).
+    #[serde(default)]
+    pub values: Vec<(Value, Span)>,
     pub span: Span,
     pub result: ResultUse,
     pub deps: Vec<Dep>,

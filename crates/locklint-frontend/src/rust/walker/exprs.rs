@@ -362,6 +362,7 @@ impl FnWalker<'_> {
             .is_some_and(|ch| ch.is_ascii_uppercase());
         if !is_ctor && !is_std_method(&name) {
             let args = c.args.iter().map(|a| key_of(a, self)).collect();
+            let values = self.arg_values(c.args.iter());
             let id = self.node();
             let span = self
                 .span_of(&*c.func)
@@ -373,6 +374,7 @@ impl FnWalker<'_> {
                 on_self: false,
                 receiver_type: None,
                 args,
+                values,
                 span,
                 result: u,
                 deps: self.current_deps(),
@@ -392,6 +394,11 @@ impl FnWalker<'_> {
                 && args
                     .first()
                     .is_some_and(|k| vocabulary::key_names_lock(&key_of(k, self), &[])))
+    }
+
+    /// A call's arguments as values written, with their spans.
+    fn arg_values<'e>(&self, args: impl Iterator<Item = &'e syn::Expr>) -> Vec<(Value, Span)> {
+        args.map(|a| (value_of(a, self), self.span_of(a))).collect()
     }
 
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
@@ -501,6 +508,7 @@ impl FnWalker<'_> {
         }
         if !is_std_method(&name) {
             let args_k = m.args.iter().map(|a| key_of(a, self)).collect();
+            let values = self.arg_values(m.args.iter());
             let id = self.node();
             let span = self
                 .span_of(&m.method)
@@ -512,6 +520,7 @@ impl FnWalker<'_> {
                 on_self: is_self(&m.receiver),
                 receiver_type: self.receiver_type(&m.receiver),
                 args: args_k,
+                values,
                 span,
                 result: u,
                 deps: self.current_deps(),
