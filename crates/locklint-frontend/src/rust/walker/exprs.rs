@@ -110,10 +110,21 @@ impl FnWalker<'_> {
                 let mark = self.env.len();
                 let mut names = Vec::new();
                 pat_names(&f.pat, &mut names);
+                // one element of `lock_keys` keeps the collection's names as hints of its
+                // purpose; it is a key of its own
+                let hints = (names.len() == 1 && self.depth <= SHALLOW)
+                    .then(|| key_of(&f.expr, self).names)
+                    .filter(|h| !h.is_empty());
                 for n in names {
+                    let key = hints.as_ref().map(|h| {
+                        let mut k = KeyRef::hole(Some(n.clone()));
+                        k.add_names(h.iter().cloned());
+                        k
+                    });
                     self.env.push(
                         n,
                         Binding {
+                            key,
                             ..Default::default()
                         },
                     );
