@@ -317,6 +317,16 @@ fn walk_items(
                     walk_items(cx, items, None, fns, ir);
                 }
             }
+            syn::Item::Struct(s) if !is_test(&s.attrs) => {
+                for f in &s.fields {
+                    let (Some(name), Some(ty)) = (&f.ident, super::types::receiver_name(&f.ty))
+                    else {
+                        continue;
+                    };
+                    ir.field_types
+                        .push((s.ident.to_string(), name.to_string(), ty));
+                }
+            }
             _ => {}
         }
     }

@@ -16,7 +16,7 @@ use locklint_ir::source::{SourceFile, Span};
 use locklint_ir::Origin;
 use locklint_ir::{
     Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
-    ResultUse, SqlExec, Value,
+    Receiver, ResultUse, SqlExec, Value,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -410,6 +410,26 @@ impl<'a> FnWalker<'a> {
                     .find(|(n, _)| *n == name)
                     .map(|(_, t)| t.clone())
             }
+            _ => None,
+        }
+    }
+
+    /// What tells a method call's receiver's type: its declared type, or the field of a
+    /// value whose type is known.
+    fn receiver_of(&self, e: &syn::Expr) -> Option<Box<Receiver>> {
+        if let Some(t) = self.receiver_type(e) {
+            return Some(Box::new(Receiver::Type(t)));
+        }
+        match e {
+            syn::Expr::Reference(r) => self.receiver_of(&r.expr),
+            syn::Expr::Paren(p) => self.receiver_of(&p.expr),
+            syn::Expr::Field(f) => match &f.member {
+                syn::Member::Named(n) => Some(Box::new(Receiver::Field {
+                    owner: self.receiver_type(&f.base)?,
+                    field: n.to_string(),
+                })),
+                syn::Member::Unnamed(_) => None,
+            },
             _ => None,
         }
     }
