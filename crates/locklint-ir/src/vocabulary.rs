@@ -97,23 +97,6 @@ const RENEW_WORDS: &[&str] = &[
 /// Words in a function's name that say it releases what it holds.
 const RELEASE_WORDS: &[&str] = &["release", "unlock"];
 
-/// Words in a key or its names that say what else it is for: a cache entry, a session, a rate
-/// window, a dedup or idempotency marker, a nonce.
-const OTHER_PURPOSE_WORDS: &[&str] = &[
-    "cache",
-    "cached",
-    "session",
-    "ratelimit",
-    "rate",
-    "limiter",
-    "throttle",
-    "dedup",
-    "dedupe",
-    "idempotency",
-    "nonce",
-    "seen",
-];
-
 /// Words in a key that mark a fencing counter.
 const FENCE_WORDS: &[&str] = &[
     "fence",
@@ -204,15 +187,15 @@ pub fn key_names_lock(key: &crate::KeyRef, extra: &[String]) -> bool {
     lit || key.names.iter().any(|n| words(n).iter().any(is))
 }
 
-/// Whether a key says it is for something other than a lock (`cache_key`, `rate:{ip}`,
-/// `webhook_seen_{id}`): such a key is a lock only where a lock word says so.
-pub fn key_names_other_purpose(key: &crate::KeyRef) -> bool {
-    let is = |w: &String| OTHER_PURPOSE_WORDS.contains(&w.as_str());
+/// Whether a key says it is bookkeeping rather than a lock (`cache_key`, `rate_limit:{ip}`,
+/// `dedup:{id}`, see [`has_bookkeeping_word`]), in its literal text or in a name it came
+/// through: such a key is a lock only where a lock word says so.
+pub fn key_names_bookkeeping(key: &crate::KeyRef) -> bool {
     let lit = key.parts.iter().any(|p| match p {
-        crate::Part::Lit(s) => words(s).iter().any(is),
+        crate::Part::Lit(s) => has_bookkeeping_word(&words(s)),
         _ => false,
     });
-    lit || key.names.iter().any(|n| words(n).iter().any(is))
+    lit || key.names.iter().any(|n| has_bookkeeping_word(&words(n)))
 }
 
 /// Whether a function's name says it is a lock operation (`try_lock`, `releaseLock`).
@@ -287,6 +270,18 @@ mod tests {
         ] {
             assert!(!has_bookkeeping_word(&words(k)), "{k}");
         }
+    }
+
+    #[test]
+    fn bookkeeping_keys_by_text_or_name() {
+        let mut by_name = crate::KeyRef::hole(Some("cache_key".into()));
+        by_name.add_names(["cache_key".to_string()]);
+        assert!(key_names_bookkeeping(&by_name));
+        assert!(key_names_bookkeeping(&crate::KeyRef::lit("dedup:{}")));
+        let mut lock = crate::KeyRef::hole(Some("lock_key".into()));
+        lock.add_names(["lock_key".to_string()]);
+        assert!(!key_names_bookkeeping(&lock));
+        assert!(!key_names_bookkeeping(&crate::KeyRef::lit("refund:{}")));
     }
 
     #[test]

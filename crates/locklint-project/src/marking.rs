@@ -94,9 +94,9 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
         for o in &mut t.ops {
             let pattern = key_matches(&o.key, lock_words);
             let scoped = scoped_identity(o);
-            // an NX write that is also deleted or expired, unless the key says it is a cache
-            // entry, a rate window or a marker
-            let used_as_lock = !vocabulary::key_names_other_purpose(&o.key)
+            // an NX write that is also deleted or expired, unless the key says it is
+            // bookkeeping (a cache entry, a rate limit, a marker)
+            let used_as_lock = !vocabulary::key_names_bookkeeping(&o.key)
                 && (scoped
                     .as_ref()
                     .is_some_and(|id| acquired.contains(id) && ended.contains(id))
