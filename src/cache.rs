@@ -28,7 +28,7 @@ pub struct Cache {
 
 /// What a lookup found.
 pub enum Lookup {
-    Hit(FileIr),
+    Hit(Box<FileIr>),
     Miss,
     /// An entry exists but does not read back; it is rebuilt.
     Corrupt,
@@ -78,7 +78,7 @@ impl Entry {
             Ok(mut ir) => {
                 ir.file = file.clone();
                 ir.place_at(index);
-                Lookup::Hit(ir)
+                Lookup::Hit(Box::new(ir))
             }
             Err(_) => Lookup::Corrupt,
         }

@@ -529,7 +529,7 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
 fn analyze_cached(cache: &Cache, index: usize, file: crate::source::FileRef) -> (FileIr, bool) {
     let entry = cache.entry(&file);
     let corrupt = match entry.load(index, &file) {
-        Lookup::Hit(ir) => return (ir, false),
+        Lookup::Hit(ir) => return (*ir, false),
         Lookup::Miss => false,
         Lookup::Corrupt => true,
     };

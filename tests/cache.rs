@@ -175,7 +175,7 @@ fn a_changed_helper_changes_its_callers_findings_on_the_next_warm_run() {
     // the caller ignores whether it got the lock: a finding only while `try_lock` acquires
     std::fs::write(
         src.join("jobs.rs"),
-        "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection) {\n    let _ = try_lock(con, \"lock:nightly\", \"me\", 60_000).await;\n}\n",
+        "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection, token: &str) {\n    let _ = try_lock(con, \"lock:nightly\", token, 60_000).await;\n}\n",
     )
     .unwrap();
     let locks = src.join("locks.rs");

@@ -362,6 +362,10 @@ pub struct Op {
     pub key: KeyRef,
     pub key_span: Span,
     pub value: Option<(Value, Span)>,
+    /// The value written is this parameter of the function (by position, receiver excluded):
+    /// at a call site of the function, the caller's argument is the value.
+    #[serde(default)]
+    pub value_param: Option<usize>,
     /// The whole command expression.
     pub span: Span,
     /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
@@ -386,6 +390,16 @@ pub struct Op {
     pub option_spans: Vec<Span>,
 }
 
+/// What a method call's receiver is declared as.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Receiver {
+    /// A parameter's or an annotated local's type, the impl's type for `self`.
+    Type(String),
+    /// A field of a value of this type (`self.pool`, `state.redis`): its type is the field's
+    /// declared type, looked up project-wide.
+    Field { owner: String, field: String },
+}
+
 /// A call to a function or method that may be a lock helper.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Call {
@@ -394,8 +408,14 @@ pub struct Call {
     /// A method call; `on_self` when the receiver is `self`.
     pub method: bool,
     pub on_self: bool,
+    /// What tells a method call's receiver's type, when something does.
+    #[serde(default)]
+    pub receiver: Option<Box<Receiver>>,
     /// Arguments (excluding the receiver) as key templates.
     pub args: Vec<KeyRef>,
+    /// Arguments as values written, with their spans (a literal is a constant).
+    #[serde(default)]
+    pub values: Vec<(Value, Span)>,
     pub span: Span,
     pub result: ResultUse,
     pub deps: Vec<Dep>,
@@ -620,6 +640,9 @@ pub struct FileIr {
     pub consts: Vec<(String, KeyRef)>,
     /// Struct literal field initialisers: (type, field) → key template.
     pub field_inits: Vec<(String, String, KeyRef)>,
+    /// Struct fields declared with a type whose methods they call: (struct, field, type).
+    #[serde(default)]
+    pub field_types: Vec<(String, String, String)>,
     pub problems: Vec<ParseProblem>,
     /// SQL and Lua texts in this file.
     pub embedded: Vec<Embedded>,
@@ -641,6 +664,7 @@ impl FileIr {
             functions: Vec::new(),
             consts: Vec::new(),
             field_inits: Vec::new(),
+            field_types: Vec::new(),
             problems: Vec::new(),
             embedded: Vec::new(),
             sql: Default::default(),

@@ -176,6 +176,28 @@ pub fn names_lock(text: &str) -> bool {
     words(text).iter().any(|w| is_lock_word(w))
 }
 
+/// Whether a key says it is a lock: a lock word in its literal text or in one of the names it
+/// came through (`lock_key`, `self.job_lock`), or one of the `extra` configured words.
+pub fn key_names_lock(key: &crate::KeyRef, extra: &[String]) -> bool {
+    let is = |w: &String| is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => words(s).iter().any(is),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| words(n).iter().any(is))
+}
+
+/// Whether a key says it is bookkeeping rather than a lock (`cache_key`, `rate_limit:{ip}`,
+/// `dedup:{id}`, see [`has_bookkeeping_word`]), in its literal text or in a name it came
+/// through: such a key is a lock only where a lock word says so.
+pub fn key_names_bookkeeping(key: &crate::KeyRef) -> bool {
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => has_bookkeeping_word(&words(s)),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| has_bookkeeping_word(&words(n)))
+}
+
 /// Whether a function's name says it is a lock operation (`try_lock`, `releaseLock`).
 pub fn is_lock_fn_name(name: &str) -> bool {
     any_word(name, LOCK_FN_WORDS)
@@ -248,6 +270,18 @@ mod tests {
         ] {
             assert!(!has_bookkeeping_word(&words(k)), "{k}");
         }
+    }
+
+    #[test]
+    fn bookkeeping_keys_by_text_or_name() {
+        let mut by_name = crate::KeyRef::hole(Some("cache_key".into()));
+        by_name.add_names(["cache_key".to_string()]);
+        assert!(key_names_bookkeeping(&by_name));
+        assert!(key_names_bookkeeping(&crate::KeyRef::lit("dedup:{}")));
+        let mut lock = crate::KeyRef::hole(Some("lock_key".into()));
+        lock.add_names(["lock_key".to_string()]);
+        assert!(!key_names_bookkeeping(&lock));
+        assert!(!key_names_bookkeeping(&crate::KeyRef::lit("refund:{}")));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! arguments.
 
 use locklint_ir::source::{FileRef, Span};
-use locklint_ir::{Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse};
+use locklint_ir::{Call, Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse, Value};
 use std::collections::HashMap;
 
 use crate::trace::identity;
@@ -49,6 +49,33 @@ pub(crate) fn substitute(key: &KeyRef, callee: &Function, args: &[KeyRef]) -> Ke
     out
 }
 
+/// A value written as a trace sees it, with the file it is written in.
+pub(crate) type SeenValue = Option<(Value, FileRef, Span)>;
+
+/// A call's arguments as values, seen from the root: an argument that is the calling helper's
+/// own parameter is what the helper's caller passed for it.
+fn call_values(
+    call: &Call,
+    func: &Function,
+    file: &FileRef,
+    outer: Option<&[SeenValue]>,
+) -> Vec<SeenValue> {
+    call.args
+        .iter()
+        .zip(&call.values)
+        .map(|(k, (v, span))| {
+            let param = (k.parts.len() == 1 && *v == Value::Dynamic)
+                .then_some(k.param.as_ref())
+                .flatten()
+                .filter(|(i, name)| func.params.get(*i) == Some(name));
+            match (param, outer) {
+                (Some((i, _)), Some(outer)) => outer.get(*i).cloned().flatten(),
+                _ => Some((v.clone(), file.clone(), *span)),
+            }
+        })
+        .collect()
+}
+
 pub(crate) struct Expander<'i, 'a> {
     pub(crate) idx: &'i Index<'a>,
     pub(crate) root: FnId,
@@ -77,6 +104,7 @@ impl<'a> Expander<'_, 'a> {
         &mut self,
         at: FnId,
         args: Option<&[KeyRef]>,
+        values: Option<&[SeenValue]>,
         outer_result: Option<&ResultUse>,
         outer_deps: &[NodeId],
         via: &[(FileRef, Span)],
@@ -104,6 +132,15 @@ impl<'a> Expander<'_, 'a> {
                     let mut deps = self.expand_deps(&op.deps);
                     deps.extend(outer_deps.iter().copied());
                     let id = identity(&key, self.root);
+                    let value = match (op.value_param, values) {
+                        (Some(i), Some(vals)) => vals.get(i).cloned().flatten(),
+                        _ => None,
+                    }
+                    .or_else(|| {
+                        op.value
+                            .as_ref()
+                            .map(|(v, s)| (v.clone(), file.clone(), *s))
+                    });
                     if args.is_some() {
                         self.inlined += 1;
                     }
@@ -118,6 +155,7 @@ impl<'a> Expander<'_, 'a> {
                         deps,
                         via: via.to_vec(),
                         at: root_event.unwrap_or(op.id),
+                        value,
                     });
                 }
                 Event::Call(call) => {
@@ -146,9 +184,11 @@ impl<'a> Expander<'_, 'a> {
                     deps.extend(outer_deps.iter().copied());
                     let mut v = via.to_vec();
                     v.push((file.clone(), call.span));
+                    let seen = call_values(call, func, &file, values);
                     let reads = self.expand(
                         target,
                         Some(&call_args),
+                        Some(&seen),
                         Some(&result),
                         &deps,
                         &v,

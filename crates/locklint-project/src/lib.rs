@@ -95,7 +95,7 @@ pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Proj
             stack: Vec::new(),
             inlined: 0,
         };
-        ex.expand(root, None, None, &[], &[], None);
+        ex.expand(root, None, None, None, &[], &[], None);
         traces.push(Trace::new(
             idx.func(root),
             files[root.file].file.clone(),

@@ -2,19 +2,13 @@
 //! key parameter of a lock function) and the facts rules consult across traces.
 
 use crate::{scoped_identity, FixSettings, Trace, TraceOp};
-use locklint_ir::vocabulary::{self, words};
+use locklint_ir::vocabulary;
 use locklint_ir::{KeyIdentity, KeyRef, NodeId, OpKind, Part, ScopedKey};
 use std::collections::{HashMap, HashSet};
 
 /// (a) with extra lock words from the configuration (`lock-key-patterns`).
 pub fn key_matches(key: &KeyRef, extra: &[String]) -> bool {
-    let is =
-        |w: &String| vocabulary::is_lock_word(w) || extra.iter().any(|x| x.eq_ignore_ascii_case(w));
-    let lit = key.parts.iter().any(|p| match p {
-        Part::Lit(s) => words(s).iter().any(is),
-        _ => false,
-    });
-    lit || key.names.iter().any(|n| words(n).iter().any(is))
+    vocabulary::key_names_lock(key, extra)
 }
 
 /// Whether a declared key template (`lock:report:{id}`: `{...}` matches any text) matches a key.
@@ -100,12 +94,15 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
         for o in &mut t.ops {
             let pattern = key_matches(&o.key, lock_words);
             let scoped = scoped_identity(o);
-            let used_as_lock = scoped
-                .as_ref()
-                .is_some_and(|id| acquired.contains(id) && ended.contains(id))
-                || o.identity
+            // an NX write that is also deleted or expired, unless the key says it is
+            // bookkeeping (a cache entry, a rate limit, a marker)
+            let used_as_lock = !vocabulary::key_names_bookkeeping(&o.key)
+                && (scoped
                     .as_ref()
-                    .is_some_and(|id| local_acquired.contains(id) && local_ended.contains(id));
+                    .is_some_and(|id| acquired.contains(id) && ended.contains(id))
+                    || o.identity
+                        .as_ref()
+                        .is_some_and(|id| local_acquired.contains(id) && local_ended.contains(id)));
             // the key is exactly the function's parameter or a field of `self`
             let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
             let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)

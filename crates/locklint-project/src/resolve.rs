@@ -1,7 +1,7 @@
 //! Cross-file resolution: functions by name, consts and struct field initialisers, key
 //! helpers, and which functions reach Redis (directly or through helpers).
 
-use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef, Part};
+use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef, Part, Receiver};
 use std::collections::{HashMap, HashSet};
 
 pub(crate) struct Index<'a> {
@@ -9,6 +9,8 @@ pub(crate) struct Index<'a> {
     pub(crate) consts: HashMap<String, Option<KeyRef>>,
     pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
     pub(crate) by_name: HashMap<&'a str, Vec<FnId>>,
+    /// Declared types of struct fields, project-wide: `None` where two declarations differ.
+    pub(crate) field_types: HashMap<(&'a str, &'a str), Option<&'a str>>,
     pub(crate) touches: HashSet<FnId>,
     /// Per function, the call sites that reach it: (caller, index of the call in its events).
     pub(crate) callers: HashMap<FnId, Vec<(FnId, usize)>>,
@@ -31,7 +33,18 @@ impl<'a> Index<'a> {
         let mut consts = HashMap::new();
         let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
         let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::new();
+        let mut field_types: HashMap<(&str, &str), Option<&str>> = HashMap::new();
         for (fi, f) in files.iter().enumerate() {
+            for (owner, field, ty) in &f.field_types {
+                field_types
+                    .entry((owner.as_str(), field.as_str()))
+                    .and_modify(|t| {
+                        if *t != Some(ty.as_str()) {
+                            *t = None;
+                        }
+                    })
+                    .or_insert(Some(ty.as_str()));
+            }
             for (n, k) in &f.consts {
                 merge_unique(&mut consts, n.clone(), k.clone());
             }
@@ -59,6 +72,7 @@ impl<'a> Index<'a> {
             consts,
             fields,
             by_name,
+            field_types,
             touches: HashSet::new(),
             callers: HashMap::new(),
         };
@@ -130,10 +144,32 @@ impl<'a> Index<'a> {
             [one] => Some(**one),
             [] => None,
             many => {
+                // the receiver's declared type picks among methods of the same name
+                if let Some(ty) = self.receiver_type(call) {
+                    let typed: Vec<_> = many
+                        .iter()
+                        .filter(|id| self.func(***id).impl_type.as_deref() == Some(ty))
+                        .collect();
+                    if let [one] = typed.as_slice() {
+                        return Some(***one);
+                    }
+                }
                 // prefer a definition in the caller's own file
                 let local: Vec<_> = many.iter().filter(|id| id.file == from.file).collect();
                 (local.len() == 1).then(|| **local[0])
             }
+        }
+    }
+
+    /// The declared type of a method call's receiver: its own, or its field's declaration.
+    fn receiver_type<'c>(&'c self, call: &'c Call) -> Option<&'c str> {
+        match call.receiver.as_deref()? {
+            Receiver::Type(ty) => Some(ty),
+            Receiver::Field { owner, field } => self
+                .field_types
+                .get(&(owner.as_str(), field.as_str()))
+                .copied()
+                .flatten(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::ttl;
 use locklint_ir::source::{FileRef, Span};
-use locklint_ir::{FnId, Function, KeyIdentity, KeyRef, NodeId, Op, ResultUse, ScopedKey};
+use locklint_ir::{FnId, Function, KeyIdentity, KeyRef, NodeId, Op, ResultUse, ScopedKey, Value};
 use std::collections::HashMap;
 
 /// One operation as seen from a root function, after helper expansion.
@@ -28,6 +28,10 @@ pub struct TraceOp<'a> {
     /// The root function's event at which this operation happens (the op itself, or the
     /// outermost call that leads to it): orders it against the root's other events.
     pub at: NodeId,
+    /// The value written as the trace sees it: the operation's own, or the caller's argument
+    /// where a helper writes its parameter (`pool.set_if_absent(&key, "LOCKED", ..)`), with
+    /// the file it is written in.
+    pub value: Option<(Value, FileRef, Span)>,
 }
 
 impl TraceOp<'_> {

@@ -36,13 +36,13 @@ impl Rule for ConstantLockValue {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;
             }
-            let Some((Value::Constant(text), span)) = &o.op.value else {
+            let Some((Value::Constant(text), file, span)) = &o.value else {
                 continue;
             };
             let key = key_text(o);
             let d = diagnostic(
                 &INFO,
-                (o.file.clone(), *span),
+                (file.clone(), *span),
                 "the same value for every holder",
                 format!(
                     "lock `{key}` is taken with the constant value `{text}`; every holder writes the same value, so a holder cannot tell its own lock from another's"
@@ -60,11 +60,11 @@ impl Rule for ConstantLockValue {
 
 /// The constant value of an acquire replaced by a random token.
 fn random_token(o: &TraceOp) -> Option<Fix> {
-    let (_, vspan) = o.op.value.as_ref()?;
+    let (_, file, vspan) = o.value.as_ref()?;
     fix(
         "write a random token instead of the constant (keep it to release and renew the lock)"
             .to_string(),
         Applicability::DisplayOnly,
-        vec![edit(&o.file, *vspan, "uuid::Uuid::new_v4().to_string()")],
+        vec![edit(file, *vspan, "uuid::Uuid::new_v4().to_string()")],
     )
 }

@@ -172,9 +172,9 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                             }
                         }
                     }
-                    let token = match &o.op.value {
-                        Some((Value::Constant(_), _)) => TokenKind::Constant,
-                        Some((Value::Dynamic, _)) => TokenKind::Unique,
+                    let token = match &o.value {
+                        Some((Value::Constant(_), _, _)) => TokenKind::Constant,
+                        Some((Value::Dynamic, _, _)) => TokenKind::Unique,
                         None => TokenKind::None,
                     };
                     acquires.push((

@@ -89,6 +89,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         file,
         file_idx: index,
         mentions_redis: lower.contains("redis") || lower.contains("fred"),
+        names_nx_acquire: lower.contains("set_nx") || lower.contains("setnx"),
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
@@ -314,6 +315,16 @@ fn walk_items(
             syn::Item::Mod(m) if !is_test(&m.attrs) => {
                 if let Some((_, items)) = &m.content {
                     walk_items(cx, items, None, fns, ir);
+                }
+            }
+            syn::Item::Struct(s) if !is_test(&s.attrs) => {
+                for f in &s.fields {
+                    let (Some(name), Some(ty)) = (&f.ident, super::types::receiver_name(&f.ty))
+                    else {
+                        continue;
+                    };
+                    ir.field_types
+                        .push((s.ident.to_string(), name.to_string(), ty));
                 }
             }
             _ => {}

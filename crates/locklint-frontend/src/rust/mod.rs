@@ -9,6 +9,7 @@ mod keys;
 mod literal;
 pub mod names;
 mod spans;
+mod types;
 mod walker;
 
 pub use commands::{builder, typed, CmdArg};

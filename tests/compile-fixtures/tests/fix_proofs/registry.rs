@@ -74,6 +74,10 @@ pub const PROOFS: &[(&str, &str)] = &[
         "separate_expire::set_nx_then_expire",
     ),
     (
+        "separate-expire/bad_spin_loop_break.rs.fixed",
+        "separate_expire::spin_loop_break",
+    ),
+    (
         "setnx-without-expiry/bad_fred_nx_no_expiration.rs.fixed",
         "setnx_without_expiry::fred_nx_no_expiration",
     ),
@@ -108,6 +112,10 @@ pub const PROOFS: &[(&str, &str)] = &[
     (
         "suppression-unknown-rule/bad_typo.rs.fixed",
         "setnx_without_expiry::typo",
+    ),
+    (
+        "unconditional-release/bad_compare_all_keys_then_delete.rs.fixed",
+        "unconditional_release::compare_all_keys_then_delete",
     ),
     (
         "unconditional-release/bad_get_compare_del.rs.fixed",
@@ -168,6 +176,10 @@ pub const EXEMPT: &[(&str, &str)] = &[
     (
         "unused-suppression/bad_wrong_rule.rs.fixed",
         "the fix deletes a suppression comment: no code path changes",
+    ),
+    (
+        "unconditional-release/bad_compare_all_keys_then_delete.rs.redis-8.4.fixed",
+        REDIS_8_4_REASON,
     ),
     (
         "unconditional-release/bad_get_compare_del.rs.redis-8.4.fixed",

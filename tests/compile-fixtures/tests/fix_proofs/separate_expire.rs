@@ -60,6 +60,46 @@ async fn set_nx_then_expire() {
     assert_eq!(value(&mut con, &key).await, None, "acquired and released");
 }
 
+/// The acquire is the condition of a spin loop; the same interleaving: the process dies after
+/// it won the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_loop_break() {
+    let redis = redis();
+    let mut con = redis.conn().await;
+    let shard = crate::redis_state::random_id() as u32;
+    let key = format!("lock:index-rebuild:{shard}");
+
+    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
+        fx::bad_spin_loop_break::rebuild_index(&mut connect(&url).await, shard, "me").await
+    })
+    .await;
+    assert!(died.is_err());
+    assert_eq!(
+        pttl(&mut con, &key).await,
+        -1,
+        "the original left a lock that never expires"
+    );
+    crate::redis_state::delete(&mut con, &[&key]).await;
+
+    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
+        fx::bad_spin_loop_break_fixed::rebuild_index(&mut connect(&url).await, shard, "me").await
+    })
+    .await;
+    assert!(died.is_err());
+    let ttl = pttl(&mut con, &key).await;
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "the fixed acquire set the expiry ({ttl} ms)"
+    );
+    crate::redis_state::delete(&mut con, &[&key]).await;
+
+    // free: acquired and released
+    fx::bad_spin_loop_break_fixed::rebuild_index(&mut con, shard, "me")
+        .await
+        .unwrap();
+    assert_eq!(value(&mut con, &key).await, None, "acquired and released");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fred_set_then_pexpire() {
     let redis = redis();

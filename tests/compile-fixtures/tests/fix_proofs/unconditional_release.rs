@@ -79,6 +79,68 @@ async fn get_compare_del() {
     );
 }
 
+/// Two seats locked together: the client compares every holder, then deletes key by key; the
+/// first seat passes to another holder just before its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_all_keys_then_delete() {
+    // a server of its own: no script is loaded there unless the code under test loads it
+    let redis = RedisServer::start();
+    let show = unique("fix-release-compare-all-keys");
+    let keys = vec![format!("lock:seat:{show}:1"), format!("lock:seat:{show}:2")];
+    let mut con = redis.conn().await;
+
+    for k in &keys {
+        hold(&mut con, k, TOKEN).await;
+    }
+    let ks = keys.clone();
+    let (released, left) = after_take_over(&redis.url(), &keys[0], RELEASE, |url| async move {
+        let mut c = connect(&url).await;
+        fx::bad_compare_all_keys_then_delete::release_seats(&mut c, &ks, TOKEN)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert!(released, "the original reports its release as done");
+    assert_eq!(left, None, "the original deleted the other holder's lock");
+
+    for k in &keys {
+        hold(&mut con, k, TOKEN).await;
+    }
+    let ks = keys.clone();
+    let (released, left) = after_take_over(&redis.url(), &keys[0], RELEASE, |url| async move {
+        let mut c = connect(&url).await;
+        fx::bad_compare_all_keys_then_delete_fixed::release_seats(&mut c, &ks, TOKEN)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert!(released);
+    assert_eq!(
+        left.as_deref(),
+        Some(OTHER),
+        "the fixed release kept the other holder's lock"
+    );
+    assert_eq!(
+        value(&mut con, &keys[1]).await,
+        None,
+        "the fixed release released its own seat"
+    );
+    crate::redis_state::delete(&mut con, &[&keys[0]]).await;
+
+    // fixed, no interleaving: every seat is released
+    for k in &keys {
+        hold(&mut con, k, TOKEN).await;
+    }
+    assert!(
+        fx::bad_compare_all_keys_then_delete_fixed::release_seats(&mut con, &keys, TOKEN)
+            .await
+            .unwrap()
+    );
+    for k in &keys {
+        assert_eq!(value(&mut con, k).await, None, "released");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_del_async() {
     // a server of its own: no script is loaded there unless the code under test loads it

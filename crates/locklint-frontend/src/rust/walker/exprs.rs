@@ -3,6 +3,7 @@
 //! `embedded`), or recorded as a call of a possible lock helper.
 
 use super::*;
+use locklint_ir::vocabulary;
 
 /// Methods so common on std types that they are never lock helpers.
 pub(super) fn is_std_method(name: &str) -> bool {
@@ -109,10 +110,21 @@ impl FnWalker<'_> {
                 let mark = self.env.len();
                 let mut names = Vec::new();
                 pat_names(&f.pat, &mut names);
+                // one element of `lock_keys` keeps the collection's names as hints of its
+                // purpose; it is a key of its own
+                let hints = (names.len() == 1 && self.depth <= SHALLOW)
+                    .then(|| key_of(&f.expr, self).names)
+                    .filter(|h| !h.is_empty());
                 for n in names {
+                    let key = hints.as_ref().map(|h| {
+                        let mut k = KeyRef::hole(Some(n.clone()));
+                        k.add_names(h.iter().cloned());
+                        k
+                    });
                     self.env.push(
                         n,
                         Binding {
+                            key,
                             ..Default::default()
                         },
                     );
@@ -229,6 +241,7 @@ impl FnWalker<'_> {
                             sources,
                             builder: None,
                             executor,
+                            ty: None,
                         },
                     );
                 }
@@ -360,6 +373,7 @@ impl FnWalker<'_> {
             .is_some_and(|ch| ch.is_ascii_uppercase());
         if !is_ctor && !is_std_method(&name) {
             let args = c.args.iter().map(|a| key_of(a, self)).collect();
+            let values = self.arg_values(c.args.iter());
             let id = self.node();
             let span = self
                 .span_of(&*c.func)
@@ -369,7 +383,9 @@ impl FnWalker<'_> {
                 name,
                 method: false,
                 on_self: false,
+                receiver: None,
                 args,
+                values,
                 span,
                 result: u,
                 deps: self.current_deps(),
@@ -378,6 +394,22 @@ impl FnWalker<'_> {
         for a in &c.args {
             self.expr(a, ResultUse::Used);
         }
+    }
+
+    /// Whether a command method's receiver is taken for a Redis client: in a file that talks to
+    /// Redis, or, where the file names an NX acquire, when the command's key is a lock key
+    /// (`funs.cache().set_nx(&lock_key, ..)` on a framework's cache handle).
+    fn speaks_redis(&self, args: &[syn::Expr]) -> bool {
+        self.cx.mentions_redis
+            || (self.cx.names_nx_acquire
+                && args
+                    .first()
+                    .is_some_and(|k| vocabulary::key_names_lock(&key_of(k, self), &[])))
+    }
+
+    /// A call's arguments as values written, with their spans.
+    fn arg_values<'e>(&self, args: impl Iterator<Item = &'e syn::Expr>) -> Vec<(Value, Span)> {
+        args.map(|a| (value_of(a, self), self.span_of(a))).collect()
     }
 
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
@@ -458,7 +490,7 @@ impl FnWalker<'_> {
             }
         }
         let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
-        if self.cx.mentions_redis && commands::is_command_method(&name) {
+        if self.speaks_redis(&args) && commands::is_command_method(&name) {
             if let Some(t) = commands::typed(&name, &args, self) {
                 let result = if turbofish_unit(m.turbofish.as_ref()) {
                     ResultUse::Ignored("the reply type is `()`".into())
@@ -487,6 +519,7 @@ impl FnWalker<'_> {
         }
         if !is_std_method(&name) {
             let args_k = m.args.iter().map(|a| key_of(a, self)).collect();
+            let values = self.arg_values(m.args.iter());
             let id = self.node();
             let span = self
                 .span_of(&m.method)
@@ -496,7 +529,9 @@ impl FnWalker<'_> {
                 name,
                 method: true,
                 on_self: is_self(&m.receiver),
+                receiver: self.receiver_of(&m.receiver),
                 args: args_k,
+                values,
                 span,
                 result: u,
                 deps: self.current_deps(),

@@ -298,6 +298,10 @@ impl FnWalker<'_> {
             self.deps.extend(sources.iter().copied());
         }
         let single = names.len() == 1 && self.depth <= SHALLOW;
+        let ty = match &l.pat {
+            syn::Pat::Type(t) => super::super::types::receiver_name(&t.ty),
+            _ => None,
+        };
         let executor = if single {
             self.executor_of(&init.expr)
         } else {
@@ -322,6 +326,7 @@ impl FnWalker<'_> {
                     sources: sources.clone(),
                     builder,
                     executor,
+                    ty: ty.clone(),
                 },
             );
         }

@@ -16,7 +16,7 @@ use locklint_ir::source::{SourceFile, Span};
 use locklint_ir::Origin;
 use locklint_ir::{
     Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
-    ResultUse, SqlExec, Value,
+    Receiver, ResultUse, SqlExec, Value,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -35,6 +35,9 @@ pub struct FileCtx<'a> {
     pub file_idx: usize,
     /// The file talks to Redis (mentions `redis` or `fred`): typed command methods are recognised.
     pub mentions_redis: bool,
+    /// The file names an NX acquire (`set_nx`, `setnx`): command methods of a client the file
+    /// does not name (a framework's cache handle) are recognised on lock keys.
+    pub names_nx_acquire: bool,
     pub consts: &'a HashMap<String, KeyRef>,
     /// The file mentions sqlx: `query(..)` calls are sqlx's.
     pub sqlx: bool,
@@ -57,6 +60,8 @@ struct Binding {
     sources: Vec<Dep>,
     builder: Option<usize>,
     executor: Option<Executor>,
+    /// The type the binding is declared with (`let pool: &RedisPool = ..`).
+    ty: Option<String>,
 }
 
 pub struct FnWalker<'a> {
@@ -86,6 +91,8 @@ pub struct FnWalker<'a> {
     embedded_base: usize,
     /// Declared types of parameters, for telling pools from connections.
     param_types: Vec<(String, String)>,
+    /// Parameters whose declared type names one type whose methods they call.
+    param_receivers: Vec<(String, String)>,
     /// How many macro invocations the walk is inside.
     macro_depth: usize,
 }
@@ -237,6 +244,7 @@ impl<'a> FnWalker<'a> {
     ) -> Self {
         let mut params = Vec::new();
         let mut param_types = Vec::new();
+        let mut param_receivers = Vec::new();
         let mut has_self = false;
         for input in &sig.inputs {
             match input {
@@ -247,6 +255,9 @@ impl<'a> FnWalker<'a> {
                     let name = names.into_iter().next().unwrap_or_default();
                     let ty = quote::ToTokens::to_token_stream(&t.ty).to_string();
                     param_types.push((name.clone(), ty));
+                    if let Some(r) = super::types::receiver_name(&t.ty) {
+                        param_receivers.push((name.clone(), r));
+                    }
                     params.push(name);
                 }
             }
@@ -274,6 +285,7 @@ impl<'a> FnWalker<'a> {
             embedded: Vec::new(),
             embedded_base,
             param_types,
+            param_receivers,
             macro_depth: 0,
         }
     }
@@ -374,6 +386,52 @@ impl<'a> FnWalker<'a> {
             item_slot: None,
         };
         (f, self.nested, self.field_inits, self.embedded)
+    }
+
+    /// The declared type of a method call's receiver: `self` (the impl's type), a parameter
+    /// or a local declared with a type that names one type.
+    fn receiver_type(&self, e: &syn::Expr) -> Option<String> {
+        match e {
+            syn::Expr::Reference(r) => self.receiver_type(&r.expr),
+            syn::Expr::Paren(p) => self.receiver_type(&p.expr),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
+                self.receiver_type(&u.expr)
+            }
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                if name == "self" {
+                    return self.impl_type.clone();
+                }
+                if let Some(b) = self.lookup(&name) {
+                    return b.ty.clone();
+                }
+                self.param_receivers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, t)| t.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// What tells a method call's receiver's type: its declared type, or the field of a
+    /// value whose type is known.
+    fn receiver_of(&self, e: &syn::Expr) -> Option<Box<Receiver>> {
+        if let Some(t) = self.receiver_type(e) {
+            return Some(Box::new(Receiver::Type(t)));
+        }
+        match e {
+            syn::Expr::Reference(r) => self.receiver_of(&r.expr),
+            syn::Expr::Paren(p) => self.receiver_of(&p.expr),
+            syn::Expr::Field(f) => match &f.member {
+                syn::Member::Named(n) => Some(Box::new(Receiver::Field {
+                    owner: self.receiver_type(&f.base)?,
+                    field: n.to_string(),
+                })),
+                syn::Member::Unnamed(_) => None,
+            },
+            _ => None,
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<&Binding> {

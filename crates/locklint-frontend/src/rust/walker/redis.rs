@@ -124,9 +124,12 @@ impl FnWalker<'_> {
         let Some(key) = args.get(key_arg) else {
             return;
         };
-        let value = value_arg
-            .and_then(|i| args.get(i))
-            .map(|a| (a.value.clone(), a.span));
+        let value_at = value_arg.and_then(|i| args.get(i));
+        let value = value_at.map(|a| (a.value.clone(), a.span));
+        let whole_param = |a: &&PendingArg| a.key.parts.len() == 1 && a.value == Value::Dynamic;
+        let value_param = value_at
+            .filter(whole_param)
+            .and_then(|a| a.key.param.as_ref().map(|(i, _)| *i));
         let id = self.node();
         self.events.push(Event::Op(Box::new(Op {
             id,
@@ -135,6 +138,7 @@ impl FnWalker<'_> {
             key: key.key.clone(),
             key_span: key.span,
             value,
+            value_param,
             span,
             stmt: None,
             in_macro: self.macro_depth > 0,
