@@ -380,6 +380,10 @@ pub struct Op {
     pub watched: bool,
     /// The receiver of a typed command method: `self.con` of `self.con.del(..)`.
     pub receiver: Option<Span>,
+    /// The variable the receiver is reached from (`self` of `self.con`, `con` of `&mut *con`),
+    /// when it is a path of fields from one.
+    #[serde(default)]
+    pub receiver_root: Option<String>,
     /// The command's arguments after its name, each as written: a typed method's arguments,
     /// or a builder's `.arg(..)`s.
     pub args: Vec<Span>,
@@ -451,6 +455,9 @@ pub struct Function {
     pub impl_type: Option<String>,
     pub has_self: bool,
     pub params: Vec<String>,
+    /// Each parameter's declared type as written (`&mut redis::Connection`), by position.
+    #[serde(default)]
+    pub param_types: Vec<String>,
     /// The function's name.
     pub span: Span,
     /// The whole function, from its signature to the end of its body.
@@ -467,6 +474,12 @@ pub struct Function {
 }
 
 impl Function {
+    /// The declared type of parameter `name`, as written.
+    pub fn param_type(&self, name: &str) -> Option<&str> {
+        let at = self.params.iter().position(|p| p == name)?;
+        self.param_types.get(at).map(String::as_str)
+    }
+
     /// The uses of one identifier, in source order (a binary search of the sorted `uses`).
     pub fn uses_of(&self, name: &str) -> &[(String, usize)] {
         let from = self.uses.partition_point(|(n, _)| n.as_str() < name);

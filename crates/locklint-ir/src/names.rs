@@ -18,7 +18,22 @@ pub struct RustNames {
     pub self_fields: HashSet<String>,
     /// Whether a path goes through `fred::`.
     pub fred: bool,
+    /// Whether a path goes through `redis::`.
+    pub redis_path: bool,
+    /// Whether a `use` of redis-rs brings its command traits into scope.
+    pub redis_traits: bool,
 }
+
+/// What a `use redis::...` item names that brings redis-rs's command traits into scope: the four
+/// traits, then the imports that bring them all.
+pub const REDIS_TRAIT_IMPORTS: &[&str] = &[
+    "Commands",
+    "AsyncCommands",
+    "TypedCommands",
+    "AsyncTypedCommands",
+    "prelude",
+    "*",
+];
 
 impl RustNames {
     /// Whether a `const` or `static` item anywhere in the file has this name.
@@ -45,5 +60,16 @@ impl RustNames {
     /// Whether the file names a path through `fred::` (the fred client).
     pub fn mentions_fred(&self) -> bool {
         self.fred
+    }
+
+    /// Whether the file names a path through `redis::` (redis-rs).
+    pub fn mentions_redis_path(&self) -> bool {
+        self.redis_path
+    }
+
+    /// Whether the file imports redis-rs's command traits (`use redis::AsyncCommands`,
+    /// `redis::prelude::*`, `redis::*` ...), which its typed command methods need.
+    pub fn imports_redis_traits(&self) -> bool {
+        self.redis_traits
     }
 }

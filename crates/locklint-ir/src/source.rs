@@ -228,9 +228,6 @@ pub struct SourceFile {
     pub lines: LineIndex,
     /// What the text declares and names, indexed the first time a fix asks (Rust files).
     pub rust_names: std::sync::OnceLock<crate::names::RustNames>,
-    /// Whether the file brings redis-rs's command traits into scope, read once by the fixes
-    /// that need to know.
-    pub redis_traits: std::sync::OnceLock<bool>,
     /// The redis-rs command trait import a fix may leave unused: the span that removes it, and
     /// where the file's code may still need it (method calls no redis-rs trait lacks for sure,
     /// the trait's name); read once by the fixes that need to know.
@@ -249,7 +246,6 @@ impl SourceFile {
             text,
             lines,
             rust_names: Default::default(),
-            redis_traits: std::sync::OnceLock::new(),
             trait_import: std::sync::OnceLock::new(),
         })
     }

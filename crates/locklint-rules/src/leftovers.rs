@@ -532,7 +532,7 @@ pub fn trait_import_left_unused(
 /// The command trait a removed `use` text names.
 fn trait_named(removed: &str) -> Option<&'static str> {
     let toks = lex(removed, 0);
-    super::client::TRAITS[..4]
+    locklint_ir::names::REDIS_TRAIT_IMPORTS[..4]
         .iter()
         .copied()
         .find(|t| toks.iter().any(|k| k.text == *t))
@@ -581,7 +581,7 @@ fn trait_import(text: &str) -> Option<(Span, Vec<usize>)> {
             continue;
         }
         for (k, t) in item.iter().enumerate() {
-            if super::client::TRAITS[..4].contains(&t.text) {
+            if locklint_ir::names::REDIS_TRAIT_IMPORTS[..4].contains(&t.text) {
                 if found.is_some() {
                     return None;
                 }

@@ -3,7 +3,7 @@
 //! taken? is there a `self.token` field? is this fred code?) answered from one index instead
 //! of a search of the text per finding.
 
-use locklint_ir::names::RustNames;
+use locklint_ir::names::{RustNames, REDIS_TRAIT_IMPORTS};
 use locklint_ir::source::{SourceFile, Span};
 use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
 
@@ -62,6 +62,22 @@ pub fn of(text: &str) -> RustNames {
             Some("fred") if is_punct(i + 1, K::Colon) && is_punct(i + 2, K::Colon) => {
                 names.fred = true;
             }
+            Some("redis") if is_punct(i + 1, K::Colon) && is_punct(i + 2, K::Colon) => {
+                names.redis_path = true;
+            }
+            Some("use") if !names.redis_traits => {
+                // the item up to its `;`: a path from `redis` that names a command trait
+                let end = (i..tokens.len())
+                    .find(|&k| tokens[k].0 == K::Semi)
+                    .unwrap_or(tokens.len());
+                let text_of = |k: usize| text.get(tokens[k].1.start..tokens[k].1.end);
+                let from_redis = (i + 1..end)
+                    .find(|&k| tokens[k].0 != K::Colon)
+                    .is_some_and(|k| text_of(k) == Some("redis"));
+                names.redis_traits = from_redis
+                    && (i + 1..end)
+                        .any(|k| text_of(k).is_some_and(|t| REDIS_TRAIT_IMPORTS.contains(&t)));
+            }
             _ => {}
         }
     }
@@ -91,5 +107,29 @@ mod tests {
         assert!(!n.reads_self_field("commented") && !n.reads_self_field("quoted"));
         assert!(n.mentions_fred());
         assert!(!of("// fred::x\nfn f() {}\n").mentions_fred());
+        assert!(!n.mentions_redis_path() && !n.imports_redis_traits());
+    }
+
+    #[test]
+    fn redis_rs_command_traits_come_from_redis_imports() {
+        for text in [
+            "use redis::AsyncCommands;",
+            "use redis::{Client, Commands};",
+            "use ::redis::prelude::*;",
+            "use redis::*;",
+            "mod m { use redis::TypedCommands; }",
+        ] {
+            let n = of(text);
+            assert!(n.imports_redis_traits(), "{text}");
+            assert!(n.mentions_redis_path(), "{text}");
+        }
+        for text in [
+            "use cache::Commands;\nuse redis::Client;",
+            "fn f() {}",
+            "// use redis::Commands;\n",
+            "use other::redis::Commands;",
+        ] {
+            assert!(!of(text).imports_redis_traits(), "{text}");
+        }
     }
 }

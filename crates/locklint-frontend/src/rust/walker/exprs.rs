@@ -509,8 +509,10 @@ impl FnWalker<'_> {
                 if self.events.len() > before {
                     let receiver = self.span_of(&*m.receiver);
                     let options = self.option_bindings(&args);
+                    let root = receiver_root(&m.receiver);
                     if let Some(Event::Op(op)) = self.events.last_mut() {
                         op.receiver = Some(receiver);
+                        op.receiver_root = root;
                         op.option_spans = options;
                     }
                 }

@@ -213,6 +213,18 @@ fn path_last(e: &syn::Expr) -> Option<(String, String)> {
     }
 }
 
+/// The variable a receiver is reached from through fields, references and dereferences
+/// (`self` of `&mut self.con`, `con` of `*con`); `None` for anything computed.
+fn receiver_root(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        syn::Expr::Field(f) => receiver_root(&f.base),
+        syn::Expr::Reference(r) => receiver_root(&r.expr),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => receiver_root(&u.expr),
+        _ => None,
+    }
+}
+
 fn is_self(e: &syn::Expr) -> bool {
     match e {
         syn::Expr::Path(p) => p.path.is_ident("self"),
@@ -253,7 +265,7 @@ impl<'a> FnWalker<'a> {
                     let mut names = Vec::new();
                     pat_names(&t.pat, &mut names);
                     let name = names.into_iter().next().unwrap_or_default();
-                    let ty = quote::ToTokens::to_token_stream(&t.ty).to_string();
+                    let ty = cx.file.snippet(spans::of(cx.file, &*t.ty)).to_string();
                     param_types.push((name.clone(), ty));
                     if let Some(r) = super::types::receiver_name(&t.ty) {
                         param_receivers.push((name.clone(), r));
@@ -296,6 +308,7 @@ impl<'a> FnWalker<'a> {
             impl_type: self.impl_type.clone(),
             has_self: self.has_self,
             params: self.params.clone(),
+            param_types: self.param_types.iter().map(|(_, t)| t.clone()).collect(),
             span: self.span,
             whole: self.span,
             events: Vec::new(),
@@ -378,6 +391,7 @@ impl<'a> FnWalker<'a> {
             impl_type: self.impl_type.clone(),
             has_self: self.has_self,
             params: self.params.clone(),
+            param_types: self.param_types.iter().map(|(_, t)| t.clone()).collect(),
             span: self.span,
             whole: self.span,
             events: std::mem::take(&mut self.events),

@@ -147,6 +147,7 @@ impl FnWalker<'_> {
             channel,
             watched: self.watched > 0,
             receiver: None,
+            receiver_root: None,
             args: args.iter().map(|a| a.span).collect(),
             option_spans: Vec::new(),
         })));
