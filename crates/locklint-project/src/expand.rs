@@ -162,7 +162,7 @@ impl<'a> Expander<'_, 'a> {
                     if self.stack.len() > MAX_INLINE_DEPTH || self.inlined >= MAX_INLINED_OPS {
                         continue;
                     }
-                    let Some(target) = self.idx.resolve(call, at) else {
+                    let Some(target) = self.idx.target(call) else {
                         continue;
                     };
                     if !self.idx.touches.contains(&target) || self.stack.contains(&target) {

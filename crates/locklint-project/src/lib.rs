@@ -55,9 +55,9 @@ impl<'a> Project<'a> {
             .collect()
     }
 
-    /// The function a call in `from` reaches, when it can be told.
-    pub fn callee(&self, call: &Call, from: FnId) -> Option<FnId> {
-        self.index.resolve(call, from)
+    /// The function a call reaches, when it can be told (the call graph is resolved once).
+    pub fn callee(&self, call: &Call) -> Option<FnId> {
+        self.index.target(call)
     }
 
     /// A key template with its project-wide consts, struct fields and key helpers resolved.

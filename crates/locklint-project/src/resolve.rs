@@ -14,6 +14,8 @@ pub(crate) struct Index<'a> {
     pub(crate) touches: HashSet<FnId>,
     /// Per function, the call sites that reach it: (caller, index of the call in its events).
     pub(crate) callers: HashMap<FnId, Vec<(FnId, usize)>>,
+    /// The call graph, resolved once: each call (by node) and the function it reaches.
+    targets: HashMap<locklint_ir::NodeId, FnId>,
 }
 
 pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
@@ -75,9 +77,15 @@ impl<'a> Index<'a> {
             field_types,
             touches: HashSet::new(),
             callers: HashMap::new(),
+            targets: HashMap::new(),
         };
         idx.compute_touches();
         idx
+    }
+
+    /// The function a call reaches, from the call graph resolved when the index was built.
+    pub(crate) fn target(&self, call: &Call) -> Option<FnId> {
+        self.targets.get(&call.id).copied()
     }
 
     pub(crate) fn func(&self, at: FnId) -> &'a Function {
@@ -97,6 +105,7 @@ impl<'a> Index<'a> {
                 for (at, e) in func.events.iter().enumerate() {
                     if let Event::Call(c) = e {
                         if let Some(t) = self.resolve(c, FnId { file: fi, func: fj }) {
+                            self.targets.insert(c.id, t);
                             callers
                                 .entry(t)
                                 .or_default()

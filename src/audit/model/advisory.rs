@@ -175,7 +175,7 @@ fn add_call(
             })
             .find(|c| {
                 project
-                    .callee(c, *caller)
+                    .callee(c)
                     .is_some_and(|t| unlocks(&project.files[t.file], project.function(t)))
             })
             .map_or(usize::MAX, |c| c.id.index);
