@@ -136,8 +136,10 @@ fn peak_rss_kib() -> u64 {
 /// findings parse_errors`.
 fn child(mode: Mode, dir: &Path, cache: &Path) {
     let files = rust_files(dir);
+    // the tree is a project of its own (the corpus sits inside this repository)
     let opts = Options {
         paths: vec![dir.to_path_buf()],
+        project_root: Some(dir.to_path_buf()),
         cache_dir: (mode != Mode::NoCache).then(|| cache.to_path_buf()),
         ..Default::default()
     };
