@@ -765,11 +765,12 @@ fn explodes_on_marker(
     path: &std::path::Path,
     text: &str,
     root: Option<&std::path::Path>,
+    others: &locklint::lsp::analysis::Others,
 ) -> locklint::lsp::analysis::Outcome {
     if text.contains(EXPLODE) {
         panic!("a defect met in {}", path.display());
     }
-    locklint::lsp::analysis::analyse(path, text, root)
+    locklint::lsp::analysis::analyse(path, text, root, others)
 }
 
 #[test]
@@ -936,4 +937,84 @@ fn fix_all_fixes_the_unsaved_buffer_as_check_fix_fixes_the_file() {
         std::fs::read_to_string(ws.path().join("f0.rs")).unwrap(),
         "// not saved yet\n"
     );
+}
+
+/// A lock helper that acquires (`SET .. NX PX`), or one that only reads the key.
+fn try_lock_helper(acquires: bool) -> String {
+    let command = if acquires {
+        r#"redis::cmd("SET").arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms)"#
+    } else {
+        r#"redis::cmd("GET").arg(key)"#
+    };
+    format!(
+        "pub async fn try_lock(\n    con: &mut redis::aio::MultiplexedConnection,\n    key: &str,\n    token: &str,\n    ttl_ms: u64,\n) -> redis::RedisResult<bool> {{\n    let _ = (token, ttl_ms);\n    let reply: Option<String> = {command}.query_async(con).await?;\n    Ok(reply.is_some())\n}}\n"
+    )
+}
+
+#[test]
+fn a_helper_changed_in_another_buffer_or_on_disk_changes_its_callers_diagnostics() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    let src = ws.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let jobs_text = "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection, token: &str) {\n    let _ = try_lock(con, \"lock:nightly\", token, 60_000).await;\n}\n";
+    std::fs::write(src.join("jobs.rs"), jobs_text).unwrap();
+    std::fs::write(src.join("locks.rs"), try_lock_helper(true)).unwrap();
+    let uri = |f: &str| {
+        url::Url::from_file_path(src.join(f).canonicalize().unwrap())
+            .unwrap()
+            .to_string()
+    };
+    let (jobs, locks) = (uri("jobs.rs"), uri("locks.rs"));
+    let mut c = Client::start();
+    let root = url::Url::from_file_path(ws.path().canonicalize().unwrap()).unwrap();
+    let id = c.request(
+        "initialize",
+        json!({ "processId": null, "rootUri": root.to_string(), "capabilities": { "workspace": { "didChangeWatchedFiles": { "dynamicRegistration": true } } } }),
+    );
+    c.response(id);
+    c.notify("initialized", json!({}));
+    // the server asks to be told about changes of the files it reads
+    let register = c.wait(|m| m["method"] == "client/registerCapability");
+    assert_eq!(
+        register["params"]["registrations"][0]["method"],
+        "workspace/didChangeWatchedFiles"
+    );
+    c.send(json!({ "jsonrpc": "2.0", "id": register["id"].clone(), "result": null }));
+
+    c.open(&jobs, "rust", jobs_text);
+    assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
+    c.open(&locks, "rust", &try_lock_helper(true));
+    c.diagnostics(&locks);
+
+    // the helper's unsaved text stops acquiring: the caller's finding goes, though the caller
+    // did not change
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": locks, "version": 2 }, "contentChanges": [{ "text": try_lock_helper(false) }] }),
+    );
+    let published = c.diagnostics(&jobs);
+    assert!(codes(&published).is_empty(), "{published}");
+    assert_eq!(published["params"]["version"], 1);
+
+    // back again
+    c.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": locks, "version": 3 }, "contentChanges": [{ "text": try_lock_helper(true) }] }),
+    );
+    assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
+
+    // closed in the editor and changed on disk by another program
+    c.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": locks } }),
+    );
+    std::fs::write(src.join("locks.rs"), try_lock_helper(false)).unwrap();
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": locks, "type": 2 }] }),
+    );
+    assert!(codes(&c.diagnostics(&jobs)).is_empty());
+    let id = c.request("shutdown", Value::Null);
+    c.response(id);
 }

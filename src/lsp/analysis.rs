@@ -21,7 +21,11 @@ pub struct Outcome {
 /// How a document is analysed: the path it is analysed under, its text, and the root of the
 /// project it belongs to (`None`: the document alone). The server takes this as a parameter
 /// so that its handling of failures can be exercised.
-pub type Analyser = fn(&Path, &str, Option<&Path>) -> Outcome;
+pub type Analyser = fn(&Path, &str, Option<&Path>, &Others) -> Outcome;
+
+/// The editor's texts of the project's other open documents, by path: their unsaved text gives
+/// the facts, not what is on disk.
+pub type Others = HashMap<PathBuf, String>;
 
 /// The engine's options for a document analysed under `path` in the project at `root`, with
 /// `overlay` (the document's text, and others) in place of the files on disk.
@@ -41,8 +45,9 @@ fn options(path: &Path, root: Option<&Path>, overlay: Arc<HashMap<PathBuf, Strin
 /// The engine over a document's project, with the document's text in place of its file, and
 /// the configuration that governs each file; the findings of the document only. The whole
 /// project is read and analysed each time (its other files give the facts).
-pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
-    let overlay: HashMap<PathBuf, String> = [(path.to_path_buf(), text.to_string())].into();
+pub fn analyse(path: &Path, text: &str, root: Option<&Path>, others: &Others) -> Outcome {
+    let mut overlay = others.clone();
+    overlay.insert(path.to_path_buf(), text.to_string());
     let report = engine::run(&options(path, root, Arc::new(overlay)));
     let mut log: Vec<String> = report.config_error.into_iter().collect();
     log.extend(
@@ -77,11 +82,16 @@ pub fn analyse(path: &Path, text: &str, root: Option<&Path>) -> Outcome {
 /// ([`crate::fix::plan`]: pass after pass until nothing changes, an import the fixes leave unused
 /// removed with them, a pass that would break parsing backed out): how many fixes, and the
 /// document's new text (`None`: nothing to change). Only the document is edited.
-pub fn fix_all(path: &Path, text: &str, root: Option<&Path>) -> (usize, Option<String>) {
-    let document = |mut overlay: HashMap<PathBuf, String>| {
-        overlay
-            .entry(path.to_path_buf())
-            .or_insert_with(|| text.to_string());
+pub fn fix_all(
+    path: &Path,
+    text: &str,
+    root: Option<&Path>,
+    others: &Others,
+) -> (usize, Option<String>) {
+    let document = |fixed: HashMap<PathBuf, String>| {
+        let mut overlay = others.clone();
+        overlay.insert(path.to_path_buf(), text.to_string());
+        overlay.extend(fixed);
         engine::run(&options(path, root, Arc::new(overlay)))
     };
     let first = document(HashMap::new());
@@ -96,8 +106,13 @@ pub fn fix_all(path: &Path, text: &str, root: Option<&Path>) -> (usize, Option<S
 
 /// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document and a
 /// log line.
-pub fn guarded(analyser: Analyser, file: &FileRef, root: Option<&Path>) -> Outcome {
-    match isolate::catch(|| analyser(&file.path, &file.text, root)) {
+pub fn guarded(
+    analyser: Analyser,
+    file: &FileRef,
+    root: Option<&Path>,
+    others: &Others,
+) -> Outcome {
+    match isolate::catch(|| analyser(&file.path, &file.text, root, others)) {
         Ok(outcome) => outcome,
         Err(why) => {
             let finding = crate::rules::problems::file_finding(file, &why);
@@ -128,7 +143,7 @@ mod tests {
     /// Whether the panic hook was silenced when [`explode`] panicked.
     static SILENCED: AtomicBool = AtomicBool::new(false);
 
-    fn explode(_: &Path, _: &str, _: Option<&Path>) -> Outcome {
+    fn explode(_: &Path, _: &str, _: Option<&Path>, _: &Others) -> Outcome {
         SILENCED.store(isolate::catching(), Ordering::SeqCst);
         panic!("a front-end bug")
     }
@@ -136,7 +151,7 @@ mod tests {
     #[test]
     fn a_panic_becomes_a_finding_and_a_log_line_and_is_not_printed() {
         let file = SourceFile::new(PathBuf::from("/ws/a.lua"), "x".into());
-        let out = guarded(explode, &file, None);
+        let out = guarded(explode, &file, None, &Others::new());
         assert_eq!(out.findings.len(), 1);
         assert_eq!(out.findings[0].rule, PARSE_ERROR.name);
         assert!(crate::rules::problems::is_caught(&out.findings[0]));

@@ -1,7 +1,7 @@
 //! Answers to requests about a document, computed from one finished analysis of it: code
 //! actions, hover, the `locklint.fixAll` and `locklint.explain` commands.
 
-use super::analysis::Analysis;
+use super::analysis::{Analysis, Others};
 use super::convert::{self, Uris};
 use crate::diagnostic::Applicability;
 use serde_json::{json, Value};
@@ -32,6 +32,7 @@ pub fn code_actions(
     params: &Value,
     analysis: &Analysis,
     root: Option<&Path>,
+    others: &Others,
     uris: &Uris,
 ) -> Result<Value, Invalid> {
     let start = offset(analysis, &params["range"]["start"])?;
@@ -76,7 +77,7 @@ pub fn code_actions(
         }
     }
     if wants(FIX_ALL_KIND) && !only.is_empty() {
-        if let (_, Some(edit)) = fix_all_edit(analysis, root, uris) {
+        if let (_, Some(edit)) = fix_all_edit(analysis, root, others, uris) {
             actions.push(json!({
                 "title": "Fix all safe locklint findings",
                 "kind": FIX_ALL_KIND,
@@ -110,10 +111,11 @@ pub fn hover(params: &Value, analysis: &Analysis) -> Result<Value, Invalid> {
 pub fn fix_all_edit(
     analysis: &Analysis,
     root: Option<&Path>,
+    others: &Others,
     uris: &Uris,
 ) -> (usize, Option<Value>) {
     let file = &analysis.file;
-    let (count, new) = super::analysis::fix_all(&file.path, &file.text, root);
+    let (count, new) = super::analysis::fix_all(&file.path, &file.text, root, others);
     let Some(new) = new else {
         return (0, None);
     };
@@ -148,8 +150,13 @@ fn changed_part<'n>(old: &str, new: &'n str) -> (crate::source::Span, &'n str) {
 }
 
 /// `locklint.fixAll`: the number of safe fixes, and the edit to ask the client to apply.
-pub fn fix_all(analysis: &Analysis, root: Option<&Path>, uris: &Uris) -> (Value, Option<Value>) {
-    let (count, edit) = fix_all_edit(analysis, root, uris);
+pub fn fix_all(
+    analysis: &Analysis,
+    root: Option<&Path>,
+    others: &Others,
+    uris: &Uris,
+) -> (Value, Option<Value>) {
+    let (count, edit) = fix_all_edit(analysis, root, others, uris);
     let edit = edit.map(|e| json!({ "label": "locklint: fix all", "edit": e }));
     (json!(count), edit)
 }

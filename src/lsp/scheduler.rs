@@ -28,6 +28,8 @@ pub struct Job {
     pub file: FileRef,
     /// The root of the document's project (`None`: the document alone).
     pub root: Option<std::path::PathBuf>,
+    /// The texts of the project's other open documents.
+    pub others: analysis::Others,
 }
 
 /// A finished analysis.
@@ -53,7 +55,8 @@ impl Worker {
             .stack_size(STACK_BYTES)
             .spawn(move || {
                 for job in incoming {
-                    let outcome = analysis::guarded(analyser, &job.file, job.root.as_deref());
+                    let outcome =
+                        analysis::guarded(analyser, &job.file, job.root.as_deref(), &job.others);
                     let done = Done {
                         uri: job.uri,
                         version: job.version,

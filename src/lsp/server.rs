@@ -11,7 +11,7 @@ use super::scheduler::{Done, Event, Job, Scheduler, Worker};
 use super::transport::{Frame, Output, Reader};
 use crate::source::SourceFile;
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, RecvTimeoutError};
@@ -38,6 +38,8 @@ struct Open {
     /// The root of the project the document belongs to (`None`: the document alone).
     root: Option<PathBuf>,
     analysis: Option<Analysis>,
+    /// The version and diagnostics last published for it.
+    published: Option<(i64, Value)>,
     /// Requests held until an analysis of at least this version is done.
     waiting: Vec<(Request, i64)>,
 }
@@ -56,6 +58,8 @@ struct Server {
     next_id: i64,
     /// The input ended: answer the requests still waiting, then stop.
     ended: bool,
+    /// The client registers file watchers when asked (`workspace/didChangeWatchedFiles`).
+    watch: bool,
 }
 
 /// Whether the loop goes on.
@@ -136,6 +140,7 @@ pub fn run(
         worker,
         next_id: 0,
         ended: false,
+        watch: false,
     };
     loop {
         let event = match server.scheduler.wait() {
@@ -297,6 +302,56 @@ impl Server {
             self.root = root.clone();
         }
         self.folders = folders;
+        self.watch = params["capabilities"]["workspace"]["didChangeWatchedFiles"]
+            ["dynamicRegistration"]
+            == true;
+    }
+
+    /// Asks the client to report changes of the files the analysis reads (a helper edited
+    /// outside the editor changes the diagnostics of the documents that use it).
+    fn register_watchers(&mut self) {
+        self.next_id += 1;
+        self.out.send(json!({
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "client/registerCapability",
+            "params": { "registrations": [{
+                "id": "locklint-watched-files",
+                "method": "workspace/didChangeWatchedFiles",
+                "registerOptions": { "watchers": [
+                    { "globPattern": "**/*.{rs,sql,lua}" },
+                    { "globPattern": "**/{locklint.toml,.locklint.toml,Cargo.toml}" },
+                ] },
+            }] },
+        }));
+    }
+
+    /// The unsaved texts of the other open documents of `uri`'s project (they give the facts
+    /// in place of the files on disk).
+    fn others_of(&self, uri: &str) -> crate::lsp::analysis::Others {
+        let Some(open) = self.docs.get(uri) else {
+            return Default::default();
+        };
+        self.docs
+            .values()
+            .filter(|o| o.uri != uri && o.root == open.root)
+            .filter_map(|o| Some((o.doc.path.clone()?, o.doc.text.clone())))
+            .collect()
+    }
+
+    /// Analyse again, once changes pause, the open documents of `root`'s project other than
+    /// `except`: what changed may be a fact their findings rest on.
+    fn others_changed(&mut self, root: Option<&std::path::Path>, except: Option<&str>) {
+        let due: Vec<String> = self
+            .docs
+            .values()
+            .filter(|o| o.doc.path.is_some() && o.root.as_deref() == root)
+            .filter(|o| Some(o.uri.as_str()) != except)
+            .map(|o| o.uri.clone())
+            .collect();
+        for uri in due {
+            self.scheduler.changed(&uri);
+        }
     }
 
     /// The root of the project of a document analysed under `path`: the deepest workspace
@@ -357,13 +412,15 @@ impl Server {
             path: &analysis.file.path,
             uri: &open.uri,
         };
+        let others = self.others_of(uri);
         let result = match req.method.as_str() {
             "textDocument/hover" => handlers::hover(&req.params, analysis),
             "textDocument/codeAction" => {
-                handlers::code_actions(&req.params, analysis, open.root.as_deref(), &uris)
+                handlers::code_actions(&req.params, analysis, open.root.as_deref(), &others, &uris)
             }
             _ => {
-                let (count, edit) = handlers::fix_all(analysis, open.root.as_deref(), &uris);
+                let (count, edit) =
+                    handlers::fix_all(analysis, open.root.as_deref(), &others, &uris);
                 if let Some(edit) = edit {
                     self.next_id += 1;
                     self.out.send(json!({
@@ -414,6 +471,7 @@ impl Server {
                         doc,
                         root,
                         analysis: None,
+                        published: None,
                         waiting: Vec::new(),
                     },
                 );
@@ -421,11 +479,25 @@ impl Server {
                     self.release(old);
                 }
             }
-            ("textDocument/didChange", Some(uri)) => self.changed(&uri, p),
+            ("textDocument/didChange", Some(uri)) => {
+                self.changed(&uri, p);
+                let root = self.docs.get(&uri).and_then(|o| o.root.clone());
+                self.others_changed(root.as_deref(), Some(&uri));
+            }
             ("textDocument/didSave", Some(uri))
                 if self.docs.get(&uri).is_some_and(|o| o.doc.path.is_some()) =>
             {
                 self.scheduler.now(&uri);
+                let root = self.docs.get(&uri).and_then(|o| o.root.clone());
+                self.others_changed(root.as_deref(), Some(&uri));
+            }
+            ("initialized", _) if self.watch => self.register_watchers(),
+            ("workspace/didChangeWatchedFiles", _) => {
+                let roots: HashSet<Option<PathBuf>> =
+                    self.docs.values().map(|o| o.root.clone()).collect();
+                for root in roots {
+                    self.others_changed(root.as_deref(), None);
+                }
             }
             ("textDocument/didClose", Some(uri)) => {
                 if let Some(open) = self.docs.remove(&uri) {
@@ -499,11 +571,13 @@ impl Server {
                 self.scheduler.finished();
                 continue;
             };
+            let others = self.others_of(&uri);
             let job = Job {
                 uri,
                 version: open.doc.version,
                 file: SourceFile::new(path, open.doc.text.clone()),
                 root: open.root.clone(),
+                others,
             };
             if !self.worker.submit(job) {
                 self.scheduler.finished();
@@ -549,8 +623,10 @@ impl Server {
         }
     }
 
-    fn publish(&self, uri: &str) {
-        let Some(open) = self.docs.get(uri) else {
+    /// Publishes a document's diagnostics, unless they are those published last for the same
+    /// version (another document's change analysed it again to the same answer).
+    fn publish(&mut self, uri: &str) {
+        let Some(open) = self.docs.get_mut(uri) else {
             return;
         };
         let Some(analysis) = &open.analysis else {
@@ -565,10 +641,20 @@ impl Server {
             .iter()
             .map(|d| convert::diagnostic(d, &uris))
             .collect();
+        let diagnostics = Value::Array(diagnostics);
+        let version = analysis.version;
+        if open
+            .published
+            .as_ref()
+            .is_some_and(|(v, d)| *v == version && *d == diagnostics)
+        {
+            return;
+        }
         self.out.send(protocol::notification(
             "textDocument/publishDiagnostics",
             json!({ "uri": uri, "version": analysis.version, "diagnostics": diagnostics }),
         ));
+        open.published = Some((version, diagnostics));
     }
 }
 
@@ -623,7 +709,7 @@ mod tests {
         (code, msgs)
     }
 
-    fn explode(_: &Path, _: &str, _: Option<&Path>) -> Outcome {
+    fn explode(_: &Path, _: &str, _: Option<&Path>, _: &crate::lsp::analysis::Others) -> Outcome {
         panic!("a front-end bug")
     }
 
@@ -678,7 +764,12 @@ mod tests {
     /// How many analyses [`counted`] ran, and the text of the last one.
     static ANALYSES: Mutex<(usize, String)> = Mutex::new((0, String::new()));
 
-    fn counted(_: &Path, text: &str, _: Option<&Path>) -> Outcome {
+    fn counted(
+        _: &Path,
+        text: &str,
+        _: Option<&Path>,
+        _: &crate::lsp::analysis::Others,
+    ) -> Outcome {
         let mut a = ANALYSES.lock().unwrap();
         a.0 += 1;
         a.1 = text.to_string();
