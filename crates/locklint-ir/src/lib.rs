@@ -463,8 +463,10 @@ pub struct Function {
     /// The whole function, from its signature to the end of its body.
     pub whole: Span,
     pub events: Vec<Event>,
-    /// Identifiers used in the body with their byte offsets, to tell whether a binding is read
-    /// later; sorted by name, then offset (see [`Function::uses_of`]).
+    /// Uses of the names that hold a lock holder's token (`vocabulary::is_token_name`) in the
+    /// body, with their byte offsets, sorted by name, then offset (see [`Function::uses_of`]);
+    /// the front-end reads every identifier's uses to tell whether a reply is read, and keeps
+    /// only these.
     pub uses: Vec<(String, usize)>,
     /// Key template of the returned value, when the function builds a key.
     pub returns_key: Option<KeyRef>,

@@ -231,6 +231,23 @@ pub fn has_bookkeeping_word<S: AsRef<str>>(ws: &[S]) -> bool {
 
 /// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
 /// script. `renew_session` or `extend_cache_ttl` do not.
+/// Names of a variable or field that holds the lock holder's token, as fixes look for them.
+pub const TOKEN_NAMES: &[&str] = &[
+    "token",
+    "lock_token",
+    "owner_token",
+    "lease_token",
+    "holder_token",
+    "owner",
+    "holder",
+    "lock_value",
+];
+
+/// Whether a variable or field name says it holds the holder's token.
+pub fn is_token_name(name: &str) -> bool {
+    TOKEN_NAMES.contains(&name) || name.ends_with("_token")
+}
+
 pub fn is_lock_script_name(name: &str) -> bool {
     let w = words(name);
     let strong = w

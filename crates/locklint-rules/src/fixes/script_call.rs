@@ -76,21 +76,7 @@ pub(crate) fn renew_script(command: &'static str) -> ScriptConst {
 /// A variable or field that holds the holder's token, as an argument expression
 /// (`&token`, `&self.token`), when one is in scope before the operation.
 /// Names of variables and fields that hold the holder's token.
-pub(crate) const TOKEN_NAMES: &[&str] = &[
-    "token",
-    "lock_token",
-    "owner_token",
-    "lease_token",
-    "holder_token",
-    "owner",
-    "holder",
-    "lock_value",
-];
-
-/// Whether a variable or field name says it holds the holder's token.
-pub(crate) fn is_token_name(name: &str) -> bool {
-    TOKEN_NAMES.contains(&name) || name.ends_with("_token")
-}
+pub(crate) use locklint_ir::vocabulary::{is_token_name, TOKEN_NAMES};
 
 fn token_in_scope(o: &TraceOp) -> Option<String> {
     let f = o.func;

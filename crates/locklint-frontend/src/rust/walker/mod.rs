@@ -357,6 +357,8 @@ impl<'a> FnWalker<'a> {
                 *e = (*e).max(*at);
             }
             let returned = &self.returned_names;
+            // what later stages ask about: where a token-named binding is used
+            let keep = |n: &str| locklint_ir::vocabulary::is_token_name(n);
             let resolve = |r: &mut ResultUse| {
                 if let ResultUse::Bound { names, after } = r {
                     if names.iter().any(|n| returned.contains(n)) {
@@ -385,6 +387,7 @@ impl<'a> FnWalker<'a> {
                     resolve(&mut x.result);
                 }
             }
+            uses.retain(|(n, _)| keep(n));
         }
         let f = Function {
             name: self.name.clone(),
