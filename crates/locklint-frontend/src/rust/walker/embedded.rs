@@ -183,11 +183,11 @@ impl FnWalker<'_> {
         Some(out)
     }
 
-    /// Mark an embedded statement as run here, by this executor.
+    /// Mark an embedded statement as run here, by this executor (and the variable holding it).
     pub(super) fn sql_exec(
         &mut self,
         idx: usize,
-        executor: Option<Executor>,
+        (executor, var): (Option<Executor>, Option<String>),
         method: &str,
         span: Span,
         result: ResultUse,
@@ -209,6 +209,7 @@ impl FnWalker<'_> {
                     .map(|b| b.iter().map(|(_, k)| k.clone()).collect())
                     .unwrap_or_default(),
                 binds: binds.map(|b| b.into_iter().map(|(s, _)| s).collect()),
+                conn: var.filter(|_| executor == Some(Executor::Connection)),
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }
