@@ -140,6 +140,12 @@ async fn handed_on(pool: &PgPool) -> sqlx::Result<sqlx::pool::PoolConnection<sql
         .map(|e| e.exec.as_ref().and_then(|x| x.conn.as_deref()))
         .collect();
     assert_eq!(on, [Some("pooled"), Some("kept"), None]);
+    let closes: Vec<Option<bool>> = ir
+        .embedded
+        .iter()
+        .map(|e| e.exec.as_ref().and_then(|x| x.conn_closes))
+        .collect();
+    assert_eq!(closes, [Some(false), Some(true), None]);
     let ends: Vec<(&str, EndKind, bool, &str)> = ir.functions[0]
         .events
         .iter()

@@ -686,6 +686,11 @@ pub struct SqlExec {
     /// executor is one.
     #[serde(default)]
     pub conn: Option<String>,
+    /// Whether dropping that connection, where the statement runs, closes it (`Some(true)`: a
+    /// dedicated connection, a detached one, one marked to close on drop) or hands it back to
+    /// its pool (`Some(false)`).
+    #[serde(default)]
+    pub conn_closes: Option<bool>,
 }
 
 /// Everything a front-end extracted from one file. It serialises without its file (the

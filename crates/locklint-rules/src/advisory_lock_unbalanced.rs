@@ -170,7 +170,12 @@ impl Rule for AdvisoryLockUnbalanced {
                         out.push(ignored(file, a, why));
                     } else if !released(a, run.embedded.func) {
                         // closing the connection ends the session and its locks; handing it
-                        // back to a pool does not
+                        // back to a pool does not. A connection that closes when dropped
+                        // (dedicated, detached, marked to close on drop) takes the lock with it
+                        // wherever it ends, here or in the guard it is handed to
+                        if exec.conn_closes == Some(true) {
+                            continue;
+                        }
                         match exec.conn.as_deref().and_then(|v| conn_end(f, v, run.at)) {
                             Some(end) if end.ends_session() => {}
                             Some(end) => out.push(back_to_pool(file, a, end)),

@@ -194,6 +194,11 @@ impl FnWalker<'_> {
         binds: Option<Vec<(Span, KeyRef)>>,
     ) {
         let id = self.node();
+        let var = var.filter(|_| executor == Some(Executor::Connection));
+        let conn_closes = var
+            .as_deref()
+            .and_then(|v| self.lookup(v))
+            .and_then(|b| b.drop_closes);
         if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
             if e.exec.is_some() {
                 return;
@@ -209,7 +214,8 @@ impl FnWalker<'_> {
                     .map(|b| b.iter().map(|(_, k)| k.clone()).collect())
                     .unwrap_or_default(),
                 binds: binds.map(|b| b.into_iter().map(|(s, _)| s).collect()),
-                conn: var.filter(|_| executor == Some(Executor::Connection)),
+                conn: var,
+                conn_closes,
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }
