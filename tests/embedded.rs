@@ -102,3 +102,75 @@ fn scripts_built_in_static_initialisers_are_collected() {
     let at = ir.embedded[0].text.find("del").unwrap();
     assert_eq!(file.snippet(ir.embedded[0].map.span(at, at + 3)), "del");
 }
+
+/// The connection each statement runs on, and where each connection variable ends: closed,
+/// marked to close on drop, detached, dropped or out of scope, and whether dropping it hands
+/// it back to a pool.
+#[test]
+fn connection_variables_record_how_they_end() {
+    use locklint::ir::{EndKind, Event};
+    const CONNS: &str = r#"use sqlx::{Connection, PgConnection, PgPool};
+async fn run(pool: &PgPool, url: &str) -> sqlx::Result<()> {
+    let mut pooled = pool.acquire().await?;
+    sqlx::query("SELECT pg_advisory_lock(1)").execute(&mut *pooled).await?;
+    let mut marked = pool.acquire().await?;
+    marked.close_on_drop();
+    let mut detached = pool.acquire().await?;
+    drop(detached.detach());
+    let own = PgConnection::connect(url).await?;
+    own.close().await?;
+    let mut kept = PgConnection::connect(url).await?;
+    sqlx::query("SELECT 1").execute(&mut kept).await?;
+    sqlx::query("SELECT 2").execute(pool).await?;
+    drop(pooled);
+    let cache = std::collections::HashMap::<u8, u8>::new();
+    drop(cache);
+    Ok(())
+}
+async fn handed_on(pool: &PgPool) -> sqlx::Result<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+    let conn = pool.acquire().await?;
+    Ok(conn)
+}
+"#;
+    let file = SourceFile::new("conns.rs".into(), CONNS.to_string());
+    let ir = frontend::analyze(0, file.clone());
+    let on: Vec<Option<&str>> = ir
+        .embedded
+        .iter()
+        .map(|e| e.exec.as_ref().and_then(|x| x.conn.as_deref()))
+        .collect();
+    assert_eq!(on, [Some("pooled"), Some("kept"), None]);
+    let closes: Vec<Option<bool>> = ir
+        .embedded
+        .iter()
+        .map(|e| e.exec.as_ref().and_then(|x| x.conn_closes))
+        .collect();
+    assert_eq!(closes, [Some(false), Some(true), None]);
+    let ends: Vec<(&str, EndKind, bool, &str)> = ir.functions[0]
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ConnEnd(c) => Some((c.var.as_str(), c.kind, c.to_pool, file.snippet(c.span))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("marked", EndKind::CloseOnDrop, false, "close_on_drop()"),
+            ("detached", EndKind::Detach, false, "detach()"),
+            ("own", EndKind::Close, false, "close()"),
+            ("pooled", EndKind::Drop, true, "drop(pooled)"),
+            ("pooled", EndKind::ScopeEnd, true, "}"),
+            ("marked", EndKind::ScopeEnd, false, "}"),
+            ("detached", EndKind::ScopeEnd, false, "}"),
+            ("own", EndKind::ScopeEnd, false, "}"),
+            ("kept", EndKind::ScopeEnd, false, "}"),
+        ]
+    );
+    // a connection the function returns does not end in it
+    assert!(!ir.functions[1]
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::ConnEnd(_))));
+}

@@ -435,6 +435,9 @@ pub enum Event {
         id: NodeId,
         embedded: usize,
     },
+    /// A database connection held in a local variable ends here (closed, dropped, detached
+    /// from its pool, or out of scope): a session ends with its connection.
+    ConnEnd(ConnEnd),
 }
 
 impl Event {
@@ -443,6 +446,46 @@ impl Event {
             Event::Op(o) => o.id,
             Event::Call(c) => c.id,
             Event::Sql { id, .. } => *id,
+            Event::ConnEnd(c) => c.id,
+        }
+    }
+}
+
+/// How a connection held in a local variable ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum EndKind {
+    /// `conn.close()`: the connection is closed, whatever it came from.
+    Close,
+    /// `conn.close_on_drop()`: a pooled connection that closes instead of going back.
+    CloseOnDrop,
+    /// `conn.detach()`: taken out of its pool; it closes when whatever holds it is dropped.
+    Detach,
+    /// `drop(conn)`.
+    Drop,
+    /// The variable goes out of scope (and is not returned).
+    ScopeEnd,
+}
+
+/// A connection variable that ends (see [`Event::ConnEnd`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ConnEnd {
+    pub id: NodeId,
+    /// The variable holding the connection.
+    pub var: String,
+    pub kind: EndKind,
+    /// Dropping it hands the connection back to its pool (a pooled connection neither closed,
+    /// marked to close on drop nor detached): its session, and the session's locks, live on.
+    pub to_pool: bool,
+    /// The call, or for a scope's end the end of the block.
+    pub span: Span,
+}
+
+impl ConnEnd {
+    /// Whether the session ends with it.
+    pub fn ends_session(&self) -> bool {
+        match self.kind {
+            EndKind::Close | EndKind::CloseOnDrop | EndKind::Detach => true,
+            EndKind::Drop | EndKind::ScopeEnd => !self.to_pool,
         }
     }
 }
@@ -641,6 +684,15 @@ pub struct SqlExec {
     /// parameter of the function: see [`KeyRef`]).
     #[serde(default)]
     pub bind_keys: Vec<KeyRef>,
+    /// The local variable holding the connection it runs on (`conn` of `&mut *conn`), when the
+    /// executor is one.
+    #[serde(default)]
+    pub conn: Option<String>,
+    /// Whether dropping that connection, where the statement runs, closes it (`Some(true)`: a
+    /// dedicated connection, a detached one, one marked to close on drop) or hands it back to
+    /// its pool (`Some(false)`).
+    #[serde(default)]
+    pub conn_closes: Option<bool>,
 }
 
 /// Everything a front-end extracted from one file. It serialises without its file (the
@@ -704,6 +756,7 @@ impl FileIr {
                         c.deps.iter_mut().for_each(|d| place(&mut d.0));
                     }
                     Event::Sql { id, .. } => place(id),
+                    Event::ConnEnd(c) => place(&mut c.id),
                 }
             }
         }

@@ -199,7 +199,7 @@ impl<'a> Expander<'_, 'a> {
                     }
                     self.call_reads.insert(call.id, reads);
                 }
-                Event::Sql { .. } => {}
+                Event::Sql { .. } | Event::ConnEnd(_) => {}
             }
         }
         self.stack.pop();

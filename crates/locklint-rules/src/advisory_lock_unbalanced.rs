@@ -1,12 +1,12 @@
 //! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
 //! try-lock whose boolean result is never read.
 
-use super::sql_matching::sql_diagnostic;
+use super::sql_matching::{related, sql_diagnostic};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Advisory, Statement, StatementKind};
-use locklint_ir::FileIr;
 use locklint_ir::Origin;
+use locklint_ir::{ConnEnd, EndKind, Event, FileIr, Function, NodeId};
 use locklint_project::sql::{is_query_collection, runs, UnlockSet};
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -33,11 +33,7 @@ fn ignored(file: &FileIr, a: &Advisory, how: &str) -> Diagnostic {
 }
 
 fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
-    let unlock = if a.shared {
-        "pg_advisory_unlock_shared"
-    } else {
-        "pg_advisory_unlock"
-    };
+    let unlock = unlock_name(a);
     sql_diagnostic(
         &INFO,
         file,
@@ -46,6 +42,57 @@ fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
         format!("session-level `{}` is never released with `{unlock}`; the lock stays held for the life of the connection, and a pooled connection keeps it after it is returned", a.name),
         format!("call `{unlock}` with the same key on the same connection when done, or use `pg_advisory_xact_lock` inside a transaction"),
     )
+}
+
+fn unlock_name(a: &Advisory) -> &'static str {
+    if a.shared {
+        "pg_advisory_unlock_shared"
+    } else {
+        "pg_advisory_unlock"
+    }
+}
+
+/// A lock never unlocked on a pooled connection that goes back to its pool (`drop(conn)` or
+/// the end of its scope), where the next user of the connection finds the lock held.
+fn back_to_pool(file: &FileIr, a: &Advisory, end: &ConnEnd) -> Diagnostic {
+    let unlock = unlock_name(a);
+    let (how, label) = match end.kind {
+        EndKind::Drop => (
+            format!("dropping `{}`", end.var),
+            "returned to the pool here, still holding the lock",
+        ),
+        _ => (
+            format!("`{}` going out of scope", end.var),
+            "goes back to the pool here, still holding the lock",
+        ),
+    };
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        a.span,
+        "never unlocked",
+        format!("session-level `{}` is never released with `{unlock}`, and {how} hands the connection back to its pool with the lock still held: whoever gets that connection next holds it too, and everyone else waits", a.name),
+        format!("call `{unlock}` with the same key on `{var}` before it goes back, or end the session with it: `{var}.close().await`, `{var}.close_on_drop()` or `{var}.detach()`", var = end.var),
+    );
+    d.related.push(related(file, end.span, label));
+    d
+}
+
+/// How the connection a lock ran on ends after it: the end that closes the session (which
+/// releases the lock), else one that hands it back to its pool still holding it.
+fn conn_end<'f>(f: &'f Function, var: &str, after: NodeId) -> Option<&'f ConnEnd> {
+    let ends = f.events.iter().filter_map(|e| match e {
+        Event::ConnEnd(c) if c.var == var && c.id.index > after.index => Some(c),
+        _ => None,
+    });
+    let mut pooled = None;
+    for c in ends {
+        if c.ends_session() {
+            return Some(c);
+        }
+        pooled = pooled.or(Some(c));
+    }
+    pooled
 }
 
 impl Rule for AdvisoryLockUnbalanced {
@@ -122,7 +169,18 @@ impl Rule for AdvisoryLockUnbalanced {
                     {
                         out.push(ignored(file, a, why));
                     } else if !released(a, run.embedded.func) {
-                        out.push(never_unlocked(file, a));
+                        // closing the connection ends the session and its locks; handing it
+                        // back to a pool does not. A connection that closes when dropped
+                        // (dedicated, detached, marked to close on drop) takes the lock with it
+                        // wherever it ends, here or in the guard it is handed to
+                        if exec.conn_closes == Some(true) {
+                            continue;
+                        }
+                        match exec.conn.as_deref().and_then(|v| conn_end(f, v, run.at)) {
+                            Some(end) if end.ends_session() => {}
+                            Some(end) => out.push(back_to_pool(file, a, end)),
+                            None => out.push(never_unlocked(file, a)),
+                        }
                     }
                 }
             }

@@ -64,6 +64,21 @@ impl<T> Env<T> {
         self.items.get(at).map(|(_, t)| t)
     }
 
+    /// The innermost binding of `name`, to update.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut T> {
+        let at = *self.by_name.get(name)?.last()?;
+        self.items.get_mut(at).map(|(_, t)| t)
+    }
+
+    /// The bindings made since the length was `len`, in order.
+    pub fn since(&self, len: usize) -> impl Iterator<Item = (&str, &T)> {
+        self.items
+            .get(len..)
+            .unwrap_or_default()
+            .iter()
+            .map(|(n, t)| (n.as_str(), t))
+    }
+
     /// The innermost binding whose name, upper-cased, is `upper`.
     pub fn get_upper(&self, upper: &str) -> Option<&T> {
         let at = *self.by_upper.get(upper)?.last()?;

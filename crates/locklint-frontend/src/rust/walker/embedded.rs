@@ -183,17 +183,22 @@ impl FnWalker<'_> {
         Some(out)
     }
 
-    /// Mark an embedded statement as run here, by this executor.
+    /// Mark an embedded statement as run here, by this executor (and the variable holding it).
     pub(super) fn sql_exec(
         &mut self,
         idx: usize,
-        executor: Option<Executor>,
+        (executor, var): (Option<Executor>, Option<String>),
         method: &str,
         span: Span,
         result: ResultUse,
         binds: Option<Vec<(Span, KeyRef)>>,
     ) {
         let id = self.node();
+        let var = var.filter(|_| executor == Some(Executor::Connection));
+        let conn_closes = var
+            .as_deref()
+            .and_then(|v| self.lookup(v))
+            .and_then(|b| b.drop_closes);
         if let Some(e) = self.embedded.get_mut(idx - self.embedded_base) {
             if e.exec.is_some() {
                 return;
@@ -209,6 +214,8 @@ impl FnWalker<'_> {
                     .map(|b| b.iter().map(|(_, k)| k.clone()).collect())
                     .unwrap_or_default(),
                 binds: binds.map(|b| b.into_iter().map(|(s, _)| s).collect()),
+                conn: var,
+                conn_closes,
             });
             self.events.push(Event::Sql { id, embedded: idx });
         }

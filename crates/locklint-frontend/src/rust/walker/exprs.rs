@@ -62,18 +62,10 @@ impl FnWalker<'_> {
             return;
         }
         if u == ResultUse::Returned && self.depth <= SHALLOW {
-            let mut stack = vec![quote::ToTokens::to_token_stream(e)];
-            while let Some(ts) = stack.pop() {
-                for tt in ts {
-                    match tt {
-                        proc_macro2::TokenTree::Ident(i) => {
-                            self.returned_names.insert(i.to_string());
-                        }
-                        proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
-                        _ => {}
-                    }
-                }
-            }
+            let returned = &mut self.returned_names;
+            idents_of(e, |i| {
+                returned.insert(i.to_string());
+            });
         }
         self.depth += 1;
         self.expr_inner(e, u);
@@ -242,6 +234,7 @@ impl FnWalker<'_> {
                             builder: None,
                             executor,
                             ty: None,
+                            drop_closes: self.drop_closes(&a.right),
                         },
                     );
                 }
@@ -361,6 +354,7 @@ impl FnWalker<'_> {
                 self.embed_literal(arg, site.language, Origin::Library(site.origin));
             }
         }
+        self.conn_drop(c, &name, &full);
         if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
             && c.args.len() == 1
         {
@@ -438,6 +432,7 @@ impl FnWalker<'_> {
             );
             return;
         }
+        self.conn_method(m, &u);
         if matches!(name.as_str(), "invoke" | "invoke_async") {
             self.script_invocation(m, u);
             return;
@@ -455,7 +450,8 @@ impl FnWalker<'_> {
             if let Some(idx) = self.chain_embedded(&m.receiver) {
                 let executor = self.executor_of(&m.args[0]);
                 let binds = self.chain_binds(&m.receiver);
-                self.sql_exec(idx, executor, &name, span, u.clone(), binds);
+                let conn = conns::conn_var(&m.args[0]);
+                self.sql_exec(idx, (executor, conn), &name, span, u.clone(), binds);
             }
             self.expr(&m.args[0], ResultUse::Used);
             return;
@@ -474,12 +470,13 @@ impl FnWalker<'_> {
                                 .span_of(&m.method)
                                 .join(self.span_of(&m.paren_token.span.close()));
                             let executor = self.executor_of(&m.receiver);
+                            let conn = conns::conn_var(&m.receiver);
                             let binds = match m.args.iter().nth(1) {
                                 None => Some(Vec::new()),
                                 Some(params) => self.slice_binds(params),
                             }
                             .filter(|_| str_lit(&m.args[0]).is_some());
-                            self.sql_exec(idx, executor, &name, span, u.clone(), binds);
+                            self.sql_exec(idx, (executor, conn), &name, span, u.clone(), binds);
                         }
                     }
                 }

@@ -192,6 +192,14 @@ impl FnWalker<'_> {
             }
             self.mark_statement(stmt, events_mark);
         }
+        let close = self.span_of(&block.brace_token.span.close());
+        let end = match block.stmts.last() {
+            Some(last) if close.is_empty() => {
+                Span::new(self.span_of(last).end, self.span_of(last).end)
+            }
+            _ => close,
+        };
+        self.conn_scope_ends(env_mark, block, end);
         self.env.truncate(env_mark);
         self.deps.truncate(deps_mark);
     }
@@ -222,7 +230,7 @@ impl FnWalker<'_> {
         let inside = new.iter().all(|e| match e {
             Event::Op(_) => true,
             Event::Call(c) => op.span.start <= c.span.start && c.span.end <= op.span.end,
-            Event::Sql { .. } => false,
+            Event::Sql { .. } | Event::ConnEnd(_) => false,
         });
         let span = self.span_of(stmt);
         if !inside || op.stmt.is_some() || span.start > op.span.start || op.span.end > span.end {
@@ -307,7 +315,14 @@ impl FnWalker<'_> {
         } else {
             None
         };
-        for n in names {
+        // `let (client, connection) = tokio_postgres::connect(..)`: the client is the session
+        let first_of_tuple = matches!(&l.pat, syn::Pat::Tuple(_));
+        let drop_closes = if single || first_of_tuple {
+            self.drop_closes(&init.expr)
+        } else {
+            None
+        };
+        for (i, n) in names.into_iter().enumerate() {
             let (key, value, expr) = if single {
                 (
                     Some(key_of(&init.expr, self)),
@@ -327,6 +342,7 @@ impl FnWalker<'_> {
                     builder,
                     executor,
                     ty: ty.clone(),
+                    drop_closes: drop_closes.filter(|_| i == 0),
                 },
             );
         }

@@ -20,6 +20,7 @@ use locklint_ir::{
 };
 use std::collections::{HashMap, HashSet};
 
+mod conns;
 mod embedded;
 mod exprs;
 mod flow;
@@ -62,6 +63,9 @@ struct Binding {
     executor: Option<Executor>,
     /// The type the binding is declared with (`let pool: &RedisPool = ..`).
     ty: Option<String>,
+    /// A connection: whether dropping it closes it (`Some(true)`) or hands it back to its
+    /// pool (`Some(false)`).
+    drop_closes: Option<bool>,
 }
 
 pub struct FnWalker<'a> {
@@ -188,6 +192,20 @@ fn pat_names(pat: &syn::Pat, out: &mut Vec<String>) {
         syn::Pat::Or(o) => o.cases.iter().for_each(|p| pat_names(p, out)),
         syn::Pat::Paren(p) => pat_names(&p.pat, out),
         _ => {}
+    }
+}
+
+/// Every identifier in a node's tokens, macro arguments included.
+fn idents_of(node: &impl quote::ToTokens, mut each: impl FnMut(proc_macro2::Ident)) {
+    let mut stack = vec![node.to_token_stream()];
+    while let Some(ts) = stack.pop() {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) => each(i),
+                proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -341,7 +359,7 @@ impl<'a> FnWalker<'a> {
         let needs_uses = self.events.iter().any(|e| match e {
             Event::Op(o) => bound(&o.result),
             Event::Call(c) => bound(&c.result),
-            Event::Sql { .. } => false,
+            Event::Sql { .. } | Event::ConnEnd(_) => false,
         }) || self
             .embedded
             .iter()
@@ -379,7 +397,7 @@ impl<'a> FnWalker<'a> {
                 match ev {
                     Event::Op(o) => resolve(&mut o.result),
                     Event::Call(c) => resolve(&mut c.result),
-                    Event::Sql { .. } => {}
+                    Event::Sql { .. } | Event::ConnEnd(_) => {}
                 }
             }
             for e in &mut self.embedded {
