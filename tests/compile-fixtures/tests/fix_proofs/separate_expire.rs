@@ -13,6 +13,39 @@ use crate::redis_support::redis;
 /// The commands any of these functions sends after its acquire.
 const AFTER_ACQUIRE: &[&str] = &["EXPIRE", "PEXPIRE", "EVALSHA", "EVAL", "LPOP", "DEL"];
 
+/// The rule page's interleaving: the process dies right after its acquire. The original leaves
+/// `key` without a TTL (it is then removed); the fixed code leaves it with the expiry it asked
+/// for (at most 60 s).
+async fn dies_after_acquire<O, OF, F, FF, T, E>(
+    url: &str,
+    con: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    original: O,
+    fixed: F,
+) where
+    O: FnOnce(String) -> OF,
+    OF: std::future::Future<Output = Result<T, E>>,
+    F: FnOnce(String) -> FF,
+    FF: std::future::Future<Output = Result<T, E>>,
+{
+    let died = dies_at(url, AFTER_ACQUIRE, original).await;
+    assert!(died.is_err());
+    assert_eq!(
+        pttl(con, key).await,
+        -1,
+        "the original left a lock that never expires"
+    );
+    crate::redis_state::delete(con, &[key]).await;
+
+    let died = dies_at(url, AFTER_ACQUIRE, fixed).await;
+    assert!(died.is_err());
+    let ttl = pttl(con, key).await;
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "the fixed acquire set the expiry ({ttl} ms)"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_nx_then_expire() {
     let redis = redis();
@@ -20,28 +53,18 @@ async fn set_nx_then_expire() {
     let id = crate::redis_state::random_id();
     let key = format!("lock:payouts:{id}");
 
-    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
-        fx::bad_set_nx_then_expire::settle_payouts(&mut connect(&url).await, id).await
-    })
+    dies_after_acquire(
+        &redis.url(),
+        &mut con,
+        &key,
+        |url| async move {
+            fx::bad_set_nx_then_expire::settle_payouts(&mut connect(&url).await, id).await
+        },
+        |url| async move {
+            fx::bad_set_nx_then_expire_fixed::settle_payouts(&mut connect(&url).await, id).await
+        },
+    )
     .await;
-    assert!(died.is_err());
-    assert_eq!(
-        pttl(&mut con, &key).await,
-        -1,
-        "the original left a lock that never expires"
-    );
-    crate::redis_state::delete(&mut con, &[&key]).await;
-
-    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
-        fx::bad_set_nx_then_expire_fixed::settle_payouts(&mut connect(&url).await, id).await
-    })
-    .await;
-    assert!(died.is_err());
-    let ttl = pttl(&mut con, &key).await;
-    assert!(
-        ttl > 0 && ttl <= 60_000,
-        "the fixed acquire set the expiry ({ttl} ms)"
-    );
 
     // held: refused, untouched; free: acquired and released
     hold(&mut con, &key, OTHER).await;
@@ -69,28 +92,19 @@ async fn spin_loop_break() {
     let shard = crate::redis_state::random_id() as u32;
     let key = format!("lock:index-rebuild:{shard}");
 
-    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
-        fx::bad_spin_loop_break::rebuild_index(&mut connect(&url).await, shard, "me").await
-    })
+    dies_after_acquire(
+        &redis.url(),
+        &mut con,
+        &key,
+        |url| async move {
+            fx::bad_spin_loop_break::rebuild_index(&mut connect(&url).await, shard, "me").await
+        },
+        |url| async move {
+            fx::bad_spin_loop_break_fixed::rebuild_index(&mut connect(&url).await, shard, "me")
+                .await
+        },
+    )
     .await;
-    assert!(died.is_err());
-    assert_eq!(
-        pttl(&mut con, &key).await,
-        -1,
-        "the original left a lock that never expires"
-    );
-    crate::redis_state::delete(&mut con, &[&key]).await;
-
-    let died = dies_at(&redis.url(), AFTER_ACQUIRE, |url| async move {
-        fx::bad_spin_loop_break_fixed::rebuild_index(&mut connect(&url).await, shard, "me").await
-    })
-    .await;
-    assert!(died.is_err());
-    let ttl = pttl(&mut con, &key).await;
-    assert!(
-        ttl > 0 && ttl <= 60_000,
-        "the fixed acquire set the expiry ({ttl} ms)"
-    );
     crate::redis_state::delete(&mut con, &[&key]).await;
 
     // free: acquired and released
