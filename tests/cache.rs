@@ -8,6 +8,9 @@ use std::process::{Command, Output};
 
 #[path = "support/bin.rs"]
 mod bin;
+#[path = "support/sources.rs"]
+mod sources;
+use sources::try_lock_helper;
 
 fn locklint(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = bin::command(env!("CARGO_BIN_EXE_locklint"), dir);
@@ -152,18 +155,6 @@ fn entries_stay_valid_when_files_are_added_before_them() {
     let now = entries(cache.path());
     assert_eq!(now.len(), 3);
     assert!(stored.iter().all(|e| now.contains(e)));
-}
-
-/// A lock helper that acquires (`SET .. NX PX`), or one that only reads the key.
-fn try_lock_helper(acquires: bool) -> String {
-    let command = if acquires {
-        r#"redis::cmd("SET").arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms)"#
-    } else {
-        r#"redis::cmd("GET").arg(key)"#
-    };
-    format!(
-        "pub async fn try_lock(\n    con: &mut redis::aio::MultiplexedConnection,\n    key: &str,\n    token: &str,\n    ttl_ms: u64,\n) -> redis::RedisResult<bool> {{\n    let _ = (token, ttl_ms);\n    let reply: Option<String> = {command}.query_async(con).await?;\n    Ok(reply.is_some())\n}}\n"
-    )
 }
 
 #[test]

@@ -5,6 +5,10 @@ use std::process::{Command, Output};
 
 #[path = "support/bin.rs"]
 mod bin;
+#[path = "support/sources.rs"]
+mod sources;
+use sources::RULE_PAGE_SECTIONS;
+
 use bin::locklint;
 
 fn stdout(o: &Output) -> String {
@@ -273,13 +277,7 @@ fn every_rule_has_a_complete_page() {
         );
         let meta = info.name == "parse-error" || info.name.contains("suppression");
         if !meta {
-            for section in [
-                "## Why it is wrong",
-                "interleaving",
-                "### Bad",
-                "### Good",
-                "## How to fix",
-            ] {
+            for section in RULE_PAGE_SECTIONS {
                 assert!(
                     page.contains(section),
                     "{} lacks `{section}`",

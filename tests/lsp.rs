@@ -10,6 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
+#[path = "support/sources.rs"]
+mod sources;
+use sources::try_lock_helper;
+
 struct Client {
     /// The `locklint lsp` process (none for a server run in this process).
     child: Option<Child>,
@@ -937,18 +941,6 @@ fn fix_all_fixes_the_unsaved_buffer_as_check_fix_fixes_the_file() {
         std::fs::read_to_string(ws.path().join("f0.rs")).unwrap(),
         "// not saved yet\n"
     );
-}
-
-/// A lock helper that acquires (`SET .. NX PX`), or one that only reads the key.
-fn try_lock_helper(acquires: bool) -> String {
-    let command = if acquires {
-        r#"redis::cmd("SET").arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms)"#
-    } else {
-        r#"redis::cmd("GET").arg(key)"#
-    };
-    format!(
-        "pub async fn try_lock(\n    con: &mut redis::aio::MultiplexedConnection,\n    key: &str,\n    token: &str,\n    ttl_ms: u64,\n) -> redis::RedisResult<bool> {{\n    let _ = (token, ttl_ms);\n    let reply: Option<String> = {command}.query_async(con).await?;\n    Ok(reply.is_some())\n}}\n"
-    )
 }
 
 #[test]
