@@ -62,6 +62,16 @@ struct Server {
     watch: bool,
 }
 
+/// The directory a workspace folder's URL names: a `file:` URL of a path. One with a query or a
+/// fragment names no folder (`file:///?x` would otherwise be the whole file system, read for
+/// every analysis).
+fn folder_of(uri: &str) -> Option<PathBuf> {
+    url::Url::parse(uri)
+        .ok()
+        .filter(|u| u.query().is_none() && u.fragment().is_none())
+        .and_then(|u| u.to_file_path().ok())
+}
+
 /// Whether the loop goes on.
 enum Flow {
     Go,
@@ -283,7 +293,7 @@ impl Server {
 
     fn initialize(&mut self, params: &Value) {
         self.state = State::Running;
-        let dir = |u: &str| url::Url::parse(u).ok().and_then(|u| u.to_file_path().ok());
+        let dir = folder_of;
         let mut folders: Vec<PathBuf> = params["workspaceFolders"]
             .as_array()
             .into_iter()
@@ -711,6 +721,27 @@ mod tests {
 
     fn explode(_: &Path, _: &str, _: Option<&Path>, _: &crate::lsp::analysis::Others) -> Outcome {
         panic!("a front-end bug")
+    }
+
+    #[test]
+    fn workspace_folders_are_file_urls_of_paths() {
+        assert_eq!(
+            folder_of("file:///work/app"),
+            Some(PathBuf::from("/work/app"))
+        );
+        assert_eq!(
+            folder_of("file:///work/my%20app"),
+            Some(PathBuf::from("/work/my app"))
+        );
+        for not_a_folder in [
+            "file:///?mp/.tmpySFFiK",
+            "file:///work/app#top",
+            "untitled:a",
+            "https://example.com/app",
+            "not a url",
+        ] {
+            assert_eq!(folder_of(not_a_folder), None, "{not_a_folder}");
+        }
     }
 
     #[test]
