@@ -51,8 +51,6 @@ pub struct RuleInfo {
 pub enum Fixes<'a> {
     /// Build no fixes.
     Skip,
-    /// Build the fix of every finding.
-    All,
     /// Build the fix of the findings this accepts (it is asked with the finding, fix unset).
     For(&'a dyn Fn(&Diagnostic) -> bool),
 }
@@ -62,7 +60,6 @@ impl Fixes<'_> {
     pub fn wants(&self, d: &Diagnostic) -> bool {
         match self {
             Fixes::Skip => false,
-            Fixes::All => true,
             Fixes::For(wanted) => wanted(d),
         }
     }
