@@ -64,6 +64,9 @@ pub struct Options {
     pub baseline: Option<Arc<Baseline>>,
     /// `--changed-since`: only findings in these files (canonical paths) are reported.
     pub only_files: Option<Arc<HashSet<PathBuf>>>,
+    /// Parse every file, not only those the prefilter lets through (see [`crate::frontend::prefilter`]);
+    /// the findings are the same, which the tests check with it.
+    pub parse_all: bool,
 }
 
 /// Something worth telling the user that is not a finding (a skipped file).
@@ -326,8 +329,8 @@ pub fn run_with<T: Send>(
         project_settings = Arc::new(s);
     }
     pool().install(|| {
-        let (mut report, irs) = analyze_paths(files, opts);
-        let project = locks::analyze_with(&irs, &project_settings.project());
+        let (mut report, irs, packages) = analyze_paths(files, opts);
+        let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
         // findings are reported for the selected files only; the others gave facts
         if report.selected.len() < irs.len() {
@@ -471,8 +474,18 @@ fn filter_reported(report: &mut Report, opts: &Options) {
     }
 }
 
-/// Load and parse every file of the project (the selection counted in the report).
-fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<FileIr>) {
+/// Load every file of the project (the selection counted in the report) and parse those that
+/// can matter: first the files whose bytes show they can hold lock code
+/// ([`frontend::prefilter::can_contribute`]; every `.sql` and `.lua` file), then, round after
+/// round, the files that spell a name the parsed ones need from elsewhere
+/// ([`locks::reach::wanted`]: a const, a key builder, a struct, a function that reaches
+/// Redis or runs SQL and its callers or namesakes, in the packages that can see it). The
+/// others get an empty intermediate form: they hold nothing the analysis reads, so the
+/// findings are those of parsing every file ([`Options::parse_all`]).
+fn analyze_paths(
+    paths: Vec<(PathBuf, bool)>,
+    opts: &Options,
+) -> (Report, Vec<FileIr>, locks::Packages) {
     let overlay = opts.overlay.as_deref();
     let loaded: Vec<(Loaded, bool)> = paths
         .into_par_iter()
@@ -497,20 +510,14 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
         }
     }
     report.project_files = sources.len();
+    let packages = crate::packages::of_files(
+        sources.iter().map(|f| f.path.as_path()),
+        opts.project_root.as_deref(),
+    );
     let cache = opts.cache_dir.as_deref().and_then(Cache::open);
-    let analysed: Vec<(FileIr, bool)> = sources
-        .into_par_iter()
-        .enumerate()
-        .map(|(i, f)| match &cache {
-            // an editor's unsaved text changes with every key: not worth an entry
-            Some(cache) if !overlay.is_some_and(|o| o.contains_key(&f.path)) => {
-                analyze_cached(cache, i, f)
-            }
-            _ => (analyze_file(i, f), false),
-        })
-        .collect();
-    let mut irs = Vec::with_capacity(analysed.len());
-    for (ir, rebuilt) in analysed {
+    let (irs, rebuilt) =
+        crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref(), &report.selected);
+    for (ir, rebuilt) in irs.iter().zip(rebuilt) {
         if rebuilt && report.selected.contains(&ir.file.path) {
             report.notes.push(Note {
                 path: ir.file.display.clone(),
@@ -518,15 +525,18 @@ fn analyze_paths(paths: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Vec<Fi
                     .to_string(),
             });
         }
-        irs.push(ir);
     }
-    (report, irs)
+    (report, irs, packages)
 }
 
 /// [`analyze_file`] through the cache: a stored analysis of the same path and text is used,
 /// placed at the file's position; anything else is analysed and stored. The flag says the stored
 /// entry did not read back and was rebuilt.
-fn analyze_cached(cache: &Cache, index: usize, file: crate::source::FileRef) -> (FileIr, bool) {
+pub(crate) fn analyze_cached(
+    cache: &Cache,
+    index: usize,
+    file: crate::source::FileRef,
+) -> (FileIr, bool) {
     let entry = cache.entry(&file);
     let corrupt = match entry.load(index, &file) {
         Lookup::Hit(ir) => return (*ir, false),

@@ -17,6 +17,8 @@ pub mod fingerprint;
 pub mod fix;
 pub mod lsp;
 pub mod output;
+pub mod packages;
+mod parsing;
 pub mod project;
 pub mod suppress;
 

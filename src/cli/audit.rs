@@ -68,6 +68,7 @@ pub fn run(
         .or_else(|| crate::project::root_for(paths, None));
     let mut opts = audit::model::options(paths, exclude_dirs, config);
     opts.cache_dir = args.cache.dir(root.as_deref());
+    opts.parse_all = args.cache.no_prefilter;
     opts.project_root = root;
     let result = audit::run(&opts);
     for e in &result.errors {

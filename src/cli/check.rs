@@ -201,6 +201,7 @@ pub fn options(
         paths: paths.to_vec(),
         exclude_dirs: exclude_dirs.to_vec(),
         cache_dir: args.cache.dir(project_root.as_deref()),
+        parse_all: args.cache.no_prefilter,
         project_root,
         select: args.select.clone(),
         ignore: args.ignore.clone(),

@@ -78,6 +78,10 @@ pub struct CacheArgs {
     /// Neither read nor write the analysis cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Parse every file, also those whose bytes show they hold nothing a rule reads (slower;
+    /// the findings are the same).
+    #[arg(long)]
+    pub no_prefilter: bool,
 }
 
 impl CacheArgs {

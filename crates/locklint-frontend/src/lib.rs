@@ -5,6 +5,7 @@
 //! parse every embedded text of the file.
 
 pub mod lua;
+pub mod prefilter;
 pub mod rust;
 pub mod sql;
 

@@ -40,6 +40,9 @@ pub struct KeyRef {
     pub field: Option<(String, String)>,
     /// The key is the result of calling this function (name, arity); resolved project-wide.
     pub call: Option<(String, usize)>,
+    /// The type whose associated function `call` is (`Keys` of `Keys::lock(id)`).
+    #[serde(default)]
+    pub call_in: Option<String>,
     /// Names the key passed through (variables, fields, parameters): hints of its purpose.
     pub names: Vec<String>,
 }
@@ -397,7 +400,8 @@ pub struct Op {
 /// What a method call's receiver is declared as.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Receiver {
-    /// A parameter's or an annotated local's type, the impl's type for `self`.
+    /// A parameter's or an annotated local's type, the impl's type for `self`; for a path
+    /// call, the type the path names (`Cmd` of `Cmd::new(..)`, the impl's type for `Self::`).
     Type(String),
     /// A field of a value of this type (`self.pool`, `state.redis`): its type is the field's
     /// declared type, looked up project-wide.

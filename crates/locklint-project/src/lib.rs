@@ -3,6 +3,8 @@
 
 mod expand;
 mod marking;
+pub mod packages;
+pub mod reach;
 mod resolve;
 pub mod schema;
 mod settings;
@@ -13,6 +15,7 @@ pub mod ttl;
 use expand::Expander;
 use marking::{collect_facts, mark_locks};
 pub use marking::{key_matches, template_matches, LockFacts};
+pub use packages::{PackageSet, Packages};
 use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
 pub use trace::{scoped_identity, Trace, TraceOp};
@@ -80,9 +83,21 @@ pub fn analyze(files: &[FileIr]) -> Project<'_> {
 }
 
 /// [`analyze`] with configured settings: extra lock words, column names, efficiency locks.
+/// Every file's functions are callable from every other file.
 pub fn analyze_with<'a>(files: &'a [FileIr], settings: &ProjectSettings) -> Project<'a> {
+    static NO_PACKAGES: Packages = Packages::none();
+    analyze_in(files, settings, &NO_PACKAGES)
+}
+
+/// [`analyze_with`] in a project whose files belong to packages: a call resolves only among
+/// the functions its package can see.
+pub fn analyze_in<'a>(
+    files: &'a [FileIr],
+    settings: &ProjectSettings,
+    packages: &'a Packages,
+) -> Project<'a> {
     let lock_words = &settings.lock_key_patterns;
-    let idx = Index::new(files);
+    let idx = Index::new(files, packages);
     let mut traces = Vec::new();
     let mut roots: Vec<FnId> = idx.touches.iter().copied().collect();
     roots.sort();

@@ -1,11 +1,14 @@
 //! Cross-file resolution: functions by name, consts and struct field initialisers, key
 //! helpers, and which functions reach Redis (directly or through helpers).
 
+use crate::packages::Packages;
 use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef, Part, Receiver};
 use std::collections::{HashMap, HashSet};
 
 pub(crate) struct Index<'a> {
     pub(crate) files: &'a [FileIr],
+    /// Which file's functions each file can call.
+    pub(crate) packages: &'a Packages,
     pub(crate) consts: HashMap<String, Option<KeyRef>>,
     pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
     pub(crate) by_name: HashMap<&'a str, Vec<FnId>>,
@@ -31,7 +34,7 @@ pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: Stri
 }
 
 impl<'a> Index<'a> {
-    pub(crate) fn new(files: &'a [FileIr]) -> Self {
+    pub(crate) fn new(files: &'a [FileIr], packages: &'a Packages) -> Self {
         let mut consts = HashMap::new();
         let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
         let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::new();
@@ -71,6 +74,7 @@ impl<'a> Index<'a> {
         }
         let mut idx = Index {
             files,
+            packages,
             consts,
             fields,
             by_name,
@@ -130,11 +134,15 @@ impl<'a> Index<'a> {
         self.callers = callers;
     }
 
-    /// The function a call reaches, when it can be told unambiguously.
+    /// The function a call reaches, when it can be told unambiguously among the functions of
+    /// that name the caller's package can see.
     pub(crate) fn resolve(&self, call: &Call, from: FnId) -> Option<FnId> {
         let cands = self.by_name.get(call.name.as_str())?;
         let caller = self.func(from);
         let fits = |&&id: &&FnId| {
+            if !self.packages.visible(from.file, id.file) {
+                return false;
+            }
             let f = self.func(id);
             if call.method {
                 if !f.has_self {
@@ -145,7 +153,12 @@ impl<'a> Index<'a> {
                 }
                 f.params.len() == call.args.len()
             } else {
-                !f.has_self && f.params.len() == call.args.len()
+                // `Type::f(..)` is one of that type's associated functions
+                let in_type = match call.receiver.as_deref() {
+                    Some(Receiver::Type(ty)) => f.impl_type.as_deref() == Some(ty.as_str()),
+                    _ => true,
+                };
+                in_type && !f.has_self && f.params.len() == call.args.len()
             }
         };
         let matching: Vec<&FnId> = cands.iter().filter(fits).collect();
@@ -171,7 +184,7 @@ impl<'a> Index<'a> {
     }
 
     /// The declared type of a method call's receiver: its own, or its field's declaration.
-    fn receiver_type<'c>(&'c self, call: &'c Call) -> Option<&'c str> {
+    pub(crate) fn receiver_type<'c>(&'c self, call: &'c Call) -> Option<&'c str> {
         match call.receiver.as_deref()? {
             Receiver::Type(ty) => Some(ty),
             Receiver::Field { owner, field } => self
@@ -202,7 +215,7 @@ impl<'a> Index<'a> {
                 }
             }
             if let Some((name, arity)) = &key.call {
-                if let Some(k) = self.returned_key(name, *arity) {
+                if let Some(k) = self.returned_key(name, *arity, key.call_in.as_deref()) {
                     let mut r = self.resolve_key(&k, depth + 1);
                     r.add_names(key.names.iter().cloned());
                     return r;
@@ -226,12 +239,20 @@ impl<'a> Index<'a> {
         out
     }
 
-    pub(crate) fn returned_key(&self, name: &str, arity: usize) -> Option<KeyRef> {
+    /// The key the functions of this name and arity return (of this type's, when the call
+    /// names one), when they all return the same one.
+    pub(crate) fn returned_key(
+        &self,
+        name: &str,
+        arity: usize,
+        in_type: Option<&str>,
+    ) -> Option<KeyRef> {
         let cands = self.by_name.get(name)?;
         let mut found: Option<KeyRef> = None;
         for &c in cands {
             let f = self.func(c);
-            if f.params.len() != arity {
+            if f.params.len() != arity || in_type.is_some_and(|t| f.impl_type.as_deref() != Some(t))
+            {
                 continue;
             }
             let k = f.returns_key.as_ref()?;

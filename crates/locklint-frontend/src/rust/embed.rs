@@ -98,6 +98,9 @@ pub fn looks_like_sql(text: &str) -> bool {
         .take_while(|c| c.is_ascii_alphabetic())
         .collect::<String>()
         .to_ascii_uppercase();
+    if first == "DO" {
+        return is_do_block(&t[2..]);
+    }
     matches!(
         first.as_str(),
         "SELECT"
@@ -121,6 +124,14 @@ pub fn looks_like_sql(text: &str) -> bool {
             | "REPLACE"
             | "UPSERT"
     )
+}
+
+/// What follows `DO` in an anonymous code block: its code, quoted (`$$`, `$tag$`, `'..'`), or
+/// `LANGUAGE`; "Do not ..." is prose.
+pub fn is_do_block(rest: &str) -> bool {
+    let after = rest.trim_start();
+    after.len() < rest.len()
+        && (after.starts_with(['$', '\'']) || after.to_ascii_uppercase().starts_with("LANGUAGE"))
 }
 
 /// What a declared type says about an executor.
@@ -171,6 +182,15 @@ pub fn executor_of_method(name: &str) -> Option<Executor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn do_blocks_are_sql_and_prose_is_not() {
+        assert!(looks_like_sql("DO $$ BEGIN PERFORM 1; END $$"));
+        assert!(looks_like_sql("do language plpgsql $x$ begin end $x$"));
+        assert!(looks_like_sql("DO 'BEGIN END'"));
+        assert!(!looks_like_sql("Do not require validated URLs"));
+        assert!(!looks_like_sql("DO"));
+    }
 
     #[test]
     fn sql_detection() {

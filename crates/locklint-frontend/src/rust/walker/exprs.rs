@@ -377,7 +377,7 @@ impl FnWalker<'_> {
                 name,
                 method: false,
                 on_self: false,
-                receiver: None,
+                receiver: self.path_type(&c.func),
                 args,
                 values,
                 span,

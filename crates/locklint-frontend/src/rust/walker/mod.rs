@@ -449,6 +449,24 @@ impl<'a> FnWalker<'a> {
         }
     }
 
+    /// The type a path call names its function in: `Cmd` of `redis::Cmd::new(..)`, the
+    /// impl's type for `Self::new(..)`; none for a free function (`helpers::acquire(..)`),
+    /// whose path names modules.
+    fn path_type(&self, e: &syn::Expr) -> Option<Box<Receiver>> {
+        let syn::Expr::Path(p) = e else { return None };
+        let segments = &p.path.segments;
+        let ty = segments.iter().rev().nth(1)?.ident.to_string();
+        let ty = if ty == "Self" {
+            self.impl_type.clone()?
+        } else {
+            ty
+        };
+        ty.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+            .then(|| Box::new(Receiver::Type(ty)))
+    }
+
     /// What tells a method call's receiver's type: its declared type, or the field of a
     /// value whose type is known.
     fn receiver_of(&self, e: &syn::Expr) -> Option<Box<Receiver>> {

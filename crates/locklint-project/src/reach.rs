@@ -1,0 +1,179 @@
+//! What the parsed files of a project need from files that were not parsed.
+//!
+//! The engine parses first only the files whose bytes show they can hold lock code
+//! (`locklint_frontend::prefilter`). A file left out can still matter through a name: a
+//! `const` or struct field a lock key is built from, a key-building function, a struct whose
+//! field types pick a method, a call to a function that reaches Redis or runs SQL (the caller
+//! gets a trace), or a function of the same name as the target of such a call in another
+//! file (it can make the call ambiguous: defined in an `impl` of the receiver's type when the
+//! type picked the target). [`wanted`] lists those names with how a file must spell them and
+//! in which packages; the engine parses the files that do, and asks again until nothing new
+//! is needed. Every name the project layer looks up across files is listed, so the facts and
+//! findings are those of parsing every file.
+
+use crate::packages::{PackageSet, Packages};
+use crate::resolve::Index;
+use locklint_ir::{Event, FileIr, FnId, KeyRef, Part, Receiver};
+use std::collections::{HashMap, HashSet};
+
+/// How a name must appear in a file for the file to be needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// Anywhere, as a whole identifier (a call, a struct literal).
+    Use,
+    /// As a function being defined (`fn name`).
+    Function,
+    /// As a struct being defined (`struct name`): its fields' declared types.
+    Struct,
+    /// As a `const` or `static` being defined.
+    Const,
+}
+
+/// Files that spell `name` as `need` says, in a package of `within`, are needed; with `with`,
+/// only those that also implement something for that type (`name` must be a function of an
+/// `impl` of it: `impl Type`, `impl<T> Type<T>`, `impl Trait for Type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub name: String,
+    pub need: Need,
+    pub with: Option<String>,
+    pub within: PackageSet,
+}
+
+/// The names the analysed `files` need from the others (see the module documentation); files
+/// that were not parsed have an empty intermediate form and contribute nothing here.
+pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
+    let idx = Index::new(files, packages);
+    let mut out: HashMap<(String, Need, Option<String>), PackageSet> = HashMap::new();
+    let mut add_with = |name: &str, need: Need, with: Option<&str>, within: PackageSet| {
+        out.entry((name.to_string(), need, with.map(str::to_string)))
+            .and_modify(|w| *w = union(w, &within))
+            .or_insert(within);
+    };
+    let runs_sql = |id: FnId| {
+        idx.func(id)
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Sql { .. }))
+    };
+    // the keys the rules read: those of the functions that reach Redis or run SQL
+    let mut keys: Vec<&KeyRef> = Vec::new();
+    for (fi, f) in files.iter().enumerate() {
+        let package = packages.package(fi);
+        for (fj, func) in f.functions.iter().enumerate() {
+            let id = FnId { file: fi, func: fj };
+            // a function of the same name as a call's target in another file, visible from
+            // the caller, can make the call ambiguous (one in the caller's own file is
+            // preferred; one of another type when the receiver's type picked the target)
+            for e in &func.events {
+                let Event::Call(c) = e else { continue };
+                let Some(t) = idx.target(c) else { continue };
+                if t.file == fi || !(idx.touches.contains(&t) || runs_sql(t)) {
+                    continue;
+                }
+                let target = idx.func(t);
+                let typed = if c.on_self {
+                    func.impl_type.as_deref()
+                } else {
+                    idx.receiver_type(c)
+                        .filter(|ty| target.impl_type.as_deref() == Some(*ty))
+                };
+                add_with(&c.name, Need::Function, typed, packages.seen_from(package));
+            }
+            if !idx.touches.contains(&id) && !runs_sql(id) {
+                continue;
+            }
+            // its callers get its operations (or its statements' parameters)
+            add_with(&func.name, Need::Use, None, packages.callers_of(package));
+            for e in &func.events {
+                match e {
+                    Event::Op(op) => keys.push(&op.key),
+                    Event::Call(c) => {
+                        keys.extend(&c.args);
+                        // the struct whose field's declared type picks the method
+                        if let Some(Receiver::Field { owner, .. }) = c.receiver.as_deref() {
+                            add_with(owner, Need::Struct, None, PackageSet::All);
+                        }
+                    }
+                    Event::Sql { embedded, .. } => {
+                        if let Some(exec) = f.embedded.get(*embedded).and_then(|e| e.exec.as_ref())
+                        {
+                            keys.extend(&exec.bind_keys);
+                        }
+                    }
+                    Event::ConnEnd(_) => {}
+                }
+            }
+        }
+    }
+    // and what those keys are resolved through, transitively: consts, struct fields and key
+    // builders wherever they are defined
+    let mut consts: HashMap<&str, Vec<&KeyRef>> = HashMap::new();
+    let mut fields: HashMap<(&str, &str), Vec<&KeyRef>> = HashMap::new();
+    let mut builders: HashMap<&str, Vec<&KeyRef>> = HashMap::new();
+    for f in files {
+        for (n, k) in &f.consts {
+            consts.entry(n.as_str()).or_default().push(k);
+        }
+        for (t, field, k) in &f.field_inits {
+            fields
+                .entry((t.as_str(), field.as_str()))
+                .or_default()
+                .push(k);
+        }
+        for func in &f.functions {
+            if let Some(k) = &func.returns_key {
+                builders.entry(func.name.as_str()).or_default().push(k);
+            }
+        }
+    }
+    let mut seen: HashSet<(u8, &str, &str)> = HashSet::new();
+    while let Some(k) = keys.pop() {
+        for p in &k.parts {
+            if let Part::Const(name) = p {
+                if seen.insert((0, name, "")) {
+                    add_with(name, Need::Const, None, PackageSet::All);
+                    keys.extend(consts.get(name.as_str()).into_iter().flatten());
+                }
+            }
+        }
+        if let Some((owner, field)) = &k.field {
+            if seen.insert((1, owner, field)) {
+                add_with(owner, Need::Use, None, PackageSet::All);
+                keys.extend(
+                    fields
+                        .get(&(owner.as_str(), field.as_str()))
+                        .into_iter()
+                        .flatten(),
+                );
+            }
+        }
+        if let Some((name, _)) = &k.call {
+            let in_type = k.call_in.as_deref().unwrap_or("");
+            if seen.insert((2, name, in_type)) {
+                add_with(name, Need::Function, k.call_in.as_deref(), PackageSet::All);
+                keys.extend(builders.get(name.as_str()).into_iter().flatten());
+            }
+        }
+    }
+    let mut v: Vec<Wanted> = out
+        .into_iter()
+        .map(|((name, need, with), within)| Wanted {
+            name,
+            need,
+            with,
+            within,
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.name, a.need as u8, &a.with).cmp(&(&b.name, b.need as u8, &b.with)));
+    v
+}
+
+fn union(a: &PackageSet, b: &PackageSet) -> PackageSet {
+    match (a, b) {
+        (PackageSet::Some(x), PackageSet::Some(y)) => {
+            PackageSet::Some(x.iter().zip(y).map(|(p, q)| *p || *q).collect())
+        }
+        _ => PackageSet::All,
+    }
+}
