@@ -238,6 +238,10 @@ pub struct Statement {
     pub table_def: Option<TableDef>,
     /// The positional parameters it uses.
     pub placeholders: Placeholders,
+    /// A `SELECT ... FOR UPDATE` (or `FOR NO KEY UPDATE`, `FOR SHARE`): the rows it reads stay
+    /// locked until the transaction ends.
+    #[serde(default)]
+    pub row_lock: bool,
 }
 
 /// The positional parameters a statement uses, outside quotes, comments and dollar-quoted

@@ -2,6 +2,7 @@
 //! call sites into per-function traces, and decides which keys are locks.
 
 mod expand;
+pub mod lease;
 mod marking;
 mod resolve;
 pub mod schema;

@@ -13,39 +13,74 @@ pub struct LockTable {
     pub table: String,
     pub owner: Option<String>,
     pub expiry: Option<String>,
+    /// A work table (`jobs`, `tasks`) whose rows are leased to workers: its name does not say it
+    /// holds locks, so a row is the work itself and deleting it finishes the work.
+    pub work: bool,
+    /// A claim or a reaper gives a row whose lease time has passed to another holder
+    /// ([`Schema::lapsing`]).
+    pub lapses: bool,
 }
 
-fn first_of<'a>(names: &'a [String], cols: &[&str]) -> Option<&'a str> {
-    names.iter().map(String::as_str).find(|n| cols.contains(n))
+/// The first of `cols` that is one of the known `names` (in the order of `names`), else, unless
+/// the table is bookkeeping, the first shaped like one (`shaped`).
+fn first_of<'a>(
+    names: &[String],
+    shaped: fn(&str) -> bool,
+    cols: &[&'a str],
+    bookkeeping: bool,
+) -> Option<&'a str> {
+    names
+        .iter()
+        .find_map(|n| cols.iter().find(|c| **c == n.as_str()))
+        .copied()
+        .or_else(|| {
+            (!bookkeeping)
+                .then(|| cols.iter().copied().find(|c| shaped(c)))
+                .flatten()
+        })
 }
 
 /// The lock table a statement writes, if it writes one: a table the schema defines with a
-/// key, an owner and an expiry column, a table named like a lock table, or a statement that
-/// itself mentions an owner-like and an expiry-like column.
+/// key, an owner and an expiry column, a table the project's statements claim on a time
+/// condition (`crate::lease`), a table named like a lock table, or a statement that itself
+/// mentions an owner-like and an expiry-like column (by name or by shape: `lease_owner`,
+/// `claimed_by`, `lock_expires_at`, `hold_until`).
 pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
+    use locklint_ir::vocabulary::{names_holder_column, names_lease_time_column};
     if !st.is_write() {
         return None;
     }
     let table = st.table.clone()?;
     let mentioned = st.mentioned();
     let names = &schema.names;
-    let owner_m = first_of(&names.owner, &mentioned);
-    let expiry_m = first_of(&names.expiry, &mentioned);
+    let bookkeeping = crate::lease::bookkeeping_table(&table);
+    let owner_m = first_of(&names.owner, names_holder_column, &mentioned, bookkeeping);
+    let expiry_m = first_of(
+        &names.expiry,
+        names_lease_time_column,
+        &mentioned,
+        bookkeeping,
+    );
     let def = schema.table(&table);
+    let lease = schema.leases.get(&table);
     let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
     let by_statement = owner_m.is_some() && expiry_m.is_some();
-    if !(by_schema || by_statement || lock_table_name(&table)) {
+    if !(by_schema || by_statement || lease.is_some() || lock_table_name(&table)) {
         return None;
     }
-    let owner = def
-        .and_then(|t| t.owner_column(names))
+    let owner = lease
+        .map(|l| l.owner.as_str())
+        .or_else(|| def.and_then(|t| t.owner_column(names)))
         .or(owner_m)
         .map(str::to_string);
-    let expiry = def
-        .and_then(|t| t.expiry_column(names))
+    let expiry = lease
+        .map(|l| l.expiry.as_str())
+        .or_else(|| def.and_then(|t| t.expiry_column(names)))
         .or(expiry_m)
         .map(str::to_string);
     Some(LockTable {
+        work: !lock_table_name(&table),
+        lapses: schema.lapsing.contains(&table),
         table,
         owner,
         expiry,
@@ -172,6 +207,87 @@ pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool
     } else {
         holders.next().is_some()
     }
+}
+
+/// The columns the `WHERE` compares for equality with an incoming value (`id = $1`, `$2 =
+/// attempt`).
+fn pinned_columns(st: &Statement) -> Vec<&str> {
+    let mut pinned: Vec<&str> = Vec::new();
+    let Some(f) = &st.filter else { return pinned };
+    for c in f.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+        for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+            if let Some(col) = a.bare.as_ref().filter(|x| st.is_target(x)) {
+                if is_outside(st, b) && !b.is_constant() && !pinned.contains(&col.name.as_str()) {
+                    pinned.push(col.name.as_str());
+                }
+            }
+        }
+    }
+    pinned
+}
+
+/// The `WHERE` pins the row to the writer's own claim by a second incoming value, whatever
+/// the column is called: next to the key, an equality with a parameter (`AND attempt = $3`,
+/// `AND lease_id = $3`); with the table's key known from the schema, an equality of a column
+/// outside it.
+pub fn has_token_check(st: &Statement, schema: &Schema) -> bool {
+    let pinned = pinned_columns(st);
+    let keys: Vec<&str> = st
+        .table
+        .as_deref()
+        .and_then(|t| schema.table(t))
+        .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        pinned.len() >= 2
+    } else {
+        pinned.iter().any(|c| !keys.contains(c))
+    }
+}
+
+/// A compare-and-set: the `WHERE` requires a column to hold a literal (`state = 'running'`)
+/// that the statement itself assigns (`SET state = 'done'`), so of two such writes only the
+/// first matches the row.
+pub fn is_compare_and_set(st: &Statement) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().filter(|c| c.op == CmpOp::Eq).any(|c| {
+        [(&c.left, &c.right), (&c.right, &c.left)]
+            .into_iter()
+            .any(|(a, b)| {
+                a.bare.as_ref().is_some_and(|col| {
+                    st.is_target(col)
+                        && b.is_constant()
+                        && st.assignments.iter().any(|x| x.column == col.name)
+                })
+            })
+    })
+}
+
+/// A write to a leased row of a work table that does not show the writer still holds the
+/// lease: an `UPDATE` that changes the work (not the lease: `SET state = 'done', result = $2`)
+/// or a `DELETE` of the row, on a table whose leases lapse, keyed without the holder, a
+/// second incoming value, a fencing token, the lease time or a compare-and-set.
+pub fn unfenced_completion(st: &Statement, lt: &LockTable, schema: &Schema) -> bool {
+    if !lt.work || !lt.lapses || st.filter.is_none() {
+        return false;
+    }
+    let finishes = match st.kind {
+        StatementKind::Update => lock_write(st, lt) == LockWrite::Other,
+        StatementKind::Delete => true,
+        _ => false,
+    };
+    let lease: Vec<&str> = lt
+        .owner
+        .iter()
+        .chain(&lt.expiry)
+        .map(String::as_str)
+        .collect();
+    finishes
+        && !filter_mentions(st, &lease)
+        && !has_holder_check(st, lt, schema)
+        && !has_token_check(st, schema)
+        && !is_compare_and_set(st)
+        && !schema.names.fence.iter().any(|c| has_fence_guard(st, c))
 }
 
 /// The condition mentions one of these columns of the target table.

@@ -7,7 +7,9 @@ use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
-use locklint_project::sql::{filter_mentions, lock_table_writes, lock_write, LockTable, LockWrite};
+use locklint_project::sql::{
+    filter_mentions, is_compare_and_set, lock_table_writes, lock_write, LockTable, LockWrite,
+};
 use locklint_project::Project;
 
 pub struct LockTableStealsLiveLock;
@@ -44,7 +46,11 @@ impl Rule for LockTableStealsLiveLock {
                 .chain(&lt.owner)
                 .map(String::as_str)
                 .collect();
-            if st.conflict != Conflict::Replace && filter_mentions(st, &guards) {
+            // a compare-and-set claim (`SET state = 'running' .. WHERE .. AND state =
+            // 'pending'`) takes only a row nobody holds
+            if st.conflict != Conflict::Replace
+                && (filter_mentions(st, &guards) || is_compare_and_set(st))
+            {
                 continue;
             }
             let expiry = lt.expiry.as_deref().unwrap_or("expires_at");

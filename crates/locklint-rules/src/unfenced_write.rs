@@ -13,7 +13,7 @@ use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::sql::{
     fence_column, has_fence_guard, is_idempotent, issues_fences, lock_table, lock_write,
-    overwrites, runs, LockWrite,
+    overwrites, runs, unfenced_completion, LockWrite,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -81,6 +81,7 @@ impl Rule for UnfencedWrite {
             d.fix = fence_guard(file, st, &fence);
             out.push(d);
         }
+        completions(file, project, out);
         for f in &file.functions {
             let runs = runs(file, f);
             if runs.is_empty() {
@@ -216,6 +217,104 @@ impl Rule for UnfencedWrite {
             }
         }
     }
+}
+
+/// (c): a worker's write that finishes a leased row of a work table (`UPDATE jobs SET state =
+/// 'done' WHERE id = $1`, `DELETE FROM jobs WHERE id = $1`) without showing it still holds the
+/// lease, in a file that claims rows of that table. Not when the same transaction claimed or
+/// row-locked (`FOR UPDATE`) the table first: the row stays the worker's until it commits.
+fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+    let schema = &project.schema;
+    let claims: Vec<(&Statement, String)> = file
+        .sql
+        .statements
+        .iter()
+        .filter_map(|st| {
+            let lt = lock_table(st, schema)?;
+            (lock_write(st, &lt) == LockWrite::Acquire).then_some((st, lt.table))
+        })
+        .collect();
+    let in_claiming_transaction = in_claiming_transaction(file);
+    for st in &file.sql.statements {
+        let Some(lt) = lock_table(st, schema) else {
+            continue;
+        };
+        if !unfenced_completion(st, &lt, schema)
+            || !claims.iter().any(|(_, t)| *t == lt.table)
+            || in_claiming_transaction.contains(&std::ptr::from_ref(st))
+        {
+            continue;
+        }
+        let Some(filter) = &st.filter else { continue };
+        let owner = lt.owner.as_deref().unwrap_or("owner");
+        let expiry = lt.expiry.as_deref().unwrap_or("expires_at");
+        let (what, outcome) = if st.kind == locklint_ir::sql::StatementKind::Delete {
+            (
+                "this delete of",
+                "this delete removes the job they are working on",
+            )
+        } else {
+            ("this write to", "this write lands on their claim")
+        };
+        let mut d = warning(sql_diagnostic(
+            &INFO,
+            file,
+            filter.span,
+            format!("does not check `{owner}`"),
+            format!("{what} a leased `{}` row does not check that this worker still holds it; once the lease (`{expiry}`) lapses another worker claims the row, and {outcome}: the job's effect is applied twice, and a retry is not idempotent", lt.table),
+            format!("add `AND {owner} = $n` with the worker's own id (or the attempt or lease token the claim wrote), and treat zero affected rows as a lost lease"),
+        ));
+        if let Some((claim, _)) = claims.iter().find(|(_, t)| *t == lt.table) {
+            d.related.push(related(
+                file,
+                claim.span,
+                "the row is claimed here, with a lease that lapses",
+            ));
+        }
+        let text = format!(" AND {owner} = {}", st.placeholders.next());
+        d.fix = sql_insert_fix(
+            file,
+            st,
+            end_before_semicolon(file, filter.span),
+            &text,
+            format!(
+                "write only while holding the lease (`{}`), and bind the worker's id",
+                text.trim()
+            ),
+            locklint_ir::diagnostic::Applicability::DisplayOnly,
+        );
+        out.push(d);
+    }
+}
+
+/// The statements a Rust function runs in a transaction after a statement of the same
+/// transaction wrote the same table or locked its rows (`FOR UPDATE`).
+fn in_claiming_transaction(file: &FileIr) -> std::collections::HashSet<*const Statement> {
+    let mut out = std::collections::HashSet::new();
+    let tx_of = |r: &locklint_project::sql::Run| {
+        r.embedded
+            .exec
+            .as_ref()
+            .filter(|x| x.executor == Executor::Transaction)
+            .map(|x| x.conn.clone())
+    };
+    for f in &file.functions {
+        let runs = runs(file, f);
+        for (i, r) in runs.iter().enumerate() {
+            let (Some(tx), Some(table)) = (tx_of(r), r.statement.table.as_deref()) else {
+                continue;
+            };
+            let claimed = runs[..i].iter().any(|e| {
+                tx_of(e).as_ref() == Some(&tx)
+                    && ((e.statement.is_write() && e.statement.table.as_deref() == Some(table))
+                        || (e.statement.row_lock && e.statement.reads.as_deref() == Some(table)))
+            });
+            if claimed {
+                out.insert(std::ptr::from_ref(r.statement));
+            }
+        }
+    }
+    out
 }
 
 /// (a): compare the fencing column with the token the statement writes to it (`AND fence <

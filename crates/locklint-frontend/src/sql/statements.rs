@@ -289,6 +289,7 @@ impl Context<'_> {
             advisory: Vec::new(),
             table_def: None,
             placeholders: self.placeholders(toks),
+            row_lock: false,
         }
     }
 
@@ -628,6 +629,7 @@ impl Context<'_> {
                 | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
                 body => {
                     st.kind = StatementKind::Select;
+                    st.row_lock = !q.locks.is_empty();
                     // `SELECT .. FROM t` (one table, no join): the table read.
                     if let ast::SetExpr::Select(sel) = body {
                         if let [from] = sel.from.as_slice() {
