@@ -73,6 +73,7 @@ impl Rule for LockTableStealsLiveLock {
                     format!("condition each assignment on the expiry: `{owner} = IF({expiry} < UTC_TIMESTAMP(6), VALUES({owner}), {owner})` (assign `{expiry}` last)")
                 }
                 Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
+                _ if lt.work => format!("claim the row only when nobody holds it: `... WHERE id = $1 AND ({expiry} IS NULL OR {expiry} < now())`, or move it from a state only one claim can match (`AND state = 'pending'` with `SET state = 'running'`)"),
                 _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),
             };
             let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
@@ -120,7 +121,8 @@ fn expiry_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
     )
 }
 
-/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition.
+/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition
+/// (shown only on a work table, as `AND (<expiry> IS NULL OR <expiry> < now())`).
 fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
     let filter = st.filter.as_ref()?;
     let expiry = lt.expiry.as_deref()?;
@@ -131,13 +133,18 @@ fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
         .and_then(|e| e.text.get(st.start..st.end))
         .unwrap_or("")
         .to_ascii_lowercase();
-    let applicability = if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ")
-    {
-        Applicability::Safe
+    // the rows of a work table exist before anyone claims them, their lease time still NULL:
+    // the guard must let those through, and whether the column can be NULL is not known
+    let (applicability, text) = if lt.work {
+        (
+            Applicability::DisplayOnly,
+            format!(" AND ({expiry} IS NULL OR {expiry} < now())"),
+        )
+    } else if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ") {
+        (Applicability::Safe, format!(" AND {expiry} < now()"))
     } else {
-        Applicability::DisplayOnly
+        (Applicability::DisplayOnly, format!(" AND {expiry} < now()"))
     };
-    let text = format!(" AND {expiry} < now()");
     sql_insert_fix(
         file,
         st,

@@ -225,22 +225,24 @@ impl Rule for UnfencedWrite {
 /// row-locked (`FOR UPDATE`) the table first: the row stays the worker's until it commits.
 fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
     let schema = &project.schema;
-    let claims: Vec<(&Statement, String)> = file
-        .sql
-        .statements
-        .iter()
-        .filter_map(|st| {
-            let lt = lock_table(st, schema)?;
-            (lock_write(st, &lt) == LockWrite::Acquire).then_some((st, lt.table))
-        })
-        .collect();
+    // the first claim of each table in the file
+    let mut claims: HashMap<String, &Statement> = HashMap::new();
+    for st in &file.sql.statements {
+        if let Some(lt) = lock_table(st, schema) {
+            if lock_write(st, &lt) == LockWrite::Acquire {
+                claims.entry(lt.table).or_insert(st);
+            }
+        }
+    }
     let in_claiming_transaction = in_claiming_transaction(file);
     for st in &file.sql.statements {
         let Some(lt) = lock_table(st, schema) else {
             continue;
         };
+        let Some(claim) = claims.get(&lt.table) else {
+            continue;
+        };
         if !unfenced_completion(st, &lt, schema)
-            || !claims.iter().any(|(_, t)| *t == lt.table)
             || in_claiming_transaction.contains(&std::ptr::from_ref(st))
         {
             continue;
@@ -264,13 +266,11 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             format!("{what} a leased `{}` row does not check that this worker still holds it; once the lease (`{expiry}`) lapses another worker claims the row, and {outcome}: the job's effect is applied twice, and a retry is not idempotent", lt.table),
             format!("add `AND {owner} = $n` with the worker's own id (or the attempt or lease token the claim wrote), and treat zero affected rows as a lost lease"),
         ));
-        if let Some((claim, _)) = claims.iter().find(|(_, t)| *t == lt.table) {
-            d.related.push(related(
-                file,
-                claim.span,
-                "the row is claimed here, with a lease that lapses",
-            ));
-        }
+        d.related.push(related(
+            file,
+            claim.span,
+            "the row is claimed here, with a lease that lapses",
+        ));
         let text = format!(" AND {owner} = {}", st.placeholders.next());
         d.fix = sql_insert_fix(
             file,
@@ -299,18 +299,25 @@ fn in_claiming_transaction(file: &FileIr) -> std::collections::HashSet<*const St
             .map(|x| x.conn.clone())
     };
     for f in &file.functions {
-        let runs = runs(file, f);
-        for (i, r) in runs.iter().enumerate() {
-            let (Some(tx), Some(table)) = (tx_of(r), r.statement.table.as_deref()) else {
-                continue;
+        // (transaction, table) pairs written or row-locked so far in the function
+        let mut held: std::collections::HashSet<(Option<String>, &str)> = Default::default();
+        for r in runs(file, f) {
+            let Some(tx) = tx_of(&r) else { continue };
+            let st = r.statement;
+            if let Some(table) = st.table.as_deref() {
+                if held.contains(&(tx.clone(), table)) {
+                    out.insert(std::ptr::from_ref(st));
+                }
+            }
+            let locked = if st.is_write() {
+                st.table.as_deref()
+            } else if st.row_lock {
+                st.reads.as_deref()
+            } else {
+                None
             };
-            let claimed = runs[..i].iter().any(|e| {
-                tx_of(e).as_ref() == Some(&tx)
-                    && ((e.statement.is_write() && e.statement.table.as_deref() == Some(table))
-                        || (e.statement.row_lock && e.statement.reads.as_deref() == Some(table)))
-            });
-            if claimed {
-                out.insert(std::ptr::from_ref(r.statement));
+            if let Some(table) = locked {
+                held.insert((tx, table));
             }
         }
     }
