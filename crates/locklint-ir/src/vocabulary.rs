@@ -258,9 +258,23 @@ const WORKER_COLUMN_WORDS: &[&str] = &[
 ];
 
 /// Words of a time column that tie it to a lease (`locked_at`, `lease_expires_at`,
-/// `hold_until`, `claimed_at`).
-const LEASE_TIME_WORDS: &[&str] = &[
-    "lock", "locked", "lease", "leased", "claim", "claimed", "hold", "held", "reserved",
+/// `hold_until`).
+const LEASE_TIME_WORDS: &[&str] = &["lock", "locked", "lease", "leased", "hold", "held"];
+
+/// Words of a time column that tie it to a lease only with an end (`claimed_until`,
+/// `reserved_until`): `claimed_at` says when a ticket was taken, not until when.
+const CLAIM_TIME_WORDS: &[&str] = &["claim", "claimed", "reserve", "reserved"];
+
+/// Words that make a column the end of a period (`_until`, `expires`).
+const END_WORDS: &[&str] = &[
+    "until",
+    "till",
+    "expires",
+    "expiry",
+    "expiration",
+    "expire",
+    "deadline",
+    "timeout",
 ];
 
 /// Words that make a column a point in time (`_at`, `_until`, `expires`).
@@ -288,7 +302,8 @@ pub fn names_holder_column(col: &str) -> bool {
         || w.windows(2)
             .any(|p| p[1] == "by" && HOLD_VERBS.contains(&p[0].as_str()))
         || (w.last().is_some_and(|x| x == "token")
-            && w.iter().any(|x| LEASE_TIME_WORDS.contains(&x.as_str())))
+            && w.iter()
+                .any(|x| LEASE_TIME_WORDS.contains(&x.as_str()) || x == "claim"))
 }
 
 /// Whether a column name says it holds a process that may work on the row (`worker_id`,
@@ -301,12 +316,14 @@ pub fn names_worker_column(col: &str) -> bool {
 
 /// Whether a column name says it holds the time of a lease: when it was taken or when it
 /// ends (`locked_at`, `locked_until`, `lease_expires_at`, `hold_until`, `claimed_at`,
-/// `heartbeat_at`, `last_heartbeat`). `created_at`, `updated_at` or a boolean `locked` do not.
+/// `heartbeat_at`, `last_heartbeat`, `claimed_until`). `created_at`, `updated_at`,
+/// `claimed_at` or a boolean `locked` do not.
 pub fn names_lease_time_column(col: &str) -> bool {
     let w = words(col);
+    let any = |list: &[&str]| w.iter().any(|x| list.contains(&x.as_str()));
     w.iter().any(|x| x == "heartbeat" || x == "heartbeats")
-        || (w.iter().any(|x| LEASE_TIME_WORDS.contains(&x.as_str()))
-            && w.iter().any(|x| TIME_WORDS.contains(&x.as_str())))
+        || (any(LEASE_TIME_WORDS) && any(TIME_WORDS))
+        || (any(CLAIM_TIME_WORDS) && any(END_WORDS))
 }
 
 /// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
@@ -381,7 +398,7 @@ mod tests {
             "lease_until",
             "lease_expires_at",
             "hold_until",
-            "claimed_at",
+            "claimed_until",
             "heartbeat_at",
             "last_heartbeat",
         ] {
@@ -390,6 +407,7 @@ mod tests {
         for c in [
             "created_at",
             "updated_at",
+            "claimed_at",
             "expires_at",
             "locked",
             "lock_version",

@@ -6,8 +6,8 @@
 //! table holds leases: the column it writes the holder into is the owner (named like a holder,
 //! like a worker, or compared with an incoming value by another statement on the table: an
 //! owner written and later compared), the column it compares with a time is the lease time
-//! (compared with the clock or a parameter, and written from the clock or named like a lease
-//! time). Cache, session, rate-limit and idempotency tables are never lock tables.
+//! (compared with the clock or a parameter, and written by the claim or named like a lease
+//! time: a schedule such as `run_at <= now()` that the claim leaves alone is not one). Cache, session, rate-limit and idempotency tables are never lock tables.
 //!
 //! A lease **lapses** when a statement can give a taken row to another holder once its time has
 //! passed: a claim's own time condition, or a reaper (`UPDATE jobs SET locked_by = NULL WHERE
@@ -32,7 +32,7 @@ fn outside(st: &Statement, v: &Operand) -> bool {
 
 /// A target column of `st` that its condition compares, in order (`<`, `<=`, `>`, `>=`), with
 /// a time from outside the row (the clock, or a parameter), each with the outside operand.
-pub fn time_comparisons<'s>(st: &'s Statement) -> impl Iterator<Item = (&'s str, &'s Operand)> {
+pub fn time_comparisons(st: &Statement) -> impl Iterator<Item = (&str, &Operand)> {
     st.filter.iter().flat_map(move |f| {
         f.comparisons
             .iter()
@@ -64,10 +64,12 @@ fn claim(st: &Statement, names: &ColumnNames, compared: &BTreeSet<&str>) -> Opti
         return None;
     }
     let assigned = |col: &str| st.assignments.iter().find(|a| a.column == col);
-    let (expiry, _) = time_comparisons(st).find(|(col, other)| {
-        other.clock
-            || names.is_expiry(col)
-            || assigned(col).is_some_and(|a| a.value.clock && outside(st, &a.value))
+    // the lease time: named like one, or written by the claim itself (a schedule such as
+    // `run_at <= now()` that the claim leaves alone is not a lease)
+    let (expiry, _) = time_comparisons(st).find(|(col, _)| {
+        names.is_expiry(col)
+            || assigned(col)
+                .is_some_and(|a| (a.value.clock || a.value.param) && outside(st, &a.value))
     })?;
     let rank = |col: &str| {
         if names.is_owner(col) {
@@ -250,6 +252,11 @@ mod tests {
             // a status transition with no time
             (
                 "UPDATE jobs SET state = 'running', worker_id = $1 WHERE id = $2 AND state = 'pending'",
+                "jobs",
+            ),
+            // a schedule, not a lease: the claim does not write `run_at`
+            (
+                "UPDATE jobs SET state = 'running', worker = $1 WHERE id = $2 AND run_at <= now() AND state = 'scheduled'",
                 "jobs",
             ),
             // an audit column written from the clock

@@ -21,30 +21,22 @@ pub struct LockTable {
     pub lapses: bool,
 }
 
-/// The first of `cols` that is one of the known `names` (in the order of `names`), else, unless
-/// the table is bookkeeping, the first shaped like one (`shaped`).
-fn first_of<'a>(
-    names: &[String],
-    shaped: fn(&str) -> bool,
-    cols: &[&'a str],
-    bookkeeping: bool,
-) -> Option<&'a str> {
+/// The first of `cols` that is one of the known `names` (in the order of `names`), else the
+/// first shaped like one (`shaped`).
+fn first_of<'a>(names: &[String], shaped: fn(&str) -> bool, cols: &[&'a str]) -> Option<&'a str> {
     names
         .iter()
         .find_map(|n| cols.iter().find(|c| **c == n.as_str()))
         .copied()
-        .or_else(|| {
-            (!bookkeeping)
-                .then(|| cols.iter().copied().find(|c| shaped(c)))
-                .flatten()
-        })
+        .or_else(|| cols.iter().copied().find(|c| shaped(c)))
 }
 
 /// The lock table a statement writes, if it writes one: a table the schema defines with a
 /// key, an owner and an expiry column, a table the project's statements claim on a time
 /// condition (`crate::lease`), a table named like a lock table, or a statement that itself
 /// mentions an owner-like and an expiry-like column (by name or by shape: `lease_owner`,
-/// `claimed_by`, `lock_expires_at`, `hold_until`).
+/// `claimed_by`, `lock_expires_at`, `hold_until`). Never a cache, session, rate-limit or
+/// idempotency table, unless its name says it holds locks.
 pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
     use locklint_ir::vocabulary::{names_holder_column, names_lease_time_column};
     if !st.is_write() {
@@ -53,14 +45,13 @@ pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
     let table = st.table.clone()?;
     let mentioned = st.mentioned();
     let names = &schema.names;
-    let bookkeeping = crate::lease::bookkeeping_table(&table);
-    let owner_m = first_of(&names.owner, names_holder_column, &mentioned, bookkeeping);
-    let expiry_m = first_of(
-        &names.expiry,
-        names_lease_time_column,
-        &mentioned,
-        bookkeeping,
-    );
+    // a cache, session, rate-limit or idempotency table is a lock table only by its name
+    // (`session_locks`)
+    if crate::lease::bookkeeping_table(&table) && !lock_table_name(&table) {
+        return None;
+    }
+    let owner_m = first_of(&names.owner, names_holder_column, &mentioned);
+    let expiry_m = first_of(&names.expiry, names_lease_time_column, &mentioned);
     let def = schema.table(&table);
     let lease = schema.leases.get(&table);
     let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
