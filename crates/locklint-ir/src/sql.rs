@@ -168,11 +168,16 @@ pub struct Assign {
     pub value: Operand,
 }
 
-/// A call of a PostgreSQL advisory lock function.
+/// A call of a PostgreSQL advisory lock function, or of a MySQL named lock function
+/// (`GET_LOCK`, `RELEASE_LOCK`, `RELEASE_ALL_LOCKS`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Advisory {
-    /// Function name, lower case (`pg_try_advisory_lock`).
+    /// Function name, lower case (`pg_try_advisory_lock`, `get_lock`).
     pub name: String,
+    /// A MySQL named lock: session-level, released by `RELEASE_LOCK` of the same name, never
+    /// by a PostgreSQL unlock.
+    #[serde(default)]
+    pub named: bool,
     pub unlock: bool,
     /// `pg_try_*`.
     pub try_lock: bool,
@@ -181,7 +186,8 @@ pub struct Advisory {
     pub shared: bool,
     /// `pg_advisory_unlock_all`.
     pub all: bool,
-    /// The arguments' text, whitespace removed.
+    /// The arguments' text, whitespace removed (of a MySQL named lock, its name only: the
+    /// first argument).
     pub args: String,
     /// The call, name to closing parenthesis.
     pub span: Span,

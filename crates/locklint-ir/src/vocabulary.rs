@@ -306,6 +306,14 @@ pub fn names_holder_column(col: &str) -> bool {
                 .any(|x| LEASE_TIME_WORDS.contains(&x.as_str()) || x == "claim"))
 }
 
+/// Whether a column name says it holds a point in time (`created_at`, `acquired_at`,
+/// `valid_until`).
+pub fn names_time_column(col: &str) -> bool {
+    words(col)
+        .iter()
+        .any(|x| TIME_WORDS.contains(&x.as_str()) || END_WORDS.contains(&x.as_str()))
+}
+
 /// Whether a column name says it holds a process that may work on the row (`worker_id`,
 /// `runner`, `node`): a holder only where the statements show a lease.
 pub fn names_worker_column(col: &str) -> bool {

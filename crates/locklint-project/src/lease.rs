@@ -98,6 +98,62 @@ fn claim(st: &Statement, names: &ColumnNames, compared: &BTreeSet<&str>) -> Opti
     })
 }
 
+/// Per table, the columns some statement writes (`SET`, `INSERT` columns).
+pub fn written_columns(files: &[FileIr]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        if let (Some(table), true) = (&st.table, st.is_write()) {
+            let cols = out.entry(table.clone()).or_default();
+            cols.extend(st.written().map(str::to_string));
+        }
+    }
+    out
+}
+
+/// Per table, the columns some write compares for equality with an incoming value, owned.
+pub fn keyed_columns(files: &[FileIr]) -> BTreeMap<String, BTreeSet<String>> {
+    compared_columns(files)
+        .into_iter()
+        .map(|(t, cols)| {
+            (
+                t.to_string(),
+                cols.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Whether a lock table's rows carry work beside the lock: the schema defines, or a statement
+/// writes, a column that is none of its key, holder, lease time, fencing token or another
+/// point in time (`payload`, `state`, `result` of a `jobs` table; `job_slots (name, taken_by,
+/// valid_until)` carries none).
+pub fn carries_work(
+    schema: &Schema,
+    table: &str,
+    owner: Option<&str>,
+    expiry: Option<&str>,
+) -> bool {
+    let names = &schema.names;
+    let def = schema.table(table);
+    let keys = |c: &str| {
+        def.is_some_and(|t| t.unique.iter().flatten().any(|k| k == c))
+            || schema.keyed.get(table).is_some_and(|k| k.contains(c))
+    };
+    def.map(|t| t.columns.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .chain(schema.written.get(table).into_iter().flatten())
+        .any(|c| {
+            Some(c.as_str()) != owner
+                && Some(c.as_str()) != expiry
+                && !keys(c)
+                && !names.is_owner(c)
+                && !names.is_expiry(c)
+                && !names.fence.contains(c)
+                && !vocabulary::names_time_column(c)
+        })
+}
+
 /// Per table, the columns some write compares for equality with an incoming value
 /// (`WHERE id = $1 AND locked_by = $2`).
 fn compared_columns(files: &[FileIr]) -> BTreeMap<&str, BTreeSet<&str>> {

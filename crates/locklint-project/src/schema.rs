@@ -141,6 +141,11 @@ pub struct Schema {
     /// Lock tables whose leases lapse: a claim or a reaper gives a row whose time has passed
     /// to another holder.
     pub lapsing: BTreeSet<String>,
+    /// Per table, the columns the project's statements write.
+    pub written: BTreeMap<String, BTreeSet<String>>,
+    /// Per table, the columns the project's writes compare with an incoming value (its keys
+    /// and holders, as the statements use them).
+    pub keyed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Schema {
@@ -187,6 +192,8 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
         s.extend(&f.sql.statements);
     }
     s.leases = crate::lease::leases(files, &s.names);
+    s.written = crate::lease::written_columns(files);
+    s.keyed = crate::lease::keyed_columns(files);
     s.lapsing = crate::lease::lapsing(files, &s);
     s
 }

@@ -14,7 +14,8 @@ pub struct LockTable {
     pub owner: Option<String>,
     pub expiry: Option<String>,
     /// A work table (`jobs`, `tasks`) whose rows are leased to workers: its name does not say it
-    /// holds locks, so a row is the work itself and deleting it finishes the work.
+    /// holds locks and its rows carry more than the lock (`crate::lease::carries_work`), so a
+    /// row is the work itself and deleting it finishes the work.
     pub work: bool,
     /// A claim or a reaper gives a row whose lease time has passed to another holder
     /// ([`Schema::lapsing`]).
@@ -70,7 +71,8 @@ pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
         .or(expiry_m)
         .map(str::to_string);
     Some(LockTable {
-        work: !lock_table_name(&table),
+        work: !lock_table_name(&table)
+            && crate::lease::carries_work(schema, &table, owner.as_deref(), expiry.as_deref()),
         lapses: schema.lapsing.contains(&table),
         table,
         owner,
@@ -391,25 +393,43 @@ pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
     out
 }
 
-/// Whether an advisory-lock key is written out as numbers (`42`, `1,2`).
+/// Whether an advisory-lock key is written out: as numbers (`42`, `1,2`), or a MySQL named
+/// lock's name as one string (`'reindex'`).
 fn literal_key(args: &str) -> bool {
-    !args.is_empty()
-        && args
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    let quoted = args.len() >= 2
+        && args.starts_with('\'')
+        && args.ends_with('\'')
+        && !args[1..args.len() - 1].contains('\'');
+    quoted
+        || (!args.is_empty()
+            && args
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == '-'))
+}
+
+/// The kind of lock an advisory call takes or releases: PostgreSQL exclusive or shared, or a
+/// MySQL named lock. An unlock releases only locks of its own kind.
+fn mode(a: &Advisory) -> usize {
+    if a.named {
+        2
+    } else {
+        usize::from(a.shared)
+    }
 }
 
 /// A set of unlocks, to ask in constant time whether any of them releases a lock: one
 /// releases it when both are session-level in the same mode and, when both keys are written
-/// out, with the same key (`pg_advisory_unlock_all` releases every lock).
+/// out, with the same key (`pg_advisory_unlock_all` releases every PostgreSQL lock,
+/// `RELEASE_ALL_LOCKS()` every MySQL named lock).
 #[derive(Debug, Default)]
 pub struct UnlockSet {
-    all: bool,
-    /// Per mode (exclusive, shared): an unlock whose key is not written out.
-    any_key: [bool; 2],
+    /// Per family (PostgreSQL, MySQL named locks): an unlock of all.
+    all: [bool; 2],
+    /// Per mode (exclusive, shared, named): an unlock whose key is not written out.
+    any_key: [bool; 3],
     /// Per mode: an unlock whose key is written out.
-    some_literal: [bool; 2],
-    literal: std::collections::HashSet<(bool, String)>,
+    some_literal: [bool; 3],
+    literal: std::collections::HashSet<(usize, String)>,
 }
 
 impl UnlockSet {
@@ -418,24 +438,24 @@ impl UnlockSet {
             return;
         }
         if u.all {
-            self.all = true;
+            self.all[usize::from(u.named)] = true;
         } else if literal_key(&u.args) {
-            self.some_literal[usize::from(u.shared)] = true;
-            self.literal.insert((u.shared, u.args.clone()));
+            self.some_literal[mode(u)] = true;
+            self.literal.insert((mode(u), u.args.clone()));
         } else {
-            self.any_key[usize::from(u.shared)] = true;
+            self.any_key[mode(u)] = true;
         }
     }
 
     /// Whether one of the unlocks releases `lock`.
     pub fn releases(&self, lock: &Advisory) -> bool {
-        let mode = usize::from(lock.shared);
-        self.all
-            || self.any_key[mode]
+        let m = mode(lock);
+        self.all[usize::from(lock.named)]
+            || self.any_key[m]
             || if literal_key(&lock.args) {
-                self.literal.contains(&(lock.shared, lock.args.clone()))
+                self.literal.contains(&(m, lock.args.clone()))
             } else {
-                self.some_literal[mode]
+                self.some_literal[m]
             }
     }
 }
@@ -446,13 +466,15 @@ mod tests {
     use locklint_ir::source::Span;
 
     fn advisory(name: &str, args: &str) -> Advisory {
+        let named = !name.starts_with("pg_");
         Advisory {
             name: name.to_string(),
-            unlock: name.contains("unlock"),
-            try_lock: name.contains("try"),
+            named,
+            unlock: name.contains("unlock") || name.starts_with("release"),
+            try_lock: name.contains("try") || name == "get_lock",
             session: !name.contains("xact"),
             shared: name.ends_with("shared"),
-            all: name.ends_with("all"),
+            all: name.ends_with("all") || name == "release_all_locks",
             args: args.to_string(),
             span: Span::new(0, 0),
             bare: false,
@@ -462,6 +484,9 @@ mod tests {
     /// Whether one unlock releases this lock, pair by pair.
     fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
         if !unlock.unlock || !unlock.session {
+            return false;
+        }
+        if unlock.named != lock.named {
             return false;
         }
         if unlock.all {
@@ -480,8 +505,21 @@ mod tests {
             "pg_advisory_unlock_shared",
             "pg_advisory_unlock_all",
             "pg_advisory_xact_lock",
+            "get_lock",
+            "release_lock",
+            "release_all_locks",
         ];
-        let args = ["1", "2", "1,2", "$1", "hashtext('a')", ""];
+        let args = [
+            "1",
+            "2",
+            "1,2",
+            "$1",
+            "hashtext('a')",
+            "'a'",
+            "'b'",
+            "?",
+            "",
+        ];
         let all: Vec<Advisory> = names
             .iter()
             .flat_map(|n| args.iter().map(move |a| advisory(n, a)))

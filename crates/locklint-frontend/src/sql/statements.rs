@@ -430,30 +430,9 @@ impl Context<'_> {
                 continue;
             }
             let name = lex::ident(t.text(self.text));
-            let Some(rest) = name.strip_prefix("pg_") else {
+            let Some(call) = pg_advisory(&name).or_else(|| mysql_named_lock(&name)) else {
                 continue;
             };
-            let (try_lock, rest) = match rest.strip_prefix("try_") {
-                Some(r) => (true, r),
-                None => (false, rest),
-            };
-            let Some(rest) = rest.strip_prefix("advisory_") else {
-                continue;
-            };
-            let (xact, rest) = match rest.strip_prefix("xact_") {
-                Some(r) => (true, r),
-                None => (false, rest),
-            };
-            let (unlock, rest) = if let Some(r) = rest.strip_prefix("unlock") {
-                (true, r)
-            } else if let Some(r) = rest.strip_prefix("lock") {
-                (false, r)
-            } else {
-                continue;
-            };
-            if !matches!(rest, "" | "_shared" | "_all") || (rest == "_all" && !unlock) {
-                continue;
-            }
             if !toks.get(i + 1).is_some_and(|p| p.is_punct(self.text, "(")) {
                 continue;
             }
@@ -461,7 +440,13 @@ impl Context<'_> {
             let Some(close) = closing[i + 1] else {
                 continue;
             };
-            let args = &self.text[toks[i + 1].end..toks[close].start];
+            let (from, to) = (toks[i + 1].end, toks[close].start);
+            let args = if call.named {
+                // the lock's name; `GET_LOCK`'s timeout is not part of it
+                first_argument(self.text, &toks[i + 2..close], from, to)
+            } else {
+                &self.text[from..to]
+            };
             // a key expression this long is not compared with others (nested calls would
             // copy the rest of the statement once per level)
             let args: String = if args.len() > MAX_ADVISORY_ARGS {
@@ -469,14 +454,14 @@ impl Context<'_> {
             } else {
                 args.chars().filter(|c| !c.is_whitespace()).collect()
             };
-            let (shared, all) = (rest == "_shared", rest == "_all");
             out.push(Advisory {
                 name: name.clone(),
-                unlock,
-                try_lock,
-                session: !xact,
-                shared,
-                all,
+                named: call.named,
+                unlock: call.unlock,
+                try_lock: call.try_lock,
+                session: call.session,
+                shared: call.shared,
+                all: call.all,
                 args,
                 span: self.span(t.start, toks[close].end),
                 bare: false,
@@ -730,6 +715,78 @@ impl Context<'_> {
         }
         last
     }
+}
+
+/// What an advisory-lock function's name says about its calls.
+struct AdvisoryCall {
+    named: bool,
+    unlock: bool,
+    try_lock: bool,
+    session: bool,
+    shared: bool,
+    all: bool,
+}
+
+/// A PostgreSQL advisory-lock function: `pg_[try_]advisory_[xact_](lock|unlock)[_shared]`,
+/// `pg_advisory_unlock_all`.
+fn pg_advisory(name: &str) -> Option<AdvisoryCall> {
+    let rest = name.strip_prefix("pg_")?;
+    let (try_lock, rest) = match rest.strip_prefix("try_") {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let rest = rest.strip_prefix("advisory_")?;
+    let (xact, rest) = match rest.strip_prefix("xact_") {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let (unlock, rest) = if let Some(r) = rest.strip_prefix("unlock") {
+        (true, r)
+    } else {
+        (false, rest.strip_prefix("lock")?)
+    };
+    if !matches!(rest, "" | "_shared" | "_all") || (rest == "_all" && !unlock) {
+        return None;
+    }
+    Some(AdvisoryCall {
+        named: false,
+        unlock,
+        try_lock,
+        session: !xact,
+        shared: rest == "_shared",
+        all: rest == "_all",
+    })
+}
+
+/// A MySQL named-lock function: `GET_LOCK(name, timeout)` (session-level, its result says
+/// whether it got the lock), `RELEASE_LOCK(name)`, `RELEASE_ALL_LOCKS()`.
+fn mysql_named_lock(name: &str) -> Option<AdvisoryCall> {
+    let (unlock, all) = match name {
+        "get_lock" => (false, false),
+        "release_lock" => (true, false),
+        "release_all_locks" => (true, true),
+        _ => return None,
+    };
+    Some(AdvisoryCall {
+        named: true,
+        unlock,
+        try_lock: !unlock,
+        session: true,
+        shared: false,
+        all,
+    })
+}
+
+/// The text from `from` to the first top-level comma among a call's argument tokens `toks`,
+/// else to `to`: its first argument.
+fn first_argument<'t>(text: &'t str, toks: &[Token], from: usize, to: usize) -> &'t str {
+    let depths = lex::depths(text, toks);
+    let end = toks
+        .iter()
+        .enumerate()
+        .find(|(i, t)| depths[*i] == 0 && t.is_punct(text, ","))
+        .map_or(to, |(_, comma)| comma.start);
+    &text[from..end]
 }
 
 fn set_table(st: &mut Statement, n: &ast::ObjectName) {
