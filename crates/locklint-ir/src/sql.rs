@@ -107,6 +107,10 @@ pub struct Operand {
     pub bare: Option<Col>,
     /// The expression is just a bind parameter (possibly cast).
     pub bare_param: bool,
+    /// The expression is just a non-empty string literal (`'worker-1'`): a constant that names
+    /// something, unlike `NULL` or `''`.
+    #[serde(default)]
+    pub named_literal: bool,
     /// Where the expression is, when known.
     pub span: Option<Span>,
 }
@@ -247,7 +251,20 @@ pub struct Statement {
     /// A `SELECT ... FOR UPDATE` (or `FOR NO KEY UPDATE`, `FOR SHARE`): the rows it reads stay
     /// locked until the transaction ends.
     #[serde(default)]
-    pub row_lock: bool,
+    pub row_lock: Option<RowLock>,
+    /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in
+    /// the embedded text). The statements of one body run in one transaction.
+    #[serde(default)]
+    pub body: Option<usize>,
+}
+
+/// The rows a `SELECT ... FOR UPDATE` locks.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RowLock {
+    /// The tables whose rows it locks (its `OF` tables, else every table it reads), lower case.
+    pub tables: Vec<String>,
+    /// The columns its `WHERE` mentions.
+    pub columns: Vec<String>,
 }
 
 /// The positional parameters a statement uses, outside quotes, comments and dollar-quoted

@@ -184,6 +184,23 @@ pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool
             }
         }
     }
+    // the holder itself compared with a value other than itself or a literal: a name that
+    // may be a PL/pgSQL parameter (`locked_by = any(worker_ids)`) rather than a column
+    if let Some(o) = lt.owner.as_deref() {
+        let is_owner = |c: &Col| c.name == o && st.is_target(c);
+        let compared = f.comparisons.iter().filter(|c| c.op == CmpOp::Eq).any(|c| {
+            [(&c.left, &c.right), (&c.right, &c.left)]
+                .into_iter()
+                .any(|(a, b)| {
+                    a.bare.as_ref().is_some_and(is_owner)
+                        && !b.is_constant()
+                        && !b.columns.iter().any(is_owner)
+                })
+        });
+        if compared {
+            return true;
+        }
+    }
     let expiry = lt.expiry.as_deref();
     let keys: Vec<&str> = def
         .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
@@ -342,11 +359,27 @@ pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
             .find(|a| Some(a.column.as_str()) == c)
             .map(|a| &a.value)
     };
+    // a value copied from another table's row (`locked_by = q.locked_by` of an `UPDATE ...
+    // FROM`): data moved by a migration, not a holder taking the lock
+    let copied = |v: &Operand| {
+        !v.param
+            && !v.columns.is_empty()
+            && v.columns
+                .iter()
+                .all(|c| !c.incoming && c.qualifier.is_some() && !st.is_target(c))
+    };
+    // an insert or upsert that writes neither the holder nor the lease (`job_count =
+    // job_count + 1` on a queue's lock row) takes nothing
+    let writes_lock = st.written().any(|c| Some(c) == owner || Some(c) == expiry)
+        || (owner.is_none() && expiry.is_none());
     match st.kind {
+        StatementKind::Insert if !writes_lock => LockWrite::Other,
         StatementKind::Insert => LockWrite::Acquire,
         StatementKind::Delete => LockWrite::Release,
         StatementKind::Update => match sets(owner) {
-            Some(v) if v.is_constant() => LockWrite::Release,
+            // a holder named by a literal (`locked_by = 'maintenance'`) takes the row
+            Some(v) if v.is_constant() && !v.named_literal => LockWrite::Release,
+            Some(v) if copied(v) => LockWrite::Other,
             Some(_) => LockWrite::Acquire,
             None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,
             None if sets(expiry).is_some() => LockWrite::Renew,
@@ -387,6 +420,74 @@ pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
                     statement: st,
                     embedded: emb,
                 });
+            }
+        }
+    }
+    out
+}
+
+/// What ran earlier in a write's transaction: its table written (a claim whose row lock
+/// still holds), and the columns of the `WHERE`s of row locks (`SELECT ... FOR UPDATE`) of its
+/// table.
+#[derive(Debug, Default)]
+pub struct EarlierInTransaction {
+    pub wrote_table: bool,
+    pub locked_on: Vec<String>,
+}
+
+/// For the writes of a file run in a transaction after something of their table: by a Rust
+/// function on one transaction variable (`&mut *tx`), or in one SQL function body (which runs
+/// in one transaction). Keyed by the statement's address.
+pub fn earlier_in_transaction(
+    file: &FileIr,
+) -> std::collections::HashMap<*const Statement, EarlierInTransaction> {
+    use std::collections::{HashMap, HashSet};
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    enum Scope {
+        Tx(usize, Option<String>),
+        Body(usize, usize),
+    }
+    let mut out = HashMap::new();
+    let mut written: HashSet<(Scope, &str)> = HashSet::new();
+    let mut locks: HashMap<(Scope, &str), Vec<String>> = HashMap::new();
+    let mut steps: Vec<(Scope, &Statement)> = Vec::new();
+    for (i, f) in file.functions.iter().enumerate() {
+        for r in runs(file, f) {
+            let tx = r
+                .embedded
+                .exec
+                .as_ref()
+                .filter(|x| x.executor == locklint_ir::Executor::Transaction);
+            if let (Some(x), false) = (tx, r.statement.in_body) {
+                steps.push((Scope::Tx(i, x.conn.clone()), r.statement));
+            }
+        }
+    }
+    for st in &file.sql.statements {
+        if let Some(b) = st.body {
+            steps.push((Scope::Body(st.embedded, b), st));
+        }
+    }
+    for (scope, st) in steps {
+        if let (true, Some(t)) = (st.is_write(), st.table.as_deref()) {
+            let key = (scope.clone(), t);
+            let e = EarlierInTransaction {
+                wrote_table: written.contains(&key),
+                locked_on: locks.get(&key).cloned().unwrap_or_default(),
+            };
+            if e.wrote_table || !e.locked_on.is_empty() {
+                out.insert(std::ptr::from_ref(st), e);
+            }
+            written.insert(key);
+        }
+        if let Some(rl) = &st.row_lock {
+            for t in &rl.tables {
+                let cols = locks.entry((scope.clone(), t.as_str())).or_default();
+                for c in &rl.columns {
+                    if !cols.contains(c) {
+                        cols.push(c.clone());
+                    }
+                }
             }
         }
     }

@@ -8,7 +8,8 @@ use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_project::sql::{
-    filter_mentions, is_compare_and_set, lock_table_writes, lock_write, LockTable, LockWrite,
+    earlier_in_transaction, filter_mentions, is_compare_and_set, lock_table_writes, lock_write,
+    LockTable, LockWrite,
 };
 use locklint_project::Project;
 
@@ -28,12 +29,23 @@ impl Rule for LockTableStealsLiveLock {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        let earlier = earlier_in_transaction(file);
         for (st, lt) in lock_table_writes(file, &project.schema) {
+            let takes = |c: &Option<String>| {
+                c.as_deref()
+                    .is_some_and(|c| st.assignments.iter().any(|a| a.column == c))
+            };
             let upsert = match st.kind {
-                StatementKind::Insert => matches!(
-                    st.conflict,
-                    Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
-                ),
+                // the `DO UPDATE` takes the row over only if it writes the holder or the lease
+                StatementKind::Insert => match st.conflict {
+                    Conflict::Replace => true,
+                    Conflict::DoUpdate | Conflict::DuplicateKey => {
+                        takes(&lt.owner)
+                            || takes(&lt.expiry)
+                            || (lt.owner.is_none() && lt.expiry.is_none())
+                    }
+                    _ => false,
+                },
                 StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
@@ -50,6 +62,15 @@ impl Rule for LockTableStealsLiveLock {
             // 'pending'`) takes only a row nobody holds
             if st.conflict != Conflict::Replace
                 && (filter_mentions(st, &guards) || is_compare_and_set(st))
+            {
+                continue;
+            }
+            // the row was picked and locked in this transaction on its expiry or owner
+            // (`SELECT .. WHERE locked_at < .. FOR UPDATE SKIP LOCKED`, then `UPDATE .. WHERE
+            // queue_name = v_queue_name`)
+            if earlier
+                .get(&std::ptr::from_ref(st))
+                .is_some_and(|e| e.locked_on.iter().any(|c| guards.contains(&c.as_str())))
             {
                 continue;
             }

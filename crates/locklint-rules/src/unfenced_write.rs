@@ -12,8 +12,8 @@ use locklint_ir::Executor;
 use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::sql::{
-    fence_column, has_fence_guard, is_idempotent, issues_fences, lock_table, lock_write,
-    overwrites, runs, unfenced_completion, LockWrite,
+    earlier_in_transaction, fence_column, has_fence_guard, is_idempotent, issues_fences,
+    lock_table, lock_write, overwrites, runs, unfenced_completion, LockWrite,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -234,7 +234,7 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    let in_claiming_transaction = in_claiming_transaction(file);
+    let in_claiming_transaction = earlier_in_transaction(file);
     for st in &file.sql.statements {
         let Some(lt) = lock_table(st, schema) else {
             continue;
@@ -243,7 +243,7 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             continue;
         };
         if !unfenced_completion(st, &lt, schema)
-            || in_claiming_transaction.contains(&std::ptr::from_ref(st))
+            || in_claiming_transaction.contains_key(&std::ptr::from_ref(st))
         {
             continue;
         }
@@ -285,43 +285,6 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
         );
         out.push(d);
     }
-}
-
-/// The statements a Rust function runs in a transaction after a statement of the same
-/// transaction wrote the same table or locked its rows (`FOR UPDATE`).
-fn in_claiming_transaction(file: &FileIr) -> std::collections::HashSet<*const Statement> {
-    let mut out = std::collections::HashSet::new();
-    let tx_of = |r: &locklint_project::sql::Run| {
-        r.embedded
-            .exec
-            .as_ref()
-            .filter(|x| x.executor == Executor::Transaction)
-            .map(|x| x.conn.clone())
-    };
-    for f in &file.functions {
-        // (transaction, table) pairs written or row-locked so far in the function
-        let mut held: std::collections::HashSet<(Option<String>, &str)> = Default::default();
-        for r in runs(file, f) {
-            let Some(tx) = tx_of(&r) else { continue };
-            let st = r.statement;
-            if let Some(table) = st.table.as_deref() {
-                if held.contains(&(tx.clone(), table)) {
-                    out.insert(std::ptr::from_ref(st));
-                }
-            }
-            let locked = if st.is_write() {
-                st.table.as_deref()
-            } else if st.row_lock {
-                st.reads.as_deref()
-            } else {
-                None
-            };
-            if let Some(table) = locked {
-                held.insert((tx, table));
-            }
-        }
-    }
-    out
 }
 
 /// (a): compare the fencing column with the token the statement writes to it (`AND fence <

@@ -4,8 +4,8 @@
 use super::lex::{self, Token, TokenKind as Tk};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{
-    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, Statement,
-    StatementKind, TableDef,
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, RowLock,
+    Statement, StatementKind, TableDef,
 };
 use locklint_ir::TextMap;
 use sqlparser::ast::{self as ast, Expr, Spanned};
@@ -99,6 +99,8 @@ pub struct Context<'a> {
     pub report: bool,
     /// How many function bodies enclose the text being split.
     pub body_depth: usize,
+    /// The function body being split: where its routine starts in the text.
+    pub body: Option<usize>,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -184,11 +186,13 @@ impl Context<'_> {
                 return;
             }
             self.body_depth += 1;
+            let outer = self.body.replace(toks.first().map_or(0, |t| t.start));
             for t in toks {
                 if let Tk::Dollar { body } = t.kind {
                     self.text_statements(body.0, body.1, true);
                 }
             }
+            self.body = outer;
             self.body_depth -= 1;
             return;
         }
@@ -289,7 +293,8 @@ impl Context<'_> {
             advisory: Vec::new(),
             table_def: None,
             placeholders: self.placeholders(toks),
-            row_lock: false,
+            row_lock: None,
+            body: if in_body { self.body } else { None },
         }
     }
 
@@ -614,9 +619,9 @@ impl Context<'_> {
                 | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
                 body => {
                     st.kind = StatementKind::Select;
-                    st.row_lock = !q.locks.is_empty();
                     // `SELECT .. FROM t` (one table, no join): the table read.
                     if let ast::SetExpr::Select(sel) = body {
+                        st.row_lock = row_lock(&ex, q, sel);
                         if let [from] = sel.from.as_slice() {
                             if let (ast::TableFactor::Table { name, .. }, true) =
                                 (&from.relation, from.joins.is_empty())
@@ -715,6 +720,52 @@ impl Context<'_> {
         }
         last
     }
+}
+
+/// The rows a `SELECT ... FOR UPDATE` locks, in the query or in the subqueries of its `WHERE`
+/// (`... AND EXISTS (SELECT 1 FROM job_queues WHERE .. FOR UPDATE SKIP LOCKED)`): per locking
+/// query the tables of its `OF` clauses, else every table it reads, and the columns its
+/// `WHERE` mentions.
+fn row_lock(ex: &Exprs, q: &ast::Query, sel: &ast::Select) -> Option<RowLock> {
+    let mut out = RowLock::default();
+    let mut add = |q: &ast::Query, sel: &ast::Select| {
+        if q.locks.is_empty() {
+            return;
+        }
+        let of: Vec<String> = q
+            .locks
+            .iter()
+            .filter_map(|l| l.of.as_ref().map(object_name))
+            .collect();
+        if of.is_empty() {
+            for from in &sel.from {
+                let joins = from.joins.iter().map(|j| &j.relation);
+                for rel in std::iter::once(&from.relation).chain(joins) {
+                    if let ast::TableFactor::Table { name, .. } = rel {
+                        out.tables.push(object_name(name));
+                    }
+                }
+            }
+        } else {
+            out.tables.extend(of);
+        }
+        if let Some(e) = &sel.selection {
+            out.columns
+                .extend(ex.value(e).columns.into_iter().map(|c| c.name));
+        }
+    };
+    add(q, sel);
+    if let Some(e) = &sel.selection {
+        let _ = ast::visit_expressions(e, |x| {
+            if let Expr::Exists { subquery, .. } | Expr::Subquery(subquery) = x {
+                if let ast::SetExpr::Select(inner) = subquery.body.as_ref() {
+                    add(subquery, inner);
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    (!out.tables.is_empty()).then_some(out)
 }
 
 /// What an advisory-lock function's name says about its calls.
@@ -1091,6 +1142,8 @@ impl Exprs<'_, '_> {
             }
             _ => None,
         };
+        v.named_literal = matches!(inner, Expr::Value(val)
+            if matches!(&val.value, ast::Value::SingleQuotedString(s) if !s.is_empty()));
         v.bare_param = match inner {
             Expr::Value(val) => matches!(val.value, ast::Value::Placeholder(_)),
             Expr::Identifier(i) => is_named_param(i),
@@ -1128,6 +1181,36 @@ impl Exprs<'_, '_> {
                         right: self.value(right),
                     });
                 }
+            }
+            // membership is an equality with one of the values: `owner = ANY($1)`,
+            // `owner IN ($1, $2)`
+            match x {
+                Expr::AnyOp {
+                    left,
+                    compare_op: ast::BinaryOperator::Eq,
+                    right,
+                    ..
+                } => comparisons.push(Cmp {
+                    op: CmpOp::Eq,
+                    left: self.value(left),
+                    right: self.value(right),
+                }),
+                Expr::In {
+                    expr,
+                    target: ast::InTarget::List(list),
+                    negated: false,
+                    ..
+                } => {
+                    let left = self.value(expr);
+                    for item in list {
+                        comparisons.push(Cmp {
+                            op: CmpOp::Eq,
+                            left: left.clone(),
+                            right: self.value(item),
+                        });
+                    }
+                }
+                _ => {}
             }
             ControlFlow::<()>::Continue(())
         });
