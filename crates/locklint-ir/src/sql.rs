@@ -249,7 +249,7 @@ pub struct Statement {
     /// The positional parameters it uses.
     pub placeholders: Placeholders,
     /// A `SELECT ... FOR UPDATE` (or `FOR NO KEY UPDATE`, `FOR SHARE`): the rows it reads stay
-    /// locked until the transaction ends.
+    /// locked until the transaction ends. Of a write, the rows its `WITH` queries lock.
     #[serde(default)]
     pub row_lock: Option<RowLock>,
     /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in

@@ -68,9 +68,18 @@ impl Rule for LockTableStealsLiveLock {
             // the row was picked and locked in this transaction on its expiry or owner
             // (`SELECT .. WHERE locked_at < .. FOR UPDATE SKIP LOCKED`, then `UPDATE .. WHERE
             // queue_name = v_queue_name`)
+            let on_guard = |cols: &[String]| cols.iter().any(|c| guards.contains(&c.as_str()));
             if earlier
                 .get(&std::ptr::from_ref(st))
-                .is_some_and(|e| e.locked_on.iter().any(|c| guards.contains(&c.as_str())))
+                .is_some_and(|e| on_guard(&e.locked_on))
+            {
+                continue;
+            }
+            // or in the statement's own `WITH` query
+            if st
+                .row_lock
+                .as_ref()
+                .is_some_and(|r| r.tables.contains(&lt.table) && on_guard(&r.columns))
             {
                 continue;
             }

@@ -616,7 +616,24 @@ impl Context<'_> {
                 // `WITH ... UPDATE/INSERT/DELETE`
                 ast::SetExpr::Insert(inner)
                 | ast::SetExpr::Update(inner)
-                | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
+                | ast::SetExpr::Delete(inner) => {
+                    // rows its `WITH` queries lock (`WITH c AS (SELECT .. FOR UPDATE SKIP
+                    // LOCKED) UPDATE .. FROM c`)
+                    let ctes = q.with.iter().flat_map(|w| &w.cte_tables);
+                    let locks: Vec<RowLock> = ctes
+                        .filter_map(|c| match c.query.body.as_ref() {
+                            ast::SetExpr::Select(sel) => row_lock(&ex, &c.query, sel),
+                            _ => None,
+                        })
+                        .collect();
+                    let ok = self.facts(st, inner, toks, base);
+                    for l in locks {
+                        let into = st.row_lock.get_or_insert_with(RowLock::default);
+                        into.tables.extend(l.tables);
+                        into.columns.extend(l.columns);
+                    }
+                    return ok;
+                }
                 body => {
                     st.kind = StatementKind::Select;
                     // `SELECT .. FROM t` (one table, no join): the table read.
