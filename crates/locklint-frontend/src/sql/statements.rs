@@ -1068,6 +1068,12 @@ impl Exprs<'_, '_> {
     }
 
     fn value(&self, e: &Expr) -> Operand {
+        self.value_at(e, true)
+    }
+
+    /// [`Exprs::value`], with its span when `place` (finding where an expression ends lexes
+    /// the text after it: too much work for each item of a long list).
+    fn value_at(&self, e: &Expr, place: bool) -> Operand {
         if self.work.get() == 0 {
             return Operand::default();
         }
@@ -1167,7 +1173,7 @@ impl Exprs<'_, '_> {
             Expr::Function(f) => is_sqlc_param(f),
             x => at_param(x).is_some(),
         };
-        if self.work.get() > 0 {
+        if place && self.work.get() > 0 {
             v.span = self.span_of(e.span());
         }
         v
@@ -1218,14 +1224,20 @@ impl Exprs<'_, '_> {
                     negated: false,
                     ..
                 } => {
-                    let left = self.value(expr);
+                    // one equality with all the values together
+                    let mut right = Operand::default();
                     for item in list {
-                        comparisons.push(Cmp {
-                            op: CmpOp::Eq,
-                            left: left.clone(),
-                            right: self.value(item),
-                        });
+                        let v = self.value_at(item, false);
+                        right.columns.extend(v.columns);
+                        right.param |= v.param;
+                        right.clock |= v.clock;
+                        right.call |= v.call;
                     }
+                    comparisons.push(Cmp {
+                        op: CmpOp::Eq,
+                        left: self.value(expr),
+                        right,
+                    });
                 }
                 _ => {}
             }
