@@ -63,7 +63,9 @@ impl FnWalker<'_> {
             self.expr(a, ResultUse::Used);
         }
         keys.reverse();
-        for (k, span) in keys {
+        let script = script_name(cur);
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|(k, _)| (k.key.clone(), k.span)).collect();
+        for (i, (k, span)) in keys.into_iter().enumerate() {
             self.emit_op(
                 OpKind::Script,
                 "EVALSHA".to_string(),
@@ -74,7 +76,29 @@ impl FnWalker<'_> {
                 u.clone(),
                 Channel::Direct,
             );
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                if i == 0 {
+                    op.keys = all.clone();
+                }
+                op.script = script.clone();
+            }
         }
+    }
+
+    /// The keys of a typed multi-key command given as one list (`del(&[a, b])`,
+    /// `del(vec![a, b])`, `del((a, b))`), when it lists several.
+    fn listed_keys(&self, t: &commands::Typed, args: &[syn::Expr]) -> Vec<(KeyRef, Span)> {
+        if !matches!(t.command.as_str(), "del" | "unlink" | "exists") || args.len() != 1 {
+            return Vec::new();
+        }
+        let items = list_items(&args[0]);
+        if items.len() < 2 {
+            return Vec::new();
+        }
+        items
+            .iter()
+            .map(|e| (key_of(e, self), self.span_of(e)))
+            .collect()
     }
 
     pub(super) fn pending_arg(&self, e: &syn::Expr) -> PendingArg {
@@ -97,6 +121,8 @@ impl FnWalker<'_> {
         channel: Channel,
     ) {
         let pending: Vec<PendingArg> = args.iter().map(|a| self.pending_arg(a)).collect();
+        let listed = self.listed_keys(t, args);
+        let before = self.events.len();
         self.emit_op(
             t.kind.clone(),
             t.command.clone(),
@@ -107,6 +133,11 @@ impl FnWalker<'_> {
             result,
             channel,
         );
+        if self.events.len() > before && !listed.is_empty() {
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                op.keys = listed;
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -150,6 +181,8 @@ impl FnWalker<'_> {
             receiver_root: None,
             args: args.iter().map(|a| a.span).collect(),
             option_spans: Vec::new(),
+            keys: Vec::new(),
+            script: None,
         })));
     }
 
@@ -393,9 +426,52 @@ impl FnWalker<'_> {
                 self.watched += 1;
             }
             let command = command_text(name, &kind);
+            let before = self.events.len();
             self.emit_op(
                 kind, command, &c.args, key_arg, value_arg, c.span, r, channel,
             );
+            if c.args.len() > 1 && commands::takes_many_keys(name) && self.events.len() > before {
+                if let Some(Event::Op(op)) = self.events.last_mut() {
+                    op.keys = c.args.iter().map(|a| (a.key.clone(), a.span)).collect();
+                }
+            }
         }
+    }
+}
+
+/// The elements of a literal list of keys: `&[a, b]`, `[a, b]`, `vec![a, b]`, `(a, b)`.
+fn list_items(e: &syn::Expr) -> Vec<syn::Expr> {
+    match e {
+        syn::Expr::Reference(r) => list_items(&r.expr),
+        syn::Expr::Paren(p) => list_items(&p.expr),
+        syn::Expr::Array(a) => a.elems.iter().cloned().collect(),
+        syn::Expr::Tuple(t) => t.elems.iter().cloned().collect(),
+        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => macro_args(&m.mac).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The name a script invocation's script is reached from: `RELEASE` of `RELEASE.key(k)` or
+/// `Script::new(RELEASE).key(k)`, `script` of a local, `release` of `self.release`.
+fn script_name(root: &syn::Expr) -> Option<String> {
+    match root {
+        syn::Expr::Reference(r) => script_name(&r.expr),
+        syn::Expr::Paren(p) => script_name(&p.expr),
+        syn::Expr::Unary(u) => script_name(&u.expr),
+        syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Named(i) => Some(i.to_string()),
+            syn::Member::Unnamed(_) => None,
+        },
+        syn::Expr::Call(c) if c.args.len() == 1 => {
+            let is_new = matches!(&*c.func, syn::Expr::Path(p)
+                if p.path.segments.last().is_some_and(|s| s.ident == "new"));
+            if is_new {
+                script_name(&c.args[0])
+            } else {
+                None
+            }
+        }
+        _ => None,
     }
 }
