@@ -132,7 +132,7 @@ fn multi_key_finding(o: &TraceOp, a: &TraceKey, b: &TraceKey) -> Diagnostic {
     } else {
         (
             format!("`{}` takes the keys", o.op.command.to_ascii_uppercase()),
-            "the command fails with `CROSSSLOT Keys in request don't hash to the same slot`",
+            "the server refuses the command with `CROSSSLOT Keys in request don't hash to the same slot` (a cluster client that splits it by slot runs it as separate commands, no longer one atomic step)",
         )
     };
     let message = format!(
@@ -156,14 +156,14 @@ fn multi_key_finding(o: &TraceOp, a: &TraceKey, b: &TraceKey) -> Diagnostic {
 
 fn undeclared(k: &KeyUse) -> String {
     format!(
-        "this script touches `{}` (with `{}`), a key it is not given in `KEYS`: a Redis Cluster routes the script by its `KEYS` alone, so where this key hashes to another slot the call fails (`Script attempted to access a non local key`), and nothing makes the script atomic with it",
+        "this script touches `{}` (with `{}`), a key it is not given in `KEYS`: a Redis Cluster runs the script where its `KEYS` live, so where another node serves this key the call fails (`Script attempted to access a non local key in a cluster node`) after the script's earlier writes ran, and where the same node serves it the script spans two slots the cluster may move apart",
         k.text, k.command
     )
 }
 
 fn derived(k: &KeyUse, i: usize, declared: &str) -> String {
     format!(
-        "this script touches `{}` (with `{}`), a key derived from `KEYS[{i}]` and not given in `KEYS`; `KEYS[{i}]` is `{declared}` at its call, which has no hash tag, so on a Redis Cluster the derived key hashes to another slot and the call fails",
+        "this script touches `{}` (with `{}`), a key derived from `KEYS[{i}]` and not given in `KEYS`; `KEYS[{i}]` is `{declared}` at its call, which has no hash tag, so on a Redis Cluster the derived key hashes to another slot: where another node serves it the call fails (`Script attempted to access a non local key in a cluster node`) after the script's earlier writes ran",
         k.text, k.command
     )
 }
