@@ -1452,6 +1452,66 @@ mod tests {
         assert_eq!(&src[a..b], "redis.call('del', KEYS[1])");
     }
 
+    fn keys(src: &str) -> Vec<(String, KeyShape)> {
+        scan(src)
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+            .keys
+            .into_iter()
+            .map(|k| (k.command, k.shape))
+            .collect()
+    }
+
+    #[test]
+    fn where_each_key_comes_from() {
+        let k = keys("local lock = KEYS[1]\nlocal fence = lock .. ':fence'\nif redis.call('set', lock, ARGV[1], 'NX') then return redis.call('incr', fence) end\nredis.call('incr', 'lock:' .. ARGV[2])\nredis.call('del', 'lock:x', KEYS[2])\nreturn redis.call('publish', ARGV[3], 'x')");
+        assert_eq!(
+            k,
+            vec![
+                ("SET".into(), KeyShape::Declared(Some(1))),
+                (
+                    "INCR".into(),
+                    KeyShape::Derived {
+                        from: Some(1),
+                        appended: true
+                    }
+                ),
+                (
+                    "INCR".into(),
+                    KeyShape::Built(
+                        KeyRef::lit("lock:").concat(KeyRef::hole(Some("ARGV[2]".into())))
+                    )
+                ),
+                ("DEL".into(), KeyShape::Literal(KeyRef::lit("lock:x"))),
+                ("DEL".into(), KeyShape::Declared(Some(2))),
+            ],
+            "a channel is no key"
+        );
+        // loops over KEYS, unpack, a prefix, a function's parameter, a reply
+        let k = keys("for _, k in ipairs(KEYS) do redis.call('del', k) end\nfor i = 1, #KEYS do redis.call('del', KEYS[i]) end\nredis.call('del', unpack(KEYS))\nredis.call('get', 'x:' .. KEYS[1])\nlocal function f(key) return redis.call('del', key) end\nlocal owner = redis.call('get', KEYS[1])\nredis.call('del', owner)");
+        let shapes: Vec<KeyShape> = k.into_iter().map(|(_, s)| s).collect();
+        assert_eq!(
+            shapes,
+            vec![
+                KeyShape::Declared(None),
+                KeyShape::Declared(None),
+                KeyShape::Declared(None),
+                KeyShape::Derived {
+                    from: Some(1),
+                    appended: false
+                },
+                KeyShape::Unknown,
+                KeyShape::Declared(Some(1)),
+                KeyShape::Unknown,
+            ]
+        );
+        // literal text only is a literal key; the range is the key expression
+        let src = "return redis.call('get', 'lock:' .. 'a')";
+        let s = scan(src).unwrap();
+        assert_eq!(s.keys[0].shape, KeyShape::Literal(KeyRef::lit("lock:a")));
+        let (a, b) = s.keys[0].range;
+        assert_eq!(&src[a..b], "'lock:' .. 'a'");
+    }
+
     #[test]
     fn syntax_errors_have_positions() {
         let src = "if redis.call('get', KEYS[1]) == ARGV[1] then\n  return redis.call('del', KEYS[1]\nend";
