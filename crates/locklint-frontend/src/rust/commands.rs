@@ -278,6 +278,13 @@ pub fn takes_many_keys(name: &str) -> bool {
         .any(|c| name.eq_ignore_ascii_case(c))
 }
 
+/// `EVAL`, `EVALSHA` and their read-only forms: a script run on the keys that follow `numkeys`.
+pub fn is_eval(name: &str) -> bool {
+    ["EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// Methods that end a command builder or pipeline by sending it.
 pub fn is_exec(name: &str) -> bool {
     matches!(

@@ -85,6 +85,73 @@ impl FnWalker<'_> {
         }
     }
 
+    /// fred's `eval(script, keys, args)` / `evalsha(..)` with a literal list of keys: one
+    /// script operation per key, the first with every key.
+    pub(super) fn fred_eval(&mut self, m: &syn::ExprMethodCall, result: ResultUse) {
+        let items = list_items(&m.args[1]);
+        if items.is_empty() {
+            return;
+        }
+        let keys: Vec<PendingArg> = items.iter().map(|e| self.pending_arg(e)).collect();
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|k| (k.key.clone(), k.span)).collect();
+        let script = script_name(&m.args[0]);
+        let span = self
+            .span_of(&m.method)
+            .join(self.span_of(&m.paren_token.span.close()));
+        for (i, k) in keys.iter().enumerate() {
+            self.emit_op(
+                OpKind::Script,
+                "EVAL".to_string(),
+                std::slice::from_ref(k),
+                0,
+                None,
+                if i == 0 { span } else { k.span },
+                result.clone(),
+                Channel::Direct,
+            );
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                if i == 0 {
+                    op.keys = all.clone();
+                }
+                op.script = script.clone();
+            }
+        }
+    }
+
+    /// `EVAL script numkeys key.. arg..` (also `EVALSHA`, `EVAL_RO`): one script operation
+    /// per key, the first with every key, when `numkeys` is a literal.
+    fn emit_eval(&mut self, c: &PendingCmd, result: ResultUse, channel: Channel) {
+        let Some(n) = c
+            .args
+            .get(1)
+            .and_then(|a| a.word.as_deref())
+            .and_then(|w| w.parse::<usize>().ok())
+        else {
+            return;
+        };
+        let Some(keys) = c.args.get(2..2 + n) else {
+            return;
+        };
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|k| (k.key.clone(), k.span)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            self.emit_op(
+                OpKind::Script,
+                "EVAL".to_string(),
+                std::slice::from_ref(k),
+                0,
+                None,
+                if i == 0 { c.span } else { k.span },
+                result.clone(),
+                channel,
+            );
+            if i == 0 {
+                if let Some(Event::Op(op)) = self.events.last_mut() {
+                    op.keys = all.clone();
+                }
+            }
+        }
+    }
+
     /// The keys of a typed multi-key command given as one list (`del(&[a, b])`,
     /// `del(vec![a, b])`, `del((a, b))`), when it lists several.
     fn listed_keys(&self, t: &commands::Typed, args: &[syn::Expr]) -> Vec<(KeyRef, Span)> {
@@ -418,6 +485,10 @@ impl FnWalker<'_> {
                         self.embed_span(script.span, Language::Lua, Origin::Eval);
                     }
                 }
+            }
+            if commands::is_eval(name) {
+                self.emit_eval(&c, r, channel);
+                continue;
             }
             let Some((kind, key_arg, value_arg)) = commands::builder(name, &words) else {
                 continue;
