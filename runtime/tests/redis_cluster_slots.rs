@@ -305,3 +305,58 @@ async fn scripts_touching_keys_not_in_keys_are_refused_unless_they_share_the_tag
         .unwrap();
     assert_eq!(released, 1);
 }
+
+/// `MULTI`, `SET key token`, `INCR fence`, `EXEC` on one node connection: the reply of `EXEC`.
+async fn take_in_transaction(
+    node: &mut redis::aio::MultiplexedConnection,
+    lock: &str,
+    fence: &str,
+) -> redis::RedisResult<redis::Value> {
+    let _: () = redis::cmd("MULTI").query_async(node).await?;
+    let _: String = redis::cmd("SET")
+        .arg(lock)
+        .arg("t1")
+        .arg("NX")
+        .query_async(node)
+        .await?;
+    let _: String = redis::cmd("INCR").arg(fence).query_async(node).await?;
+    redis::cmd("EXEC").query_async(node).await
+}
+
+/// A `MULTI`/`EXEC` transaction over a lock key and a fence of another slot is refused as a
+/// whole, even on the node that serves both slots; with one hash tag it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_over_two_slots_are_refused() {
+    let cluster = RedisCluster::start();
+    let id = unique("multi");
+    let lock = format!("lock:report:{}", report_id(&cluster, &id, false).await);
+    let fence = format!("{lock}:fence");
+    let mut node = connect(&cluster.urls()[owner(&cluster, &lock).await]).await;
+    assert_crossslot(
+        take_in_transaction(&mut node, &lock, &fence).await,
+        "EXEC over two slots",
+    );
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&lock)
+        .query_async(&mut node)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "nothing of the transaction ran");
+
+    let lock = format!("lock:{{report:{id}}}");
+    let fence = format!("fence:{{report:{id}}}");
+    let mut node = connect(&cluster.urls()[owner(&cluster, &lock).await]).await;
+    let reply = take_in_transaction(&mut node, &lock, &fence)
+        .await
+        .expect("EXEC in one slot");
+    assert!(
+        matches!(reply, redis::Value::Array(ref r) if r.len() == 2),
+        "{reply:?}"
+    );
+    let holder: String = redis::cmd("GET")
+        .arg(&lock)
+        .query_async(&mut node)
+        .await
+        .unwrap();
+    assert_eq!(holder, "t1");
+}
