@@ -306,20 +306,26 @@ async fn scripts_touching_keys_not_in_keys_are_refused_unless_they_share_the_tag
     assert_eq!(released, 1);
 }
 
-/// `MULTI`, `SET key token`, `INCR fence`, `EXEC` on one node connection: the reply of `EXEC`.
+/// `MULTI`, `SET lock token NX PX ..`, `INCR fence`, `EXEC` on one node connection: the reply
+/// of `EXEC`.
 async fn take_in_transaction(
     node: &mut redis::aio::MultiplexedConnection,
     lock: &str,
     fence: &str,
+    token: &str,
 ) -> redis::RedisResult<redis::Value> {
     let _: () = redis::cmd("MULTI").query_async(node).await?;
-    let _: String = redis::cmd("SET")
+    let queued: String = redis::cmd("SET")
         .arg(lock)
-        .arg("t1")
+        .arg(token)
         .arg("NX")
+        .arg("PX")
+        .arg(10_000)
         .query_async(node)
         .await?;
-    let _: String = redis::cmd("INCR").arg(fence).query_async(node).await?;
+    assert_eq!(queued, "QUEUED");
+    let queued: String = redis::cmd("INCR").arg(fence).query_async(node).await?;
+    assert_eq!(queued, "QUEUED");
     redis::cmd("EXEC").query_async(node).await
 }
 
@@ -333,7 +339,7 @@ async fn transactions_over_two_slots_are_refused() {
     let fence = format!("{lock}:fence");
     let mut node = connect(&cluster.urls()[owner(&cluster, &lock).await]).await;
     assert_crossslot(
-        take_in_transaction(&mut node, &lock, &fence).await,
+        take_in_transaction(&mut node, &lock, &fence, "t1").await,
         "EXEC over two slots",
     );
     let exists: i64 = redis::cmd("EXISTS")
@@ -346,7 +352,7 @@ async fn transactions_over_two_slots_are_refused() {
     let lock = format!("lock:{{report:{id}}}");
     let fence = format!("fence:{{report:{id}}}");
     let mut node = connect(&cluster.urls()[owner(&cluster, &lock).await]).await;
-    let reply = take_in_transaction(&mut node, &lock, &fence)
+    let reply = take_in_transaction(&mut node, &lock, &fence, "t1")
         .await
         .expect("EXEC in one slot");
     assert!(

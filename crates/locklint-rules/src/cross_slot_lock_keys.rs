@@ -9,7 +9,8 @@ use super::matching::{call_chain, diagnostic, with_related};
 use super::{Fixes, Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::lua::{KeyShape, KeyUse, Script};
-use locklint_ir::{vocabulary, FileIr, KeyRef, OpKind};
+use locklint_ir::source::Span;
+use locklint_ir::{vocabulary, Channel, FileIr, KeyRef, OpKind};
 use locklint_project::{LockFacts, Project, Trace, TraceKey, TraceOp};
 
 pub struct CrossSlotLockKeys;
@@ -43,6 +44,11 @@ impl Rule for CrossSlotLockKeys {
             }
             if let Some((a, b)) = cross_slot_pair(&o.keys) {
                 out.push(multi_key_finding(o, a, b));
+            }
+        }
+        for ops in transactions(trace) {
+            if let Some(d) = transaction_finding(&ops) {
+                out.push(d);
             }
         }
     }
@@ -108,6 +114,72 @@ fn cross_slot_pair(keys: &[TraceKey]) -> Option<(&TraceKey, &TraceKey)> {
         for b in &relevant[i + 1..] {
             if (a.is_lock || b.is_lock) && different_slots(&a.key, &b.key) {
                 return Some((a, b));
+            }
+        }
+    }
+    None
+}
+
+/// The operations of each `MULTI`/`EXEC` transaction (an atomic pipeline) of the trace, per
+/// expansion of the function that builds it.
+fn transactions<'t, 'a>(trace: &'t Trace<'a>) -> Vec<Vec<&'t TraceOp<'a>>> {
+    type Group = (usize, usize, usize, Vec<Span>);
+    let mut groups: Vec<(Group, Vec<&TraceOp>)> = Vec::new();
+    for o in &trace.ops {
+        let Channel::Pipeline { id, atomic: true } = o.op.channel else {
+            continue;
+        };
+        let via = o.via.iter().map(|(_, s)| *s).collect();
+        let key = (o.op.id.file, o.op.id.func, id, via);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ops)) => ops.push(o),
+            None => groups.push((key, vec![o])),
+        }
+    }
+    groups.into_iter().map(|(_, ops)| ops).collect()
+}
+
+/// A transaction whose commands name a lock key and another lock or fence key of another slot.
+fn transaction_finding(ops: &[&TraceOp]) -> Option<Diagnostic> {
+    let keys: Vec<(usize, TraceKey)> = ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            let own = TraceKey {
+                key: o.key.clone(),
+                span: o.op.key_span,
+                identity: o.identity.clone(),
+                is_lock: o.is_lock,
+            };
+            let listed = o.keys.iter().skip(1).cloned();
+            std::iter::once(own).chain(listed).map(move |k| (i, k))
+        })
+        .collect();
+    for (n, (i, a)) in keys.iter().enumerate() {
+        for (j, b) in &keys[n + 1..] {
+            // two keys of one command are that command's finding
+            if i == j {
+                continue;
+            }
+            if let Some((a, b)) = cross_slot_pair(&[a.clone(), b.clone()]) {
+                let o = ops[*j];
+                let message = format!(
+                    "this transaction (`MULTI`/`EXEC`) takes the keys `{}` and `{}`, which have no common hash tag: on a Redis Cluster they hash to different slots, `EXEC` is refused with `CROSSSLOT Keys in request don't hash to the same slot` and nothing of the transaction runs",
+                    shown(&a.key),
+                    shown(&b.key)
+                );
+                let d = diagnostic(
+                    &INFO,
+                    (o.file.clone(), o.op.span),
+                    "a key in another slot than the transaction's first lock key",
+                    message,
+                    HELP.to_string(),
+                );
+                let first = Related {
+                    location: Location::new(ops[*i].file.clone(), a.span),
+                    label: format!("`{}`", shown(&a.key)),
+                };
+                return Some(with_related(d, std::iter::once(first).chain(call_chain(o))));
             }
         }
     }
