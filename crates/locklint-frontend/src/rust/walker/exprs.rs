@@ -437,6 +437,7 @@ impl FnWalker<'_> {
             self.script_invocation(m, u);
             return;
         }
+        self.invocation_key(m);
         let first_is_literal = m
             .args
             .first()

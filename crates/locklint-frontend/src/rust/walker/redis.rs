@@ -46,10 +46,10 @@ pub(super) enum BaseKind {
 }
 
 impl FnWalker<'_> {
-    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on.
-    pub(super) fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+    /// The `.key(..)`s of a method chain in order, with the expression the chain starts from.
+    fn chain_keys<'e>(&self, e: &'e syn::Expr) -> (Vec<(PendingArg, Span)>, &'e syn::Expr) {
         let mut keys = Vec::new();
-        let mut cur: &syn::Expr = &m.receiver;
+        let mut cur = e;
         while let syn::Expr::MethodCall(inner) = cur {
             if inner.method == "key" && inner.args.len() == 1 {
                 let start = self.span_of(&inner.method).start;
@@ -58,12 +58,54 @@ impl FnWalker<'_> {
             }
             cur = &inner.receiver;
         }
+        keys.reverse();
+        (keys, cur)
+    }
+
+    /// `inv.key(k)` on a local holding a script invocation being built
+    /// (`let mut inv = SCRIPT.key(a); inv.key(b); inv.invoke_async(con)`): the key is kept for
+    /// the local until the invocation is sent.
+    pub(super) fn invocation_key(&mut self, m: &syn::ExprMethodCall) {
+        if m.method != "key" || m.args.len() != 1 {
+            return;
+        }
+        let (_, root) = self.chain_keys(&m.receiver);
+        let Some(name) = local_name(root) else { return };
+        if self.lookup(&name).is_none() {
+            return;
+        }
+        let start = self.span_of(&m.method).start;
+        let end = self.span_of(&m.paren_token.span.close()).end;
+        let key = (self.pending_arg(&m.args[0]), Span::new(start, end));
+        self.invocation_keys.entry(name).or_default().push(key);
+    }
+
+    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on, also those
+    /// given before to the local the chain starts from (its initialiser's and later
+    /// `.key(..)` statements').
+    pub(super) fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+        let (chain, root) = self.chain_keys(&m.receiver);
+        let mut keys = Vec::new();
+        let mut script = script_name(root);
+        let local = local_name(root).filter(|n| self.lookup(n).is_some());
+        if let Some(name) = &local {
+            let earlier = self.invocation_keys.remove(name).unwrap_or_default();
+            if let Some(init) = self.lookup(name).and_then(|b| b.expr.clone()) {
+                let (from_init, init_root) = self.chain_keys(&init);
+                keys.extend(from_init);
+                script = script_name(init_root).or(script);
+            }
+            keys.extend(earlier);
+        }
+        keys.extend(chain);
         self.expr(&m.receiver, ResultUse::Used);
         for a in &m.args {
             self.expr(a, ResultUse::Used);
         }
-        keys.reverse();
-        let script = script_name(cur);
+        if let Some(name) = &local {
+            // the walk of the receiver saw this chain's own `.key(..)`s again
+            self.invocation_keys.remove(name);
+        }
         let all: Vec<(KeyRef, Span)> = keys.iter().map(|(k, _)| (k.key.clone(), k.span)).collect();
         for (i, (k, span)) in keys.into_iter().enumerate() {
             self.emit_op(
@@ -543,6 +585,16 @@ fn script_name(root: &syn::Expr) -> Option<String> {
                 None
             }
         }
+        _ => None,
+    }
+}
+
+/// The local variable an expression names, if it is one identifier.
+fn local_name(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Reference(r) => local_name(&r.expr),
+        syn::Expr::Paren(p) => local_name(&p.expr),
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
         _ => None,
     }
 }
