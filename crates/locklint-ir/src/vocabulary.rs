@@ -187,6 +187,16 @@ pub fn key_names_lock(key: &crate::KeyRef, extra: &[String]) -> bool {
     lit || key.names.iter().any(|n| words(n).iter().any(is))
 }
 
+/// Whether a key says it is a fencing counter (`fence:{}`, `lock:{job}:epoch`), in its literal
+/// text or in a name it came through (`fence_key`).
+pub fn key_names_fence(key: &crate::KeyRef) -> bool {
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => has_fence_word(&words(s)),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| has_fence_word(&words(n)))
+}
+
 /// Whether a key says it is bookkeeping rather than a lock (`cache_key`, `rate_limit:{ip}`,
 /// `dedup:{id}`, see [`has_bookkeeping_word`]), in its literal text or in a name it came
 /// through: such a key is a lock only where a lock word says so.

@@ -16,7 +16,7 @@ use marking::{collect_facts, mark_locks};
 pub use marking::{key_matches, template_matches, LockFacts};
 use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
-pub use trace::{scoped_identity, Trace, TraceOp};
+pub use trace::{scoped_identity, Trace, TraceKey, TraceOp};
 
 use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef};
 use std::collections::{HashMap, HashSet};
