@@ -26,6 +26,7 @@ pub const KEYS: &[&str] = &[
     "lock-table",
     "locks",
     "redis-version",
+    "redis-cluster",
     "default-ttl",
     "fail-on",
     "help-uri",
@@ -87,6 +88,7 @@ pub struct Raw {
     pub lock_table: Option<LockTableColumns>,
     pub locks: Option<BTreeMap<String, LockDecl>>,
     pub redis_version: Option<Spanned<String>>,
+    pub redis_cluster: Option<bool>,
     pub default_ttl: Option<Spanned<String>>,
     pub fail_on: Option<Level>,
     pub help_uri: Option<Spanned<String>>,
@@ -276,6 +278,9 @@ pub struct Settings {
     pub lock_table: LockTableColumns,
     pub locks: Vec<(String, Purpose)>,
     pub redis_version: Option<String>,
+    /// Whether the code runs against a Redis Cluster (`redis-cluster`, default true):
+    /// `false` turns `cross-slot-lock-keys` off.
+    pub redis_cluster: Option<bool>,
     pub default_ttl: Option<String>,
     pub fail_on: Option<Level>,
     /// Documentation link per rule, `{rule}` replaced by the rule name (SARIF `helpUri`).
@@ -365,6 +370,9 @@ impl Settings {
         if !selected || self.ignore.iter().any(|r| r == rule) {
             return false;
         }
+        if rule == CLUSTER_RULE && self.redis_cluster == Some(false) {
+            return false;
+        }
         if let (Some((set, tags)), Some(rel)) = (&self.per_path_set, self.relative(path)) {
             for glob in set.matches(&rel) {
                 let entry = tags.get(glob).and_then(|&e| self.per_path_ignores.get(e));
@@ -428,6 +436,9 @@ impl Settings {
         if let Some(s) = &raw.redis_version {
             self.redis_version = Some(s.get_ref().clone());
         }
+        if let Some(s) = raw.redis_cluster {
+            self.redis_cluster = Some(s);
+        }
         if let Some(s) = &raw.default_ttl {
             self.default_ttl = Some(s.get_ref().clone());
         }
@@ -439,6 +450,9 @@ impl Settings {
         }
     }
 }
+
+/// The rule that `redis-cluster = false` turns off: it is only about Redis Cluster.
+const CLUSTER_RULE: &str = "cross-slot-lock-keys";
 
 /// The longest glob accepted: a glob is compiled to a matcher some thousand times its size.
 const MAX_GLOB_BYTES: usize = 1024;
@@ -862,8 +876,9 @@ pub fn show(s: &Settings) -> String {
     ));
     out.push_str(&format!("fence-columns = {}\n", list(&s.fence_columns)));
     out.push_str(&format!(
-        "redis-version = {:?}\ndefault-ttl = {:?}\nfail-on = {:?}\n",
+        "redis-version = {:?}\nredis-cluster = {}\ndefault-ttl = {:?}\nfail-on = {:?}\n",
         s.redis_version.as_deref().unwrap_or("7.0"),
+        s.redis_cluster.unwrap_or(true),
         s.default_ttl.as_deref().unwrap_or("30s"),
         match s.fail_on {
             Some(Level::Error) => "error",

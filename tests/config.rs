@@ -175,6 +175,52 @@ fn lock_key_patterns_extend_what_counts_as_a_lock() {
     assert_eq!(found(&o), vec!["a.rs:unconditional-release:error"]);
 }
 
+/// A script invoked on a lock key and its fence without a common hash tag (a
+/// `cross-slot-lock-keys` finding and nothing else).
+const CROSS_SLOT: &str = "pub async fn f(con: &mut redis::aio::MultiplexedConnection, id: u64) -> redis::RedisResult<i64> {\n    redis::Script::new(\"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 30000) then return redis.call('incr', KEYS[2]) end return 0\")\n        .key(format!(\"lock:order:{id}\"))\n        .key(format!(\"lock:fence:{id}\"))\n        .arg(\"t\")\n        .invoke_async(con)\n        .await\n}\n";
+
+#[test]
+fn redis_cluster_false_turns_the_cross_slot_rule_off_where_it_governs() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rs", CROSS_SLOT);
+    write(dir.path(), "standalone/b.rs", CROSS_SLOT);
+    let both = vec![
+        "a.rs:cross-slot-lock-keys:warning",
+        "standalone/b.rs:cross-slot-lock-keys:warning",
+    ];
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(found(&o), both, "on by default");
+    write(dir.path(), "locklint.toml", "redis-cluster = true\n");
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(found(&o), both, "redis-cluster = true keeps it on");
+    write(
+        dir.path(),
+        "standalone/locklint.toml",
+        "redis-cluster = false\n",
+    );
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(found(&o), vec!["a.rs:cross-slot-lock-keys:warning"]);
+    let o = locklint(dir.path(), &["config", "--show", "standalone/b.rs"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("redis-cluster = false"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // Cargo metadata, and a value that is not a boolean
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[package.metadata.locklint]\nredis-cluster = false\n",
+    );
+    std::fs::remove_file(dir.path().join("locklint.toml")).unwrap();
+    let o = locklint(dir.path(), &["check", "--format", "json"]);
+    assert!(found(&o).is_empty(), "{:?}", found(&o));
+    write(dir.path(), "locklint.toml", "redis-cluster = \"no\"\n");
+    let o = locklint(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("redis-cluster"), "{}", stderr(&o));
+}
+
 #[test]
 fn errors_name_the_file_line_and_a_suggestion() {
     let dir = tree();

@@ -395,6 +395,16 @@ pub struct Op {
     /// `set_options(&key, &token, opts)`).
     #[serde(default)]
     pub option_spans: Vec<Span>,
+    /// Every key of a command that names several (`DEL k1 k2`, `del(&[k1, k2])`, `EXISTS`,
+    /// `UNLINK`, `TOUCH`, `WATCH`), with each key's span, in order; for a script invocation,
+    /// on the operation of its first `.key(..)`, every key it passes as `KEYS`.
+    #[serde(default)]
+    pub keys: Vec<(KeyRef, Span)>,
+    /// For a script invocation, the name the script is reached from: the `const`/`static`/
+    /// local holding the `Script` or its text (`RELEASE` of `RELEASE.key(k)`,
+    /// `Script::new(RELEASE_LUA).key(k)`).
+    #[serde(default)]
+    pub script: Option<String>,
 }
 
 /// What a method call's receiver is declared as.

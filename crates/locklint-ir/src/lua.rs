@@ -1,6 +1,7 @@
 //! Lua scripts in the intermediate form: per script, the key-deleting and expiry-changing
 //! `redis.call`s with whether an ownership check dominates each, and the keys whose value the
-//! script compares. Filled by the Lua front-end; read by the Lua rules and the audit.
+//! script compares, and where every key a call names comes from (`KEYS`, a literal, a key
+//! built in the script). Filled by the Lua front-end; read by the Lua rules and the audit.
 
 use crate::source::Span;
 
@@ -26,6 +27,10 @@ pub struct Script {
     /// Keys whose value (`GET`, or an ownership read) the script compares somewhere, with the
     /// file span of the first such comparison.
     pub checked: Vec<(String, Span)>,
+    /// The keys every `redis.call`/`redis.pcall` of a command that takes keys names, with
+    /// the file span of each key expression, in source order.
+    #[serde(default)]
+    pub keys: Vec<(KeyUse, Span)>,
 }
 
 impl Script {
@@ -56,4 +61,35 @@ pub struct KeyWrite {
     pub range: (usize, usize),
     /// Whether an ownership check of the same key dominates the call.
     pub guarded: bool,
+}
+
+/// A key a `redis.call`/`redis.pcall` of the script names, as the script writes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeyUse {
+    /// The command, upper-cased: `GET`, `DEL`.
+    pub command: String,
+    pub shape: KeyShape,
+    /// The key expression as written, whitespace collapsed: `'lock:' .. ARGV[1]`.
+    pub text: String,
+    /// Byte range of the key expression in the script text.
+    pub range: (usize, usize),
+}
+
+/// Where a key a script uses comes from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum KeyShape {
+    /// An element of `KEYS`: `KEYS[2]` (`Some(2)`), or one chosen at run time (`KEYS[i]`,
+    /// the element of a loop over `KEYS`, `unpack(KEYS)`: `None`).
+    Declared(Option<usize>),
+    /// A literal key name: `'lock:x'`.
+    Literal(crate::KeyRef),
+    /// A key built from an element of `KEYS` (`KEYS[1] .. ':fence'`): the element's index
+    /// when written as a number, and whether text is only appended to it.
+    Derived { from: Option<usize>, appended: bool },
+    /// A key built inside the script from text and values that are not keys
+    /// (`'lock:' .. ARGV[1]`), as a template whose holes are the values; or a key name passed
+    /// in `ARGV` (`redis.call('del', ARGV[1])`).
+    Built(crate::KeyRef),
+    /// Anything else (a function's parameter, a reply): not known.
+    Unknown,
 }

@@ -107,6 +107,10 @@ pub struct Operand {
     pub bare: Option<Col>,
     /// The expression is just a bind parameter (possibly cast).
     pub bare_param: bool,
+    /// The expression is just a non-empty string literal (`'worker-1'`): a constant that names
+    /// something, unlike `NULL` or `''`.
+    #[serde(default)]
+    pub named_literal: bool,
     /// Where the expression is, when known.
     pub span: Option<Span>,
 }
@@ -168,11 +172,16 @@ pub struct Assign {
     pub value: Operand,
 }
 
-/// A call of a PostgreSQL advisory lock function.
+/// A call of a PostgreSQL advisory lock function, or of a MySQL named lock function
+/// (`GET_LOCK`, `RELEASE_LOCK`, `RELEASE_ALL_LOCKS`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Advisory {
-    /// Function name, lower case (`pg_try_advisory_lock`).
+    /// Function name, lower case (`pg_try_advisory_lock`, `get_lock`).
     pub name: String,
+    /// A MySQL named lock: session-level, released by `RELEASE_LOCK` of the same name, never
+    /// by a PostgreSQL unlock.
+    #[serde(default)]
+    pub named: bool,
     pub unlock: bool,
     /// `pg_try_*`.
     pub try_lock: bool,
@@ -181,7 +190,8 @@ pub struct Advisory {
     pub shared: bool,
     /// `pg_advisory_unlock_all`.
     pub all: bool,
-    /// The arguments' text, whitespace removed.
+    /// The arguments' text, whitespace removed (of a MySQL named lock, its name only: the
+    /// first argument).
     pub args: String,
     /// The call, name to closing parenthesis.
     pub span: Span,
@@ -238,6 +248,23 @@ pub struct Statement {
     pub table_def: Option<TableDef>,
     /// The positional parameters it uses.
     pub placeholders: Placeholders,
+    /// A `SELECT ... FOR UPDATE` (or `FOR NO KEY UPDATE`, `FOR SHARE`): the rows it reads stay
+    /// locked until the transaction ends. Of a write, the rows its `WITH` queries lock.
+    #[serde(default)]
+    pub row_lock: Option<RowLock>,
+    /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in
+    /// the embedded text). The statements of one body run in one transaction.
+    #[serde(default)]
+    pub body: Option<usize>,
+}
+
+/// The rows a `SELECT ... FOR UPDATE` locks.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RowLock {
+    /// The tables whose rows it locks (its `OF` tables, else every table it reads), lower case.
+    pub tables: Vec<String>,
+    /// The columns its `WHERE` mentions.
+    pub columns: Vec<String>,
 }
 
 /// The positional parameters a statement uses, outside quotes, comments and dollar-quoted

@@ -187,6 +187,16 @@ pub fn key_names_lock(key: &crate::KeyRef, extra: &[String]) -> bool {
     lit || key.names.iter().any(|n| words(n).iter().any(is))
 }
 
+/// Whether a key says it is a fencing counter (`fence:{}`, `lock:{job}:epoch`), in its literal
+/// text or in a name it came through (`fence_key`).
+pub fn key_names_fence(key: &crate::KeyRef) -> bool {
+    let lit = key.parts.iter().any(|p| match p {
+        crate::Part::Lit(s) => has_fence_word(&words(s)),
+        _ => false,
+    });
+    lit || key.names.iter().any(|n| has_fence_word(&words(n)))
+}
+
 /// Whether a key says it is bookkeeping rather than a lock (`cache_key`, `rate_limit:{ip}`,
 /// `dedup:{id}`, see [`has_bookkeeping_word`]), in its literal text or in a name it came
 /// through: such a key is a lock only where a lock word says so.
@@ -229,6 +239,111 @@ pub fn has_bookkeeping_word<S: AsRef<str>>(ws: &[S]) -> bool {
             .any(|p| p[0].as_ref() == "rate" && p[1].as_ref() == "limit")
 }
 
+/// Words of a column name that say on their own that it names a row's holder (`owner_id`,
+/// `lease_owner`, `lock_holder`).
+const HOLDER_COLUMN_WORDS: &[&str] = &["owner", "holder", "locker", "leaseholder"];
+
+/// Verbs whose `<verb>_by` column names who holds the row (`locked_by`, `claimed_by`);
+/// `created_by` and `updated_by` are audit columns and say nothing of a lock.
+const HOLD_VERBS: &[&str] = &[
+    "lock", "locked", "claim", "claimed", "lease", "leased", "hold", "held", "reserved", "reserve",
+    "acquired", "taken", "picked",
+];
+
+/// Words of a column name for a process that may hold a row (`worker_id`, `runner`): a holder
+/// only where a lease is shown otherwise (a claim conditioned on time).
+const WORKER_COLUMN_WORDS: &[&str] = &[
+    "worker",
+    "runner",
+    "consumer",
+    "node",
+    "instance",
+    "host",
+    "agent",
+    "pod",
+    "process",
+    "executor",
+    "leader",
+    "processor",
+];
+
+/// Words of a time column that tie it to a lease (`locked_at`, `lease_expires_at`,
+/// `hold_until`).
+const LEASE_TIME_WORDS: &[&str] = &["lock", "locked", "lease", "leased", "hold", "held"];
+
+/// Words of a time column that tie it to a lease only with an end (`claimed_until`,
+/// `reserved_until`): `claimed_at` says when a ticket was taken, not until when.
+const CLAIM_TIME_WORDS: &[&str] = &["claim", "claimed", "reserve", "reserved"];
+
+/// Words that make a column the end of a period (`_until`, `expires`).
+const END_WORDS: &[&str] = &[
+    "until",
+    "till",
+    "expires",
+    "expiry",
+    "expiration",
+    "expire",
+    "deadline",
+    "timeout",
+];
+
+/// Words that make a column a point in time (`_at`, `_until`, `expires`).
+const TIME_WORDS: &[&str] = &[
+    "at",
+    "until",
+    "till",
+    "expires",
+    "expiry",
+    "expiration",
+    "expire",
+    "deadline",
+    "timeout",
+    "time",
+    "ts",
+    "timestamp",
+];
+
+/// Whether a column name says it holds the holder of a lock or lease on the row: `owner`,
+/// `owner_id`, `lease_owner`, `lock_holder`, `locked_by`, `claimed_by`, `lock_token`. Audit
+/// columns (`created_by`, `updated_by`) do not.
+pub fn names_holder_column(col: &str) -> bool {
+    let w = words(col);
+    w.iter().any(|x| HOLDER_COLUMN_WORDS.contains(&x.as_str()))
+        || w.windows(2)
+            .any(|p| p[1] == "by" && HOLD_VERBS.contains(&p[0].as_str()))
+        || (w.last().is_some_and(|x| x == "token")
+            && w.iter()
+                .any(|x| LEASE_TIME_WORDS.contains(&x.as_str()) || x == "claim"))
+}
+
+/// Whether a column name says it holds a point in time (`created_at`, `acquired_at`,
+/// `valid_until`).
+pub fn names_time_column(col: &str) -> bool {
+    words(col)
+        .iter()
+        .any(|x| TIME_WORDS.contains(&x.as_str()) || END_WORDS.contains(&x.as_str()))
+}
+
+/// Whether a column name says it holds a process that may work on the row (`worker_id`,
+/// `runner`, `node`): a holder only where the statements show a lease.
+pub fn names_worker_column(col: &str) -> bool {
+    words(col)
+        .iter()
+        .any(|x| WORKER_COLUMN_WORDS.contains(&x.as_str()))
+}
+
+/// Whether a column name says it holds the time of a lease: when it was taken or when it
+/// ends (`locked_at`, `locked_until`, `lease_expires_at`, `hold_until`, `claimed_at`,
+/// `heartbeat_at`, `last_heartbeat`, `claimed_until`). `created_at`, `updated_at`,
+/// `claimed_at` or a boolean `locked` do not.
+pub fn names_lease_time_column(col: &str) -> bool {
+    let w = words(col);
+    let any = |list: &[&str]| w.iter().any(|x| list.contains(&x.as_str()));
+    w.iter().any(|x| x == "heartbeat" || x == "heartbeats")
+        || (any(LEASE_TIME_WORDS) && any(TIME_WORDS))
+        || (any(CLAIM_TIME_WORDS) && any(END_WORDS))
+}
+
 /// Whether a name (`RELEASE_LOCK`, `unlock.lua`, `renew`, `RELEASE_SCRIPT`) marks a lock
 /// script. `renew_session` or `extend_cache_ttl` do not.
 /// Names of a variable or field that holds the lock holder's token, as fixes look for them.
@@ -265,6 +380,61 @@ pub fn is_lock_script_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holder_and_lease_columns() {
+        for c in [
+            "owner",
+            "owner_id",
+            "lease_owner",
+            "lock_holder",
+            "locked_by",
+            "lock_by",
+            "claimed_by",
+            "leasedBy",
+            "lock_token",
+        ] {
+            assert!(names_holder_column(c), "{c}");
+        }
+        for c in [
+            "created_by",
+            "updated_by",
+            "sort_by",
+            "token",
+            "worker_id",
+            "id",
+        ] {
+            assert!(!names_holder_column(c), "{c}");
+        }
+        assert!(names_worker_column("worker_id") && names_worker_column("runner"));
+        assert!(!names_worker_column("workload") && !names_worker_column("created_by"));
+        for c in [
+            "locked_at",
+            "lock_at",
+            "locked_until",
+            "lock_expires_at",
+            "lease_until",
+            "lease_expires_at",
+            "hold_until",
+            "claimed_until",
+            "heartbeat_at",
+            "last_heartbeat",
+        ] {
+            assert!(names_lease_time_column(c), "{c}");
+        }
+        for c in [
+            "created_at",
+            "updated_at",
+            "claimed_at",
+            "expires_at",
+            "locked",
+            "lock_version",
+            "run_at",
+            "timeout",
+        ] {
+            assert!(!names_lease_time_column(c), "{c}");
+        }
+    }
 
     #[test]
     fn bookkeeping_keys() {

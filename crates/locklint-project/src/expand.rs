@@ -6,7 +6,7 @@ use locklint_ir::source::{FileRef, Span};
 use locklint_ir::{Call, Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse, Value};
 use std::collections::HashMap;
 
-use crate::trace::identity;
+use crate::trace::{identity, TraceKey};
 use crate::{Index, TraceOp};
 
 /// How deep lock helpers are expanded into their callers.
@@ -117,11 +117,27 @@ impl<'a> Expander<'_, 'a> {
         for ev in &func.events {
             match ev {
                 Event::Op(op) => {
-                    let mut key = match args {
-                        Some(a) => substitute(&op.key, func, a),
-                        None => op.key.clone(),
+                    let seen_key = |k: &KeyRef| {
+                        let k = match args {
+                            Some(a) => substitute(k, func, a),
+                            None => k.clone(),
+                        };
+                        self.idx.resolve_key(&k, 0)
                     };
-                    key = self.idx.resolve_key(&key, 0);
+                    let key = seen_key(&op.key);
+                    let keys = op
+                        .keys
+                        .iter()
+                        .map(|(k, span)| {
+                            let key = seen_key(k);
+                            TraceKey {
+                                identity: identity(&key, self.root),
+                                key,
+                                span: *span,
+                                is_lock: false,
+                            }
+                        })
+                        .collect();
                     let result = match (&op.result, outer_result) {
                         (ResultUse::Returned, Some(outer)) => outer.clone(),
                         (r, _) => r.clone(),
@@ -156,6 +172,7 @@ impl<'a> Expander<'_, 'a> {
                         via: via.to_vec(),
                         at: root_event.unwrap_or(op.id),
                         value,
+                        keys,
                     });
                 }
                 Event::Call(call) => {

@@ -2,6 +2,7 @@
 //! call sites into per-function traces, and decides which keys are locks.
 
 mod expand;
+pub mod lease;
 mod marking;
 pub mod packages;
 pub mod reach;
@@ -18,7 +19,7 @@ pub use marking::{key_matches, template_matches, LockFacts};
 pub use packages::{PackageSet, Packages};
 use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};
-pub use trace::{scoped_identity, Trace, TraceOp};
+pub use trace::{scoped_identity, Trace, TraceKey, TraceOp};
 
 use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef};
 use std::collections::{HashMap, HashSet};

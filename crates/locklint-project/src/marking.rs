@@ -96,13 +96,28 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
             let scoped = scoped_identity(o);
             // an NX write that is also deleted or expired, unless the key says it is
             // bookkeeping (a cache entry, a rate limit, a marker)
-            let used_as_lock = !vocabulary::key_names_bookkeeping(&o.key)
-                && (scoped
-                    .as_ref()
-                    .is_some_and(|id| acquired.contains(id) && ended.contains(id))
-                    || o.identity
+            let file = o.op.id.file;
+            let used_as_lock = |key: &KeyRef, identity: Option<&KeyIdentity>| {
+                let scoped = identity.and_then(|id| id.scoped(file));
+                !vocabulary::key_names_bookkeeping(key)
+                    && (scoped
                         .as_ref()
-                        .is_some_and(|id| local_acquired.contains(id) && local_ended.contains(id)));
+                        .is_some_and(|id| acquired.contains(id) && ended.contains(id))
+                        || identity.is_some_and(|id| {
+                            local_acquired.contains(id) && local_ended.contains(id)
+                        }))
+            };
+            let keys: Vec<bool> = o
+                .keys
+                .iter()
+                .map(|k| {
+                    key_matches(&k.key, lock_words) || used_as_lock(&k.key, k.identity.as_ref())
+                })
+                .collect();
+            for (k, is_lock) in o.keys.iter_mut().zip(keys) {
+                k.is_lock = is_lock;
+            }
+            let used_as_lock = used_as_lock(&o.key, o.identity.as_ref());
             // the key is exactly the function's parameter or a field of `self`
             let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
             let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)

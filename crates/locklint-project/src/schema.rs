@@ -3,8 +3,9 @@
 //! lock tables.
 
 use locklint_ir::sql::{Statement, TableDef};
+use locklint_ir::vocabulary;
 use locklint_ir::FileIr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Default names of fencing-token columns.
 pub const FENCE_COLUMNS: &[&str] = &["fence", "fence_token", "fencing_token"];
@@ -40,6 +41,17 @@ impl Default for ColumnNames {
 }
 
 impl ColumnNames {
+    /// Whether a column names a lock's holder: a known name, or one shaped like a holder.
+    pub fn is_owner(&self, c: &str) -> bool {
+        self.owner.iter().any(|x| x == c) || vocabulary::names_holder_column(c)
+    }
+
+    /// Whether a column holds a lock's expiry or lease time: a known name, or one shaped like
+    /// a lease time.
+    pub fn is_expiry(&self, c: &str) -> bool {
+        self.expiry.iter().any(|x| x == c) || vocabulary::names_lease_time_column(c)
+    }
+
     /// The defaults extended by configured names (configured names first).
     pub fn with(fence: &[String], owner: &[String], expiry: &[String]) -> Self {
         let d = ColumnNames::default();
@@ -73,12 +85,26 @@ impl Table {
         pick(&self.columns, &names.fence)
     }
 
+    /// The holder column: the first of the known names it has, else one shaped like a holder
+    /// (`lease_owner`, `claimed_by`).
     pub fn owner_column(&self, names: &ColumnNames) -> Option<&str> {
-        pick(&self.columns, &names.owner)
+        pick(&self.columns, &names.owner).or_else(|| {
+            self.columns
+                .iter()
+                .find(|c| vocabulary::names_holder_column(c))
+                .map(String::as_str)
+        })
     }
 
+    /// The lease's time column: the first of the known names it has, else one shaped like a
+    /// lease time (`lock_expires_at`, `hold_until`, `locked_at`, `heartbeat_at`).
     pub fn expiry_column(&self, names: &ColumnNames) -> Option<&str> {
-        pick(&self.columns, &names.expiry)
+        pick(&self.columns, &names.expiry).or_else(|| {
+            self.columns
+                .iter()
+                .find(|c| vocabulary::names_lease_time_column(c))
+                .map(String::as_str)
+        })
     }
 
     /// A key column plus an owner and an expiry column.
@@ -86,7 +112,7 @@ impl Table {
         let keyed = self
             .unique
             .iter()
-            .any(|k| k.iter().all(|c| self.has(c) && !names.owner.contains(c)));
+            .any(|k| k.iter().all(|c| self.has(c) && !names.is_owner(c)));
         keyed && self.owner_column(names).is_some() && self.expiry_column(names).is_some()
     }
 }
@@ -109,6 +135,17 @@ pub fn lock_table_name(table: &str) -> bool {
 pub struct Schema {
     pub tables: BTreeMap<String, Table>,
     pub names: ColumnNames,
+    /// Tables the project's statements claim on a time condition, with their lease columns
+    /// (`crate::lease`).
+    pub leases: BTreeMap<String, crate::lease::Lease>,
+    /// Lock tables whose leases lapse: a claim or a reaper gives a row whose time has passed
+    /// to another holder.
+    pub lapsing: BTreeSet<String>,
+    /// Per table, the columns the project's statements write.
+    pub written: BTreeMap<String, BTreeSet<String>>,
+    /// Per table, the columns the project's writes compare with an incoming value (its keys
+    /// and holders, as the statements use them).
+    pub keyed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Schema {
@@ -154,6 +191,10 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     for f in files {
         s.extend(&f.sql.statements);
     }
+    s.leases = crate::lease::leases(files, &s.names);
+    s.written = crate::lease::written_columns(files);
+    s.keyed = crate::lease::keyed_columns(files);
+    s.lapsing = crate::lease::lapsing(files, &s);
     s
 }
 

@@ -13,39 +13,67 @@ pub struct LockTable {
     pub table: String,
     pub owner: Option<String>,
     pub expiry: Option<String>,
+    /// A work table (`jobs`, `tasks`) whose rows are leased to workers: its name does not say it
+    /// holds locks and its rows carry more than the lock (`crate::lease::carries_work`), so a
+    /// row is the work itself and deleting it finishes the work.
+    pub work: bool,
+    /// A claim or a reaper gives a row whose lease time has passed to another holder
+    /// ([`Schema::lapsing`]).
+    pub lapses: bool,
 }
 
-fn first_of<'a>(names: &'a [String], cols: &[&str]) -> Option<&'a str> {
-    names.iter().map(String::as_str).find(|n| cols.contains(n))
+/// The first of `cols` that is one of the known `names` (in the order of `names`), else the
+/// first shaped like one (`shaped`).
+fn first_of<'a>(names: &[String], shaped: fn(&str) -> bool, cols: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .find_map(|n| cols.iter().find(|c| **c == n.as_str()))
+        .copied()
+        .or_else(|| cols.iter().copied().find(|c| shaped(c)))
 }
 
 /// The lock table a statement writes, if it writes one: a table the schema defines with a
-/// key, an owner and an expiry column, a table named like a lock table, or a statement that
-/// itself mentions an owner-like and an expiry-like column.
+/// key, an owner and an expiry column, a table the project's statements claim on a time
+/// condition (`crate::lease`), a table named like a lock table, or a statement that itself
+/// mentions an owner-like and an expiry-like column (by name or by shape: `lease_owner`,
+/// `claimed_by`, `lock_expires_at`, `hold_until`). Never a cache, session, rate-limit or
+/// idempotency table, unless its name says it holds locks.
 pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
+    use locklint_ir::vocabulary::{names_holder_column, names_lease_time_column};
     if !st.is_write() {
         return None;
     }
     let table = st.table.clone()?;
     let mentioned = st.mentioned();
     let names = &schema.names;
-    let owner_m = first_of(&names.owner, &mentioned);
-    let expiry_m = first_of(&names.expiry, &mentioned);
-    let def = schema.table(&table);
-    let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
-    let by_statement = owner_m.is_some() && expiry_m.is_some();
-    if !(by_schema || by_statement || lock_table_name(&table)) {
+    // a cache, session, rate-limit or idempotency table is a lock table only by its name
+    // (`session_locks`)
+    if crate::lease::bookkeeping_table(&table) && !lock_table_name(&table) {
         return None;
     }
-    let owner = def
-        .and_then(|t| t.owner_column(names))
+    let owner_m = first_of(&names.owner, names_holder_column, &mentioned);
+    let expiry_m = first_of(&names.expiry, names_lease_time_column, &mentioned);
+    let def = schema.table(&table);
+    let lease = schema.leases.get(&table);
+    let by_schema = def.is_some_and(|t| t.looks_like_lock_table(names));
+    let by_statement = owner_m.is_some() && expiry_m.is_some();
+    if !(by_schema || by_statement || lease.is_some() || lock_table_name(&table)) {
+        return None;
+    }
+    let owner = lease
+        .map(|l| l.owner.as_str())
+        .or_else(|| def.and_then(|t| t.owner_column(names)))
         .or(owner_m)
         .map(str::to_string);
-    let expiry = def
-        .and_then(|t| t.expiry_column(names))
+    let expiry = lease
+        .map(|l| l.expiry.as_str())
+        .or_else(|| def.and_then(|t| t.expiry_column(names)))
         .or(expiry_m)
         .map(str::to_string);
     Some(LockTable {
+        work: !lock_table_name(&table)
+            && crate::lease::carries_work(schema, &table, owner.as_deref(), expiry.as_deref()),
+        lapses: schema.lapsing.contains(&table),
         table,
         owner,
         expiry,
@@ -156,6 +184,23 @@ pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool
             }
         }
     }
+    // the holder itself compared with a value other than itself or a literal: a name that
+    // may be a PL/pgSQL parameter (`locked_by = any(worker_ids)`) rather than a column
+    if let Some(o) = lt.owner.as_deref() {
+        let is_owner = |c: &Col| c.name == o && st.is_target(c);
+        let compared = f.comparisons.iter().filter(|c| c.op == CmpOp::Eq).any(|c| {
+            [(&c.left, &c.right), (&c.right, &c.left)]
+                .into_iter()
+                .any(|(a, b)| {
+                    a.bare.as_ref().is_some_and(is_owner)
+                        && !b.is_constant()
+                        && !b.columns.iter().any(is_owner)
+                })
+        });
+        if compared {
+            return true;
+        }
+    }
     let expiry = lt.expiry.as_deref();
     let keys: Vec<&str> = def
         .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
@@ -172,6 +217,87 @@ pub fn has_holder_check(st: &Statement, lt: &LockTable, schema: &Schema) -> bool
     } else {
         holders.next().is_some()
     }
+}
+
+/// The columns the `WHERE` compares for equality with an incoming value (`id = $1`, `$2 =
+/// attempt`).
+fn pinned_columns(st: &Statement) -> Vec<&str> {
+    let mut pinned: Vec<&str> = Vec::new();
+    let Some(f) = &st.filter else { return pinned };
+    for c in f.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+        for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+            if let Some(col) = a.bare.as_ref().filter(|x| st.is_target(x)) {
+                if is_outside(st, b) && !b.is_constant() && !pinned.contains(&col.name.as_str()) {
+                    pinned.push(col.name.as_str());
+                }
+            }
+        }
+    }
+    pinned
+}
+
+/// The `WHERE` pins the row to the writer's own claim by a second incoming value, whatever
+/// the column is called: next to the key, an equality with a parameter (`AND attempt = $3`,
+/// `AND lease_id = $3`); with the table's key known from the schema, an equality of a column
+/// outside it.
+pub fn has_token_check(st: &Statement, schema: &Schema) -> bool {
+    let pinned = pinned_columns(st);
+    let keys: Vec<&str> = st
+        .table
+        .as_deref()
+        .and_then(|t| schema.table(t))
+        .map(|t| t.unique.iter().flatten().map(String::as_str).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        pinned.len() >= 2
+    } else {
+        pinned.iter().any(|c| !keys.contains(c))
+    }
+}
+
+/// A compare-and-set: the `WHERE` requires a column to hold a literal (`state = 'running'`)
+/// that the statement itself assigns (`SET state = 'done'`), so of two such writes only the
+/// first matches the row.
+pub fn is_compare_and_set(st: &Statement) -> bool {
+    let Some(f) = &st.filter else { return false };
+    f.comparisons.iter().filter(|c| c.op == CmpOp::Eq).any(|c| {
+        [(&c.left, &c.right), (&c.right, &c.left)]
+            .into_iter()
+            .any(|(a, b)| {
+                a.bare.as_ref().is_some_and(|col| {
+                    st.is_target(col)
+                        && b.is_constant()
+                        && st.assignments.iter().any(|x| x.column == col.name)
+                })
+            })
+    })
+}
+
+/// A write to a leased row of a work table that does not show the writer still holds the
+/// lease: an `UPDATE` that changes the work (not the lease: `SET state = 'done', result = $2`)
+/// or a `DELETE` of the row, on a table whose leases lapse, keyed without the holder, a
+/// second incoming value, a fencing token, the lease time or a compare-and-set.
+pub fn unfenced_completion(st: &Statement, lt: &LockTable, schema: &Schema) -> bool {
+    if !lt.work || !lt.lapses || st.filter.is_none() {
+        return false;
+    }
+    let finishes = match st.kind {
+        StatementKind::Update => lock_write(st, lt) == LockWrite::Other,
+        StatementKind::Delete => true,
+        _ => false,
+    };
+    let lease: Vec<&str> = lt
+        .owner
+        .iter()
+        .chain(&lt.expiry)
+        .map(String::as_str)
+        .collect();
+    finishes
+        && !filter_mentions(st, &lease)
+        && !has_holder_check(st, lt, schema)
+        && !has_token_check(st, schema)
+        && !is_compare_and_set(st)
+        && !schema.names.fence.iter().any(|c| has_fence_guard(st, c))
 }
 
 /// The condition mentions one of these columns of the target table.
@@ -233,11 +359,27 @@ pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
             .find(|a| Some(a.column.as_str()) == c)
             .map(|a| &a.value)
     };
+    // a value copied from another table's row (`locked_by = q.locked_by` of an `UPDATE ...
+    // FROM`): data moved by a migration, not a holder taking the lock
+    let copied = |v: &Operand| {
+        !v.param
+            && !v.columns.is_empty()
+            && v.columns
+                .iter()
+                .all(|c| !c.incoming && c.qualifier.is_some() && !st.is_target(c))
+    };
+    // an insert or upsert that writes neither the holder nor the lease (`job_count =
+    // job_count + 1` on a queue's lock row) takes nothing
+    let writes_lock = st.written().any(|c| Some(c) == owner || Some(c) == expiry)
+        || (owner.is_none() && expiry.is_none());
     match st.kind {
+        StatementKind::Insert if !writes_lock => LockWrite::Other,
         StatementKind::Insert => LockWrite::Acquire,
         StatementKind::Delete => LockWrite::Release,
         StatementKind::Update => match sets(owner) {
-            Some(v) if v.is_constant() => LockWrite::Release,
+            // a holder named by a literal (`locked_by = 'maintenance'`) takes the row
+            Some(v) if v.is_constant() && !v.named_literal => LockWrite::Release,
+            Some(v) if copied(v) => LockWrite::Other,
             Some(_) => LockWrite::Acquire,
             None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,
             None if sets(expiry).is_some() => LockWrite::Renew,
@@ -284,25 +426,111 @@ pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
     out
 }
 
-/// Whether an advisory-lock key is written out as numbers (`42`, `1,2`).
+/// What ran earlier in a write's transaction: its table written (a claim whose row lock
+/// still holds), and the columns of the `WHERE`s of row locks (`SELECT ... FOR UPDATE`) of its
+/// table.
+#[derive(Debug, Default)]
+pub struct EarlierInTransaction {
+    pub wrote_table: bool,
+    pub locked_on: Vec<String>,
+}
+
+/// For the writes of a file run in a transaction after something of their table: by a Rust
+/// function on one transaction variable (`&mut *tx`), or in one SQL function body (which runs
+/// in one transaction). Keyed by the statement's address.
+pub fn earlier_in_transaction(
+    file: &FileIr,
+) -> std::collections::HashMap<*const Statement, EarlierInTransaction> {
+    use std::collections::{HashMap, HashSet};
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    enum Scope {
+        Tx(usize, Option<String>),
+        Body(usize, usize),
+    }
+    let mut out = HashMap::new();
+    let mut written: HashSet<(Scope, &str)> = HashSet::new();
+    let mut locks: HashMap<(Scope, &str), Vec<String>> = HashMap::new();
+    let mut steps: Vec<(Scope, &Statement)> = Vec::new();
+    for (i, f) in file.functions.iter().enumerate() {
+        for r in runs(file, f) {
+            let tx = r
+                .embedded
+                .exec
+                .as_ref()
+                .filter(|x| x.executor == locklint_ir::Executor::Transaction);
+            if let (Some(x), false) = (tx, r.statement.in_body) {
+                steps.push((Scope::Tx(i, x.conn.clone()), r.statement));
+            }
+        }
+    }
+    for st in &file.sql.statements {
+        if let Some(b) = st.body {
+            steps.push((Scope::Body(st.embedded, b), st));
+        }
+    }
+    for (scope, st) in steps {
+        if let (true, Some(t)) = (st.is_write(), st.table.as_deref()) {
+            let key = (scope.clone(), t);
+            let e = EarlierInTransaction {
+                wrote_table: written.contains(&key),
+                locked_on: locks.get(&key).cloned().unwrap_or_default(),
+            };
+            if e.wrote_table || !e.locked_on.is_empty() {
+                out.insert(std::ptr::from_ref(st), e);
+            }
+            written.insert(key);
+        }
+        if let Some(rl) = &st.row_lock {
+            for t in &rl.tables {
+                let cols = locks.entry((scope.clone(), t.as_str())).or_default();
+                for c in &rl.columns {
+                    if !cols.contains(c) {
+                        cols.push(c.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether an advisory-lock key is written out: as numbers (`42`, `1,2`), or a MySQL named
+/// lock's name as one string (`'reindex'`).
 fn literal_key(args: &str) -> bool {
-    !args.is_empty()
-        && args
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    let quoted = args.len() >= 2
+        && args.starts_with('\'')
+        && args.ends_with('\'')
+        && !args[1..args.len() - 1].contains('\'');
+    quoted
+        || (!args.is_empty()
+            && args
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == '-'))
+}
+
+/// The kind of lock an advisory call takes or releases: PostgreSQL exclusive or shared, or a
+/// MySQL named lock. An unlock releases only locks of its own kind.
+fn mode(a: &Advisory) -> usize {
+    if a.named {
+        2
+    } else {
+        usize::from(a.shared)
+    }
 }
 
 /// A set of unlocks, to ask in constant time whether any of them releases a lock: one
 /// releases it when both are session-level in the same mode and, when both keys are written
-/// out, with the same key (`pg_advisory_unlock_all` releases every lock).
+/// out, with the same key (`pg_advisory_unlock_all` releases every PostgreSQL lock,
+/// `RELEASE_ALL_LOCKS()` every MySQL named lock).
 #[derive(Debug, Default)]
 pub struct UnlockSet {
-    all: bool,
-    /// Per mode (exclusive, shared): an unlock whose key is not written out.
-    any_key: [bool; 2],
+    /// Per family (PostgreSQL, MySQL named locks): an unlock of all.
+    all: [bool; 2],
+    /// Per mode (exclusive, shared, named): an unlock whose key is not written out.
+    any_key: [bool; 3],
     /// Per mode: an unlock whose key is written out.
-    some_literal: [bool; 2],
-    literal: std::collections::HashSet<(bool, String)>,
+    some_literal: [bool; 3],
+    literal: std::collections::HashSet<(usize, String)>,
 }
 
 impl UnlockSet {
@@ -311,24 +539,24 @@ impl UnlockSet {
             return;
         }
         if u.all {
-            self.all = true;
+            self.all[usize::from(u.named)] = true;
         } else if literal_key(&u.args) {
-            self.some_literal[usize::from(u.shared)] = true;
-            self.literal.insert((u.shared, u.args.clone()));
+            self.some_literal[mode(u)] = true;
+            self.literal.insert((mode(u), u.args.clone()));
         } else {
-            self.any_key[usize::from(u.shared)] = true;
+            self.any_key[mode(u)] = true;
         }
     }
 
     /// Whether one of the unlocks releases `lock`.
     pub fn releases(&self, lock: &Advisory) -> bool {
-        let mode = usize::from(lock.shared);
-        self.all
-            || self.any_key[mode]
+        let m = mode(lock);
+        self.all[usize::from(lock.named)]
+            || self.any_key[m]
             || if literal_key(&lock.args) {
-                self.literal.contains(&(lock.shared, lock.args.clone()))
+                self.literal.contains(&(m, lock.args.clone()))
             } else {
-                self.some_literal[mode]
+                self.some_literal[m]
             }
     }
 }
@@ -339,13 +567,15 @@ mod tests {
     use locklint_ir::source::Span;
 
     fn advisory(name: &str, args: &str) -> Advisory {
+        let named = !name.starts_with("pg_");
         Advisory {
             name: name.to_string(),
-            unlock: name.contains("unlock"),
-            try_lock: name.contains("try"),
+            named,
+            unlock: name.contains("unlock") || name.starts_with("release"),
+            try_lock: name.contains("try") || name == "get_lock",
             session: !name.contains("xact"),
             shared: name.ends_with("shared"),
-            all: name.ends_with("all"),
+            all: name.ends_with("all") || name == "release_all_locks",
             args: args.to_string(),
             span: Span::new(0, 0),
             bare: false,
@@ -355,6 +585,9 @@ mod tests {
     /// Whether one unlock releases this lock, pair by pair.
     fn unlocks(unlock: &Advisory, lock: &Advisory) -> bool {
         if !unlock.unlock || !unlock.session {
+            return false;
+        }
+        if unlock.named != lock.named {
             return false;
         }
         if unlock.all {
@@ -373,8 +606,21 @@ mod tests {
             "pg_advisory_unlock_shared",
             "pg_advisory_unlock_all",
             "pg_advisory_xact_lock",
+            "get_lock",
+            "release_lock",
+            "release_all_locks",
         ];
-        let args = ["1", "2", "1,2", "$1", "hashtext('a')", ""];
+        let args = [
+            "1",
+            "2",
+            "1,2",
+            "$1",
+            "hashtext('a')",
+            "'a'",
+            "'b'",
+            "?",
+            "",
+        ];
         let all: Vec<Advisory> = names
             .iter()
             .flat_map(|n| args.iter().map(move |a| advisory(n, a)))

@@ -32,6 +32,20 @@ pub struct TraceOp<'a> {
     /// where a helper writes its parameter (`pool.set_if_absent(&key, "LOCKED", ..)`), with
     /// the file it is written in.
     pub value: Option<(Value, FileRef, Span)>,
+    /// Every key of a multi-key command or script invocation (see [`Op::keys`]), resolved
+    /// like [`TraceOp::key`].
+    pub keys: Vec<TraceKey>,
+}
+
+/// One key of a multi-key command, as the trace sees it.
+#[derive(Debug, Clone)]
+pub struct TraceKey {
+    pub key: KeyRef,
+    /// Where the key is written (in the file of the operation).
+    pub span: Span,
+    pub identity: Option<KeyIdentity>,
+    /// Whether the key is a lock, by the criteria of [`TraceOp::is_lock`].
+    pub is_lock: bool,
 }
 
 impl TraceOp<'_> {

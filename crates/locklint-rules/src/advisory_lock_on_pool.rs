@@ -51,7 +51,11 @@ impl Rule for AdvisoryLockOnPool {
                             "session lock on a pooled connection"
                         },
                         message,
-                        "lock and unlock on one dedicated connection (`pool.acquire()`), or use `pg_try_advisory_xact_lock` inside a transaction".to_string(),
+                        if a.named {
+                            "lock and unlock on one dedicated connection (`pool.acquire()`): a named lock belongs to the session that took it".to_string()
+                        } else {
+                            "lock and unlock on one dedicated connection (`pool.acquire()`), or use `pg_try_advisory_xact_lock` inside a transaction".to_string()
+                        },
                     );
                     d.related
                         .push(related(file, exec.span, "runs on the pool here"));

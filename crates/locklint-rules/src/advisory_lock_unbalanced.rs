@@ -28,7 +28,11 @@ fn ignored(file: &FileIr, a: &Advisory, how: &str) -> Diagnostic {
         a.span,
         "result never read",
         format!("the result of `{}` is never read ({how}); the code goes on whether or not it got the lock", a.name),
-        format!("read the boolean and go on only when it is `true` (`SELECT {}(..)` with `fetch_one`, or `IF {}(..) THEN` in PL/pgSQL)", a.name, a.name),
+        if a.named {
+            format!("read the result and go on only when it is `1` (`SELECT {}(..)` with `fetch_one`): `0` means another session holds the lock, `NULL` an error", a.name)
+        } else {
+            format!("read the boolean and go on only when it is `true` (`SELECT {}(..)` with `fetch_one`, or `IF {}(..) THEN` in PL/pgSQL)", a.name, a.name)
+        },
     )
 }
 
@@ -40,12 +44,18 @@ fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
         a.span,
         "never unlocked",
         format!("session-level `{}` is never released with `{unlock}`; the lock stays held for the life of the connection, and a pooled connection keeps it after it is returned", a.name),
-        format!("call `{unlock}` with the same key on the same connection when done, or use `pg_advisory_xact_lock` inside a transaction"),
+        if a.named {
+            format!("call `{unlock}` with the same name on the same connection when done")
+        } else {
+            format!("call `{unlock}` with the same key on the same connection when done, or use `pg_advisory_xact_lock` inside a transaction")
+        },
     )
 }
 
 fn unlock_name(a: &Advisory) -> &'static str {
-    if a.shared {
+    if a.named {
+        "RELEASE_LOCK"
+    } else if a.shared {
         "pg_advisory_unlock_shared"
     } else {
         "pg_advisory_unlock"

@@ -4,8 +4,10 @@ mod advisory_lock_on_pool;
 mod advisory_lock_unbalanced;
 mod client;
 mod constant_lock_value;
+mod cross_slot_lock_keys;
 mod fixes;
 mod get_then_set;
+mod hash_slots;
 pub mod leftovers;
 mod lock_result_ignored;
 mod lock_table_client_clock;
@@ -135,6 +137,7 @@ pub fn all() -> &'static [&'static dyn Rule] {
         &advisory_lock_on_pool::AdvisoryLockOnPool,
         &lua_release_no_compare::LuaReleaseNoCompare,
         &lua_renew_no_compare::LuaRenewNoCompare,
+        &cross_slot_lock_keys::CrossSlotLockKeys,
     ];
     RULES
 }

@@ -4,6 +4,7 @@
 use super::sql_matching::{end_before_semicolon, sql_diagnostic, sql_insert_fix};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Severity};
+use locklint_ir::sql::StatementKind;
 use locklint_ir::FileIr;
 use locklint_project::sql::{
     filter_mentions, has_holder_check, has_owner_check, lock_table_writes, lock_write, LockWrite,
@@ -36,6 +37,8 @@ impl Rule for LockTableNoOwnerCheck {
             let (label, message) = match lock_write(st, &lt) {
                 // a reaper that only removes expired rows is fine
                 LockWrite::Release if filter_mentions(st, &expiry) => continue,
+                // deleting a row of a work table finishes the work (`unfenced-write`)
+                LockWrite::Release if lt.work && st.kind == StatementKind::Delete => continue,
                 LockWrite::Release => (
                     "matches the row by name only",
                     format!("this release of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this releases their lock", lt.table),

@@ -7,7 +7,10 @@ use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::{Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
-use locklint_project::sql::{filter_mentions, lock_table_writes, lock_write, LockTable, LockWrite};
+use locklint_project::sql::{
+    earlier_in_transaction, filter_mentions, is_compare_and_set, lock_table_writes, lock_write,
+    LockTable, LockWrite,
+};
 use locklint_project::Project;
 
 pub struct LockTableStealsLiveLock;
@@ -26,12 +29,23 @@ impl Rule for LockTableStealsLiveLock {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        let earlier = earlier_in_transaction(file);
         for (st, lt) in lock_table_writes(file, &project.schema) {
+            let takes = |c: &Option<String>| {
+                c.as_deref()
+                    .is_some_and(|c| st.assignments.iter().any(|a| a.column == c))
+            };
             let upsert = match st.kind {
-                StatementKind::Insert => matches!(
-                    st.conflict,
-                    Conflict::DoUpdate | Conflict::DuplicateKey | Conflict::Replace
-                ),
+                // the `DO UPDATE` takes the row over only if it writes the holder or the lease
+                StatementKind::Insert => match st.conflict {
+                    Conflict::Replace => true,
+                    Conflict::DoUpdate | Conflict::DuplicateKey => {
+                        takes(&lt.owner)
+                            || takes(&lt.expiry)
+                            || (lt.owner.is_none() && lt.expiry.is_none())
+                    }
+                    _ => false,
+                },
                 StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
@@ -44,7 +58,29 @@ impl Rule for LockTableStealsLiveLock {
                 .chain(&lt.owner)
                 .map(String::as_str)
                 .collect();
-            if st.conflict != Conflict::Replace && filter_mentions(st, &guards) {
+            // a compare-and-set claim (`SET state = 'running' .. WHERE .. AND state =
+            // 'pending'`) takes only a row nobody holds
+            if st.conflict != Conflict::Replace
+                && (filter_mentions(st, &guards) || is_compare_and_set(st))
+            {
+                continue;
+            }
+            // the row was picked and locked in this transaction on its expiry or owner
+            // (`SELECT .. WHERE locked_at < .. FOR UPDATE SKIP LOCKED`, then `UPDATE .. WHERE
+            // queue_name = v_queue_name`)
+            let on_guard = |cols: &[String]| cols.iter().any(|c| guards.contains(&c.as_str()));
+            if earlier
+                .get(&std::ptr::from_ref(st))
+                .is_some_and(|e| on_guard(&e.locked_on))
+            {
+                continue;
+            }
+            // or in the statement's own `WITH` query
+            if st
+                .row_lock
+                .as_ref()
+                .is_some_and(|r| r.tables.contains(&lt.table) && on_guard(&r.columns))
+            {
                 continue;
             }
             let expiry = lt.expiry.as_deref().unwrap_or("expires_at");
@@ -67,6 +103,7 @@ impl Rule for LockTableStealsLiveLock {
                     format!("condition each assignment on the expiry: `{owner} = IF({expiry} < UTC_TIMESTAMP(6), VALUES({owner}), {owner})` (assign `{expiry}` last)")
                 }
                 Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
+                _ if lt.work => format!("claim the row only when nobody holds it: `... WHERE id = $1 AND ({expiry} IS NULL OR {expiry} < now())`, or move it from a state only one claim can match (`AND state = 'pending'` with `SET state = 'running'`)"),
                 _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),
             };
             let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
@@ -114,7 +151,8 @@ fn expiry_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
     )
 }
 
-/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition.
+/// A take-over `UPDATE ... WHERE name = $1`: add `AND <expiry> < now()` to its condition
+/// (shown only on a work table, as `AND (<expiry> IS NULL OR <expiry> < now())`).
 fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
     let filter = st.filter.as_ref()?;
     let expiry = lt.expiry.as_deref()?;
@@ -125,13 +163,18 @@ fn update_guard(file: &FileIr, st: &Statement, lt: &LockTable) -> Option<Fix> {
         .and_then(|e| e.text.get(st.start..st.end))
         .unwrap_or("")
         .to_ascii_lowercase();
-    let applicability = if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ")
-    {
-        Applicability::Safe
+    // the rows of a work table exist before anyone claims them, their lease time still NULL:
+    // the guard must let those through, and whether the column can be NULL is not known
+    let (applicability, text) = if lt.work {
+        (
+            Applicability::DisplayOnly,
+            format!(" AND ({expiry} IS NULL OR {expiry} < now())"),
+        )
+    } else if sql.contains("now()") && !condition.to_ascii_lowercase().contains(" or ") {
+        (Applicability::Safe, format!(" AND {expiry} < now()"))
     } else {
-        Applicability::DisplayOnly
+        (Applicability::DisplayOnly, format!(" AND {expiry} < now()"))
     };
-    let text = format!(" AND {expiry} < now()");
     sql_insert_fix(
         file,
         st,

@@ -86,7 +86,7 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
 
 /// Whether the Rust function that builds the script also invokes it with `.key(..)` on a key
 /// that is a lock (by the project-wide lock-key criteria).
-fn invoked_on_lock_key(script: &Script, file: &FileIr, project: &Project) -> bool {
+pub(crate) fn invoked_on_lock_key(script: &Script, file: &FileIr, project: &Project) -> bool {
     let Some(func) = file
         .embedded
         .get(script.embedded)

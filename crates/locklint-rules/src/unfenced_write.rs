@@ -12,8 +12,8 @@ use locklint_ir::Executor;
 use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::sql::{
-    fence_column, has_fence_guard, is_idempotent, issues_fences, lock_table, lock_write,
-    overwrites, runs, LockWrite,
+    earlier_in_transaction, fence_column, has_fence_guard, is_idempotent, issues_fences,
+    lock_table, lock_write, overwrites, runs, unfenced_completion, LockWrite,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -81,6 +81,7 @@ impl Rule for UnfencedWrite {
             d.fix = fence_guard(file, st, &fence);
             out.push(d);
         }
+        completions(file, project, out);
         for f in &file.functions {
             let runs = runs(file, f);
             if runs.is_empty() {
@@ -215,6 +216,74 @@ impl Rule for UnfencedWrite {
                 out.push(d);
             }
         }
+    }
+}
+
+/// (c): a worker's write that finishes a leased row of a work table (`UPDATE jobs SET state =
+/// 'done' WHERE id = $1`, `DELETE FROM jobs WHERE id = $1`) without showing it still holds the
+/// lease, in a file that claims rows of that table. Not when the same transaction claimed or
+/// row-locked (`FOR UPDATE`) the table first: the row stays the worker's until it commits.
+fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+    let schema = &project.schema;
+    // the first claim of each table in the file
+    let mut claims: HashMap<String, &Statement> = HashMap::new();
+    for st in &file.sql.statements {
+        if let Some(lt) = lock_table(st, schema) {
+            if lock_write(st, &lt) == LockWrite::Acquire {
+                claims.entry(lt.table).or_insert(st);
+            }
+        }
+    }
+    let in_claiming_transaction = earlier_in_transaction(file);
+    for st in &file.sql.statements {
+        let Some(lt) = lock_table(st, schema) else {
+            continue;
+        };
+        let Some(claim) = claims.get(&lt.table) else {
+            continue;
+        };
+        if !unfenced_completion(st, &lt, schema)
+            || in_claiming_transaction.contains_key(&std::ptr::from_ref(st))
+        {
+            continue;
+        }
+        let Some(filter) = &st.filter else { continue };
+        let owner = lt.owner.as_deref().unwrap_or("owner");
+        let expiry = lt.expiry.as_deref().unwrap_or("expires_at");
+        let (what, outcome) = if st.kind == locklint_ir::sql::StatementKind::Delete {
+            (
+                "this delete of",
+                "this delete removes the job they are working on",
+            )
+        } else {
+            ("this write to", "this write lands on their claim")
+        };
+        let mut d = warning(sql_diagnostic(
+            &INFO,
+            file,
+            filter.span,
+            format!("does not check `{owner}`"),
+            format!("{what} a leased `{}` row does not check that this worker still holds it; once the lease (`{expiry}`) lapses another worker claims the row, and {outcome}: the job's effect is applied twice, and a retry is not idempotent", lt.table),
+            format!("add `AND {owner} = $n` with the worker's own id (or the attempt or lease token the claim wrote), and treat zero affected rows as a lost lease"),
+        ));
+        d.related.push(related(
+            file,
+            claim.span,
+            "the row is claimed here, with a lease that lapses",
+        ));
+        let text = format!(" AND {owner} = {}", st.placeholders.next());
+        d.fix = sql_insert_fix(
+            file,
+            st,
+            end_before_semicolon(file, filter.span),
+            &text,
+            format!(
+                "write only while holding the lease (`{}`), and bind the worker's id",
+                text.trim()
+            ),
+            locklint_ir::diagnostic::Applicability::DisplayOnly,
+        );
+        out.push(d);
     }
 }
 

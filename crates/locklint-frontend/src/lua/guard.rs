@@ -14,7 +14,8 @@ use full_moon::ast::{
 };
 use full_moon::node::Node;
 use full_moon::tokenizer::{TokenReference, TokenType};
-use locklint_ir::lua::{KeyWrite, WriteKind};
+use locklint_ir::lua::{KeyShape, KeyUse, KeyWrite, WriteKind};
+use locklint_ir::KeyRef;
 use std::collections::{BTreeSet, HashMap};
 
 /// What the guard analysis found in one script.
@@ -25,6 +26,8 @@ pub struct Scan {
     /// directly or through locals, or an ownership read such as `HEXISTS key ARGV[1] == 1`), with
     /// the byte range of the first such comparison.
     pub checked: Vec<(String, (usize, usize))>,
+    /// Every key a call of a command that takes keys names, and where it comes from.
+    pub keys: Vec<KeyUse>,
 }
 
 impl Scan {
@@ -90,6 +93,7 @@ pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
     Ok(Scan {
         writes: w.writes,
         checked: w.checked,
+        keys: w.keys,
     })
 }
 
@@ -210,7 +214,10 @@ struct Walker {
     locals: Vec<(String, Val)>,
     /// Where each name is bound in `locals`, innermost last.
     bound: HashMap<String, Vec<usize>>,
+    /// The key shape each local holds, when it holds a key (aligned with `locals`).
+    shapes: Vec<Option<KeyShape>>,
     writes: Vec<KeyWrite>,
+    keys: Vec<KeyUse>,
     checked: Vec<(String, (usize, usize))>,
     /// Offset of the parsed piece in the script text.
     base: usize,
@@ -310,7 +317,188 @@ fn assertion(c: &FunctionCall) -> Option<&Expression> {
     }
 }
 
+/// The argument positions (the command is 0) that are keys, for the commands that take keys
+/// this analysis knows; none for the others (`PUBLISH` takes a channel, `TIME` nothing).
+fn key_positions(cmd: &str, len: usize) -> Vec<usize> {
+    match cmd {
+        "DEL" | "UNLINK" | "EXISTS" | "TOUCH" | "MGET" | "WATCH" | "SINTER" | "SUNION"
+        | "SDIFF" | "PFCOUNT" => (1..len).collect(),
+        "MSET" | "MSETNX" => (1..len).step_by(2).collect(),
+        "RENAME" | "RENAMENX" | "RPOPLPUSH" | "LMOVE" | "SMOVE" | "COPY" | "BLMOVE"
+        | "BRPOPLPUSH" => (1..len.min(3)).collect(),
+        "GET" | "SET" | "SETNX" | "SETEX" | "PSETEX" | "GETSET" | "GETDEL" | "GETEX" | "EXPIRE"
+        | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" | "PERSIST" | "TTL" | "PTTL" | "EXPIRETIME"
+        | "PEXPIRETIME" | "INCR" | "INCRBY" | "INCRBYFLOAT" | "DECR" | "DECRBY" | "APPEND"
+        | "STRLEN" | "TYPE" | "DELEX" | "HSET" | "HSETNX" | "HMSET" | "HGET" | "HMGET"
+        | "HGETALL" | "HDEL" | "HEXISTS" | "HINCRBY" | "HINCRBYFLOAT" | "HLEN" | "HKEYS"
+        | "HVALS" | "SADD" | "SREM" | "SISMEMBER" | "SMEMBERS" | "SCARD" | "SPOP" | "ZADD"
+        | "ZREM" | "ZSCORE" | "ZCARD" | "ZRANK" | "ZINCRBY" | "ZRANGE" | "ZRANGEBYSCORE"
+        | "ZREMRANGEBYSCORE" | "ZREMRANGEBYRANK" | "LPUSH" | "RPUSH" | "LPOP" | "RPOP" | "LLEN"
+        | "LRANGE" | "LREM" | "LINDEX" | "LSET" | "LTRIM" | "XADD" | "XDEL" | "XLEN" | "XTRIM"
+        | "SETBIT" | "GETBIT" | "BITCOUNT" | "PFADD" => (1..len.min(2)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The operands of a chain of `..` concatenations, in order.
+fn concat_operands<'e>(e: &'e Expression, out: &mut Vec<&'e Expression>) {
+    match e {
+        Expression::BinaryOperator {
+            lhs,
+            binop: BinOp::TwoDots(_),
+            rhs,
+        } => {
+            concat_operands(lhs, out);
+            concat_operands(rhs, out);
+        }
+        Expression::Parentheses { expression, .. }
+            if matches!(
+                expression.as_ref(),
+                Expression::BinaryOperator {
+                    binop: BinOp::TwoDots(_),
+                    ..
+                }
+            ) =>
+        {
+            concat_operands(expression, out)
+        }
+        other => out.push(other),
+    }
+}
+
 impl Walker {
+    /// Where the key an expression names comes from (see [`KeyShape`]). Reads the locals in
+    /// scope; evaluates nothing.
+    fn shape(&self, e: &Expression) -> KeyShape {
+        match e {
+            Expression::Parentheses { expression, .. } => self.shape(expression),
+            Expression::String(_) => match string_literal(e) {
+                Some(s) => KeyShape::Literal(KeyRef::lit(&s)),
+                None => KeyShape::Unknown,
+            },
+            Expression::Var(Var::Name(n)) => {
+                let name = token_text(n);
+                self.local_shape(&name)
+                    .cloned()
+                    .unwrap_or(KeyShape::Unknown)
+            }
+            Expression::Var(Var::Expression(x)) => {
+                let mut suffixes = x.suffixes();
+                let (
+                    Prefix::Name(n),
+                    Some(Suffix::Index(Index::Brackets { expression, .. })),
+                    None,
+                ) = (x.prefix(), suffixes.next(), suffixes.next())
+                else {
+                    return KeyShape::Unknown;
+                };
+                let base = token_text(n);
+                if self.lookup(&base).is_some() {
+                    return KeyShape::Unknown;
+                }
+                match base.as_str() {
+                    "KEYS" => KeyShape::Declared(match expression.as_ref() {
+                        Expression::Number(i) => token_text(i).trim().parse().ok(),
+                        _ => None,
+                    }),
+                    "ARGV" => KeyShape::Built(KeyRef::hole(Some(text_of(e)))),
+                    _ => KeyShape::Unknown,
+                }
+            }
+            Expression::FunctionCall(c) => {
+                let mut suffixes = c.suffixes();
+                let (Prefix::Name(n), Some(Suffix::Call(Call::AnonymousCall(args))), None) =
+                    (c.prefix(), suffixes.next(), suffixes.next())
+                else {
+                    return KeyShape::Unknown;
+                };
+                let f = token_text(n);
+                if self.lookup(&f).is_some() {
+                    return KeyShape::Unknown;
+                }
+                let FunctionArgs::Parentheses { arguments, .. } = args.as_ref() else {
+                    return KeyShape::Unknown;
+                };
+                let mut it = arguments.iter();
+                match (f.as_str(), it.next(), it.next()) {
+                    ("unpack", Some(a), None)
+                        if text_of(a) == "KEYS" && self.lookup("KEYS").is_none() =>
+                    {
+                        KeyShape::Declared(None)
+                    }
+                    ("tostring", Some(a), None) => self.shape(a),
+                    _ => KeyShape::Unknown,
+                }
+            }
+            Expression::BinaryOperator {
+                binop: BinOp::TwoDots(_),
+                ..
+            } => {
+                let mut operands = Vec::new();
+                concat_operands(e, &mut operands);
+                let shapes: Vec<KeyShape> = operands.iter().map(|o| self.shape(o)).collect();
+                let declared: Vec<(usize, Option<usize>)> = shapes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| match s {
+                        KeyShape::Declared(k) | KeyShape::Derived { from: k, .. } => Some((i, *k)),
+                        _ => None,
+                    })
+                    .collect();
+                match declared.as_slice() {
+                    [] => {}
+                    [(0, from)] => {
+                        let appended = match &shapes[0] {
+                            KeyShape::Derived { appended, .. } => *appended,
+                            _ => true,
+                        };
+                        return KeyShape::Derived {
+                            from: *from,
+                            appended,
+                        };
+                    }
+                    [(_, from)] => {
+                        return KeyShape::Derived {
+                            from: *from,
+                            appended: false,
+                        }
+                    }
+                    _ => {
+                        return KeyShape::Derived {
+                            from: None,
+                            appended: false,
+                        }
+                    }
+                }
+                let mut key = KeyRef::default();
+                let mut literal = true;
+                for (o, s) in operands.iter().zip(shapes) {
+                    let part = match s {
+                        KeyShape::Literal(k) => k,
+                        KeyShape::Built(k) => {
+                            literal = false;
+                            k
+                        }
+                        _ => match o {
+                            Expression::Number(n) => KeyRef::lit(token_text(n).trim()),
+                            _ => {
+                                literal = false;
+                                KeyRef::hole(Some(text_of(*o)))
+                            }
+                        },
+                    };
+                    key = key.concat(part);
+                }
+                if literal {
+                    KeyShape::Literal(key)
+                } else {
+                    KeyShape::Built(key)
+                }
+            }
+            _ => KeyShape::Unknown,
+        }
+    }
+
     fn lookup(&self, name: &str) -> Option<&Val> {
         let at = *self.bound.get(name)?.last()?;
         self.locals.get(at).map(|(_, v)| v)
@@ -322,6 +510,21 @@ impl Walker {
             .or_default()
             .push(self.locals.len());
         self.locals.push((name, v));
+        self.shapes.push(None);
+    }
+
+    /// The key shape held by the innermost local `name`.
+    fn local_shape(&self, name: &str) -> Option<&KeyShape> {
+        let at = *self.bound.get(name)?.last()?;
+        self.shapes.get(at)?.as_ref()
+    }
+
+    fn set_shape(&mut self, name: &str, shape: KeyShape) {
+        if let Some(&at) = self.bound.get(name).and_then(|b| b.last()) {
+            if let Some(slot) = self.shapes.get_mut(at) {
+                *slot = Some(shape);
+            }
+        }
     }
 
     fn assign(&mut self, name: &str, v: Val) {
@@ -335,6 +538,7 @@ impl Walker {
     /// Leave the scopes opened since `locals` had `depth` entries.
     fn truncate(&mut self, depth: usize) {
         while self.locals.len() > depth {
+            self.shapes.pop();
             if let Some((name, _)) = self.locals.pop() {
                 if let Some(b) = self.bound.get_mut(&name) {
                     b.pop();
@@ -391,6 +595,7 @@ impl Walker {
     fn stmt(&mut self, s: &Stmt, mut facts: Facts) -> Option<Facts> {
         match s {
             Stmt::LocalAssignment(l) => {
+                let shapes: Vec<KeyShape> = l.expressions().iter().map(|e| self.shape(e)).collect();
                 let vals: Vec<Val> = l
                     .expressions()
                     .iter()
@@ -403,10 +608,15 @@ impl Walker {
                 }
                 for (i, n) in l.names().iter().enumerate() {
                     let v = vals.get(i).cloned().unwrap_or(Val::Other);
-                    self.bind(token_text(n), v);
+                    let name = token_text(n);
+                    self.bind(name.clone(), v);
+                    if let Some(shape) = shapes.get(i) {
+                        self.set_shape(&name, shape.clone());
+                    }
                 }
             }
             Stmt::Assignment(a) => {
+                let shapes: Vec<KeyShape> = a.expressions().iter().map(|e| self.shape(e)).collect();
                 let vals: Vec<Val> = a
                     .expressions()
                     .iter()
@@ -421,7 +631,10 @@ impl Walker {
                     match var {
                         Var::Name(n) => {
                             let v = vals.get(i).cloned().unwrap_or(Val::Other);
-                            self.assign(&token_text(n), v);
+                            let name = token_text(n);
+                            self.assign(&name, v);
+                            let shape = shapes.get(i).cloned().unwrap_or(KeyShape::Unknown);
+                            self.set_shape(&name, shape);
                         }
                         other => {
                             self.var(other, &facts);
@@ -509,7 +722,11 @@ impl Walker {
                         1 if over_keys => Val::Key(EACH_KEY.to_string()),
                         _ => Val::Other,
                     };
-                    self.bind(token_text(n), v);
+                    let name = token_text(n);
+                    self.bind(name.clone(), v);
+                    if i == 1 && over_keys {
+                        self.set_shape(&name, KeyShape::Declared(None));
+                    }
                 }
                 return Some(self.loop_body(g.block(), facts, over_keys, depth));
             }
@@ -933,6 +1150,17 @@ impl Walker {
             return Val::Other;
         };
         let cmd = cmd.to_ascii_uppercase();
+        for at in key_positions(&cmd, args.len()) {
+            if let Some((e, _)) = args.get(at) {
+                let use_ = KeyUse {
+                    command: cmd.clone(),
+                    shape: self.shape(e),
+                    text: text_of(*e),
+                    range: self.range(*e),
+                };
+                self.keys.push(use_);
+            }
+        }
         let Some((key_expr, key_val)) = args.get(1) else {
             return Val::Other;
         };
@@ -1222,6 +1450,66 @@ mod tests {
         let s = scan(src).unwrap();
         let (a, b) = s.writes[0].range;
         assert_eq!(&src[a..b], "redis.call('del', KEYS[1])");
+    }
+
+    fn keys(src: &str) -> Vec<(String, KeyShape)> {
+        scan(src)
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+            .keys
+            .into_iter()
+            .map(|k| (k.command, k.shape))
+            .collect()
+    }
+
+    #[test]
+    fn where_each_key_comes_from() {
+        let k = keys("local lock = KEYS[1]\nlocal fence = lock .. ':fence'\nif redis.call('set', lock, ARGV[1], 'NX') then return redis.call('incr', fence) end\nredis.call('incr', 'lock:' .. ARGV[2])\nredis.call('del', 'lock:x', KEYS[2])\nreturn redis.call('publish', ARGV[3], 'x')");
+        assert_eq!(
+            k,
+            vec![
+                ("SET".into(), KeyShape::Declared(Some(1))),
+                (
+                    "INCR".into(),
+                    KeyShape::Derived {
+                        from: Some(1),
+                        appended: true
+                    }
+                ),
+                (
+                    "INCR".into(),
+                    KeyShape::Built(
+                        KeyRef::lit("lock:").concat(KeyRef::hole(Some("ARGV[2]".into())))
+                    )
+                ),
+                ("DEL".into(), KeyShape::Literal(KeyRef::lit("lock:x"))),
+                ("DEL".into(), KeyShape::Declared(Some(2))),
+            ],
+            "a channel is no key"
+        );
+        // loops over KEYS, unpack, a prefix, a function's parameter, a reply
+        let k = keys("for _, k in ipairs(KEYS) do redis.call('del', k) end\nfor i = 1, #KEYS do redis.call('del', KEYS[i]) end\nredis.call('del', unpack(KEYS))\nredis.call('get', 'x:' .. KEYS[1])\nlocal function f(key) return redis.call('del', key) end\nlocal owner = redis.call('get', KEYS[1])\nredis.call('del', owner)");
+        let shapes: Vec<KeyShape> = k.into_iter().map(|(_, s)| s).collect();
+        assert_eq!(
+            shapes,
+            vec![
+                KeyShape::Declared(None),
+                KeyShape::Declared(None),
+                KeyShape::Declared(None),
+                KeyShape::Derived {
+                    from: Some(1),
+                    appended: false
+                },
+                KeyShape::Unknown,
+                KeyShape::Declared(Some(1)),
+                KeyShape::Unknown,
+            ]
+        );
+        // literal text only is a literal key; the range is the key expression
+        let src = "return redis.call('get', 'lock:' .. 'a')";
+        let s = scan(src).unwrap();
+        assert_eq!(s.keys[0].shape, KeyShape::Literal(KeyRef::lit("lock:a")));
+        let (a, b) = s.keys[0].range;
+        assert_eq!(&src[a..b], "'lock:' .. 'a'");
     }
 
     #[test]

@@ -97,12 +97,21 @@ pub fn analyze(ir: &mut FileIr) {
                     .into_iter()
                     .map(|(k, (s, t))| (k, e.map.span(s, t)))
                     .collect();
+                let keys = scan
+                    .keys
+                    .into_iter()
+                    .map(|k| {
+                        let span = e.map.span(k.range.0, k.range.1);
+                        (k, span)
+                    })
+                    .collect();
                 ir.lua.scripts.push(Script {
                     embedded: idx,
                     names,
                     lock_named,
                     writes,
                     checked,
+                    keys,
                 });
             }
             // a constant that merely mentions `redis.call(` may not be a script at all

@@ -270,6 +270,21 @@ pub fn builder(name: &str, args: &[CmdArg]) -> Option<(OpKind, usize, Option<usi
     Some((kind, 0, None))
 }
 
+/// Commands of `redis::cmd` whose every argument is a key (`DEL k1 k2`): on a Redis Cluster,
+/// all of them must hash to one slot.
+pub fn takes_many_keys(name: &str) -> bool {
+    ["DEL", "UNLINK", "EXISTS", "TOUCH", "WATCH"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
+/// `EVAL`, `EVALSHA` and their read-only forms: a script run on the keys that follow `numkeys`.
+pub fn is_eval(name: &str) -> bool {
+    ["EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// Methods that end a command builder or pipeline by sending it.
 pub fn is_exec(name: &str) -> bool {
     matches!(

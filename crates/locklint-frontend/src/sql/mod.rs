@@ -55,6 +55,7 @@ pub fn analyze(ir: &mut FileIr) {
             params: &mut params,
             report,
             body_depth: 0,
+            body: None,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))

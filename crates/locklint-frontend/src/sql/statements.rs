@@ -4,8 +4,8 @@
 use super::lex::{self, Token, TokenKind as Tk};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{
-    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, Statement,
-    StatementKind, TableDef,
+    Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, RowLock,
+    Statement, StatementKind, TableDef,
 };
 use locklint_ir::TextMap;
 use sqlparser::ast::{self as ast, Expr, Spanned};
@@ -99,6 +99,8 @@ pub struct Context<'a> {
     pub report: bool,
     /// How many function bodies enclose the text being split.
     pub body_depth: usize,
+    /// The function body being split: where its routine starts in the text.
+    pub body: Option<usize>,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -184,11 +186,13 @@ impl Context<'_> {
                 return;
             }
             self.body_depth += 1;
+            let outer = self.body.replace(toks.first().map_or(0, |t| t.start));
             for t in toks {
                 if let Tk::Dollar { body } = t.kind {
                     self.text_statements(body.0, body.1, true);
                 }
             }
+            self.body = outer;
             self.body_depth -= 1;
             return;
         }
@@ -289,6 +293,8 @@ impl Context<'_> {
             advisory: Vec::new(),
             table_def: None,
             placeholders: self.placeholders(toks),
+            row_lock: None,
+            body: if in_body { self.body } else { None },
         }
     }
 
@@ -429,30 +435,9 @@ impl Context<'_> {
                 continue;
             }
             let name = lex::ident(t.text(self.text));
-            let Some(rest) = name.strip_prefix("pg_") else {
+            let Some(call) = pg_advisory(&name).or_else(|| mysql_named_lock(&name)) else {
                 continue;
             };
-            let (try_lock, rest) = match rest.strip_prefix("try_") {
-                Some(r) => (true, r),
-                None => (false, rest),
-            };
-            let Some(rest) = rest.strip_prefix("advisory_") else {
-                continue;
-            };
-            let (xact, rest) = match rest.strip_prefix("xact_") {
-                Some(r) => (true, r),
-                None => (false, rest),
-            };
-            let (unlock, rest) = if let Some(r) = rest.strip_prefix("unlock") {
-                (true, r)
-            } else if let Some(r) = rest.strip_prefix("lock") {
-                (false, r)
-            } else {
-                continue;
-            };
-            if !matches!(rest, "" | "_shared" | "_all") || (rest == "_all" && !unlock) {
-                continue;
-            }
             if !toks.get(i + 1).is_some_and(|p| p.is_punct(self.text, "(")) {
                 continue;
             }
@@ -460,7 +445,13 @@ impl Context<'_> {
             let Some(close) = closing[i + 1] else {
                 continue;
             };
-            let args = &self.text[toks[i + 1].end..toks[close].start];
+            let (from, to) = (toks[i + 1].end, toks[close].start);
+            let args = if call.named {
+                // the lock's name; `GET_LOCK`'s timeout is not part of it
+                first_argument(self.text, &toks[i + 2..close], from, to)
+            } else {
+                &self.text[from..to]
+            };
             // a key expression this long is not compared with others (nested calls would
             // copy the rest of the statement once per level)
             let args: String = if args.len() > MAX_ADVISORY_ARGS {
@@ -468,14 +459,14 @@ impl Context<'_> {
             } else {
                 args.chars().filter(|c| !c.is_whitespace()).collect()
             };
-            let (shared, all) = (rest == "_shared", rest == "_all");
             out.push(Advisory {
                 name: name.clone(),
-                unlock,
-                try_lock,
-                session: !xact,
-                shared,
-                all,
+                named: call.named,
+                unlock: call.unlock,
+                try_lock: call.try_lock,
+                session: call.session,
+                shared: call.shared,
+                all: call.all,
                 args,
                 span: self.span(t.start, toks[close].end),
                 bare: false,
@@ -625,11 +616,29 @@ impl Context<'_> {
                 // `WITH ... UPDATE/INSERT/DELETE`
                 ast::SetExpr::Insert(inner)
                 | ast::SetExpr::Update(inner)
-                | ast::SetExpr::Delete(inner) => return self.facts(st, inner, toks, base),
+                | ast::SetExpr::Delete(inner) => {
+                    // rows its `WITH` queries lock (`WITH c AS (SELECT .. FOR UPDATE SKIP
+                    // LOCKED) UPDATE .. FROM c`)
+                    let ctes = q.with.iter().flat_map(|w| &w.cte_tables);
+                    let locks: Vec<RowLock> = ctes
+                        .filter_map(|c| match c.query.body.as_ref() {
+                            ast::SetExpr::Select(sel) => row_lock(&ex, &c.query, sel),
+                            _ => None,
+                        })
+                        .collect();
+                    let ok = self.facts(st, inner, toks, base);
+                    for l in locks {
+                        let into = st.row_lock.get_or_insert_with(RowLock::default);
+                        into.tables.extend(l.tables);
+                        into.columns.extend(l.columns);
+                    }
+                    return ok;
+                }
                 body => {
                     st.kind = StatementKind::Select;
                     // `SELECT .. FROM t` (one table, no join): the table read.
                     if let ast::SetExpr::Select(sel) = body {
+                        st.row_lock = row_lock(&ex, q, sel);
                         if let [from] = sel.from.as_slice() {
                             if let (ast::TableFactor::Table { name, .. }, true) =
                                 (&from.relation, from.joins.is_empty())
@@ -728,6 +737,124 @@ impl Context<'_> {
         }
         last
     }
+}
+
+/// The rows a `SELECT ... FOR UPDATE` locks, in the query or in the subqueries of its `WHERE`
+/// (`... AND EXISTS (SELECT 1 FROM job_queues WHERE .. FOR UPDATE SKIP LOCKED)`): per locking
+/// query the tables of its `OF` clauses, else every table it reads, and the columns its
+/// `WHERE` mentions.
+fn row_lock(ex: &Exprs, q: &ast::Query, sel: &ast::Select) -> Option<RowLock> {
+    let mut out = RowLock::default();
+    let mut add = |q: &ast::Query, sel: &ast::Select| {
+        if q.locks.is_empty() {
+            return;
+        }
+        let of: Vec<String> = q
+            .locks
+            .iter()
+            .filter_map(|l| l.of.as_ref().map(object_name))
+            .collect();
+        if of.is_empty() {
+            for from in &sel.from {
+                let joins = from.joins.iter().map(|j| &j.relation);
+                for rel in std::iter::once(&from.relation).chain(joins) {
+                    if let ast::TableFactor::Table { name, .. } = rel {
+                        out.tables.push(object_name(name));
+                    }
+                }
+            }
+        } else {
+            out.tables.extend(of);
+        }
+        if let Some(e) = &sel.selection {
+            out.columns
+                .extend(ex.value(e).columns.into_iter().map(|c| c.name));
+        }
+    };
+    add(q, sel);
+    if let Some(e) = &sel.selection {
+        let _ = ast::visit_expressions(e, |x| {
+            if let Expr::Exists { subquery, .. } | Expr::Subquery(subquery) = x {
+                if let ast::SetExpr::Select(inner) = subquery.body.as_ref() {
+                    add(subquery, inner);
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    (!out.tables.is_empty()).then_some(out)
+}
+
+/// What an advisory-lock function's name says about its calls.
+struct AdvisoryCall {
+    named: bool,
+    unlock: bool,
+    try_lock: bool,
+    session: bool,
+    shared: bool,
+    all: bool,
+}
+
+/// A PostgreSQL advisory-lock function: `pg_[try_]advisory_[xact_](lock|unlock)[_shared]`,
+/// `pg_advisory_unlock_all`.
+fn pg_advisory(name: &str) -> Option<AdvisoryCall> {
+    let rest = name.strip_prefix("pg_")?;
+    let (try_lock, rest) = match rest.strip_prefix("try_") {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let rest = rest.strip_prefix("advisory_")?;
+    let (xact, rest) = match rest.strip_prefix("xact_") {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let (unlock, rest) = if let Some(r) = rest.strip_prefix("unlock") {
+        (true, r)
+    } else {
+        (false, rest.strip_prefix("lock")?)
+    };
+    if !matches!(rest, "" | "_shared" | "_all") || (rest == "_all" && !unlock) {
+        return None;
+    }
+    Some(AdvisoryCall {
+        named: false,
+        unlock,
+        try_lock,
+        session: !xact,
+        shared: rest == "_shared",
+        all: rest == "_all",
+    })
+}
+
+/// A MySQL named-lock function: `GET_LOCK(name, timeout)` (session-level, its result says
+/// whether it got the lock), `RELEASE_LOCK(name)`, `RELEASE_ALL_LOCKS()`.
+fn mysql_named_lock(name: &str) -> Option<AdvisoryCall> {
+    let (unlock, all) = match name {
+        "get_lock" => (false, false),
+        "release_lock" => (true, false),
+        "release_all_locks" => (true, true),
+        _ => return None,
+    };
+    Some(AdvisoryCall {
+        named: true,
+        unlock,
+        try_lock: !unlock,
+        session: true,
+        shared: false,
+        all,
+    })
+}
+
+/// The text from `from` to the first top-level comma among a call's argument tokens `toks`,
+/// else to `to`: its first argument.
+fn first_argument<'t>(text: &'t str, toks: &[Token], from: usize, to: usize) -> &'t str {
+    let depths = lex::depths(text, toks);
+    let end = toks
+        .iter()
+        .enumerate()
+        .find(|(i, t)| depths[*i] == 0 && t.is_punct(text, ","))
+        .map_or(to, |(_, comma)| comma.start);
+    &text[from..end]
 }
 
 fn set_table(st: &mut Statement, n: &ast::ObjectName) {
@@ -941,6 +1068,12 @@ impl Exprs<'_, '_> {
     }
 
     fn value(&self, e: &Expr) -> Operand {
+        self.value_at(e, true)
+    }
+
+    /// [`Exprs::value`], with its span when `place` (finding where an expression ends lexes
+    /// the text after it: too much work for each item of a long list).
+    fn value_at(&self, e: &Expr, place: bool) -> Operand {
         if self.work.get() == 0 {
             return Operand::default();
         }
@@ -1032,13 +1165,15 @@ impl Exprs<'_, '_> {
             }
             _ => None,
         };
+        v.named_literal = matches!(inner, Expr::Value(val)
+            if matches!(&val.value, ast::Value::SingleQuotedString(s) if !s.is_empty()));
         v.bare_param = match inner {
             Expr::Value(val) => matches!(val.value, ast::Value::Placeholder(_)),
             Expr::Identifier(i) => is_named_param(i),
             Expr::Function(f) => is_sqlc_param(f),
             x => at_param(x).is_some(),
         };
-        if self.work.get() > 0 {
+        if place && self.work.get() > 0 {
             v.span = self.span_of(e.span());
         }
         v
@@ -1069,6 +1204,42 @@ impl Exprs<'_, '_> {
                         right: self.value(right),
                     });
                 }
+            }
+            // membership is an equality with one of the values: `owner = ANY($1)`,
+            // `owner IN ($1, $2)`
+            match x {
+                Expr::AnyOp {
+                    left,
+                    compare_op: ast::BinaryOperator::Eq,
+                    right,
+                    ..
+                } => comparisons.push(Cmp {
+                    op: CmpOp::Eq,
+                    left: self.value(left),
+                    right: self.value(right),
+                }),
+                Expr::In {
+                    expr,
+                    target: ast::InTarget::List(list),
+                    negated: false,
+                    ..
+                } => {
+                    // one equality with all the values together
+                    let mut right = Operand::default();
+                    for item in list {
+                        let v = self.value_at(item, false);
+                        right.columns.extend(v.columns);
+                        right.param |= v.param;
+                        right.clock |= v.clock;
+                        right.call |= v.call;
+                    }
+                    comparisons.push(Cmp {
+                        op: CmpOp::Eq,
+                        left: self.value(expr),
+                        right,
+                    });
+                }
+                _ => {}
             }
             ControlFlow::<()>::Continue(())
         });

@@ -146,3 +146,92 @@ async fn acquire_client_time_plus_duration() {
     pool.close().await;
     db.cleanup().await;
 }
+
+/// A work table leased through `lease_owner` / `lease_expires_at`. B's clock runs 40 s ahead
+/// of the database's: the original claim compares A's live lease with B's time and takes the
+/// task; the fixed claim compares with the database's clock, refuses it, and still takes a
+/// task whose lease has passed or that nobody has claimed yet.
+#[tokio::test]
+async fn work_table_lease_client_clock_sqlx() {
+    let db = db().await;
+    set_clock_behind(&db, "40 seconds").await;
+    sqlx::raw_sql(
+        "CREATE TABLE proof_tasks (id bigint PRIMARY KEY, lease_owner text, \
+         lease_expires_at timestamptz, finished_at timestamptz)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let pool = shadowed_pool(&db).await;
+    let pg = client(&db, true).await;
+    let task = |id: i64, expires: Option<&str>| {
+        let lease = match expires {
+            Some(e) => format!("'a', now() + interval '{e}'"),
+            None => "NULL, NULL".to_string(),
+        };
+        format!(
+            "INSERT INTO proof_tasks (id, lease_owner, lease_expires_at) VALUES ({id}, {lease}) \
+             ON CONFLICT (id) DO UPDATE SET lease_owner = EXCLUDED.lease_owner, \
+             lease_expires_at = EXCLUDED.lease_expires_at"
+        )
+    };
+    let owner = |id: i64| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>(
+                "SELECT lease_owner FROM proof_tasks WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+
+    pg.batch_execute(&task(1, Some("30 seconds")))
+        .await
+        .unwrap();
+    assert!(
+        fx::bad_work_table_lease_client_clock_sqlx::claim(&pool, "b", 1)
+            .await
+            .unwrap(),
+        "the original claims the task"
+    );
+    assert_eq!(
+        owner(1).await.as_deref(),
+        Some("b"),
+        "the original took A's live lease: two workers on one task"
+    );
+
+    pg.batch_execute(&task(2, Some("30 seconds")))
+        .await
+        .unwrap();
+    assert!(
+        !fx::bad_work_table_lease_client_clock_sqlx_fixed::claim(&pool, "b", 2)
+            .await
+            .unwrap(),
+        "the fixed claim refuses a live lease"
+    );
+    assert_eq!(owner(2).await.as_deref(), Some("a"));
+
+    pg.batch_execute(&task(2, Some("-1 second"))).await.unwrap();
+    assert!(
+        fx::bad_work_table_lease_client_clock_sqlx_fixed::claim(&pool, "b", 2)
+            .await
+            .unwrap(),
+        "the fixed claim takes a lapsed lease"
+    );
+    assert_eq!(owner(2).await.as_deref(), Some("b"));
+
+    pg.batch_execute(&task(3, None)).await.unwrap();
+    assert!(
+        fx::bad_work_table_lease_client_clock_sqlx_fixed::claim(&pool, "b", 3)
+            .await
+            .unwrap(),
+        "the fixed claim takes a task nobody claimed"
+    );
+    assert_eq!(owner(3).await.as_deref(), Some("b"));
+    drop(pg);
+    pool.close().await;
+    db.cleanup().await;
+}

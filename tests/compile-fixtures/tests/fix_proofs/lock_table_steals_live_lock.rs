@@ -206,3 +206,71 @@ async fn update_sets_owner_postgres() {
     drop(pg);
     db.cleanup().await;
 }
+
+/// `am_leases`, a lock table by its name whose holder and lease columns are known by their
+/// shape (`holder_node`, `hold_until`): the take-over by name alone steals A's live lease; the
+/// fixed one refuses it and takes an expired one.
+#[tokio::test]
+async fn lease_row_taken_by_name_sqlx() {
+    let db = empty_db().await;
+    sqlx::raw_sql(
+        "CREATE TABLE am_leases (name text PRIMARY KEY, holder_node text, hold_until timestamptz)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let held_by_a = |name: &'static str, until: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::raw_sql(&format!(
+                "INSERT INTO am_leases VALUES ('{name}', 'a', now() + interval '{until}') \
+                 ON CONFLICT (name) DO UPDATE SET holder_node = 'a', hold_until = EXCLUDED.hold_until"
+            ))
+            .execute(&pool)
+            .await
+            .expect("A holds the lease");
+        }
+    };
+    let holder = |name: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT holder_node FROM am_leases WHERE name = $1")
+                .bind(name)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+
+    held_by_a("original", "1 minute").await;
+    assert!(
+        fx::bad_lease_row_taken_by_name_sqlx::take(&db.pool, "b", "original")
+            .await
+            .unwrap(),
+        "the original reports success"
+    );
+    assert_eq!(
+        holder("original").await,
+        "b",
+        "the original stole A's live lease"
+    );
+
+    held_by_a("fixed", "1 minute").await;
+    assert!(
+        !fx::bad_lease_row_taken_by_name_sqlx_fixed::take(&db.pool, "b", "fixed")
+            .await
+            .unwrap(),
+        "the fixed take refuses a live lease"
+    );
+    assert_eq!(holder("fixed").await, "a", "A keeps its live lease");
+
+    held_by_a("fixed", "-1 second").await;
+    assert!(
+        fx::bad_lease_row_taken_by_name_sqlx_fixed::take(&db.pool, "b", "fixed")
+            .await
+            .unwrap(),
+        "the fixed take takes an expired lease"
+    );
+    assert_eq!(holder("fixed").await, "b");
+    db.cleanup().await;
+}

@@ -26,6 +26,14 @@ pub const PROOFS: &[(&str, &str)] = &[
         "lock_table_client_clock::take_over_client_now_postgres",
     ),
     (
+        "lock-table-client-clock/bad_work_table_lease_client_clock_sqlx.rs.fixed",
+        "lock_table_client_clock::work_table_lease_client_clock_sqlx",
+    ),
+    (
+        "lock-table-steals-live-lock/bad_lease_row_taken_by_name_sqlx.rs.fixed",
+        "lock_table_steals_live_lock::lease_row_taken_by_name_sqlx",
+    ),
+    (
         "lock-table-steals-live-lock/bad_queries_module.rs.fixed",
         "lock_table_steals_live_lock::queries_module",
     ),

@@ -437,6 +437,7 @@ impl FnWalker<'_> {
             self.script_invocation(m, u);
             return;
         }
+        self.invocation_key(m);
         let first_is_literal = m
             .args
             .first()
@@ -485,6 +486,12 @@ impl FnWalker<'_> {
                 }
                 _ => {}
             }
+        }
+        if matches!(name.as_str(), "eval" | "evalsha")
+            && m.args.len() == 3
+            && self.cx.mentions_redis
+        {
+            self.fred_eval(m, u.clone());
         }
         let args: Vec<syn::Expr> = m.args.iter().cloned().collect();
         if self.speaks_redis(&args) && commands::is_command_method(&name) {

@@ -88,6 +88,9 @@ pub struct FnWalker<'a> {
     nested: Vec<(syn::Signature, syn::Block, Option<String>)>,
     /// Builder created by the last chain that was not sent, for `let` to bind.
     last_builder: Option<usize>,
+    /// Keys given to a local holding a script invocation being built, by statements before
+    /// it is invoked (`inv.key(k);`).
+    invocation_keys: HashMap<String, Vec<(redis::PendingArg, Span)>>,
     /// Identifiers that appear in returned expressions (`return x`, the tail).
     returned_names: HashSet<String>,
     /// SQL and Lua texts found in this function; indexes start at `embedded_base` in the file.
@@ -311,6 +314,7 @@ impl<'a> FnWalker<'a> {
             field_inits: Vec::new(),
             nested: Vec::new(),
             last_builder: None,
+            invocation_keys: HashMap::new(),
             returned_names: HashSet::new(),
             embedded: Vec::new(),
             embedded_base,

@@ -46,10 +46,10 @@ pub(super) enum BaseKind {
 }
 
 impl FnWalker<'_> {
-    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on.
-    pub(super) fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+    /// The `.key(..)`s of a method chain in order, with the expression the chain starts from.
+    fn chain_keys<'e>(&self, e: &'e syn::Expr) -> (Vec<(PendingArg, Span)>, &'e syn::Expr) {
         let mut keys = Vec::new();
-        let mut cur: &syn::Expr = &m.receiver;
+        let mut cur = e;
         while let syn::Expr::MethodCall(inner) = cur {
             if inner.method == "key" && inner.args.len() == 1 {
                 let start = self.span_of(&inner.method).start;
@@ -58,12 +58,56 @@ impl FnWalker<'_> {
             }
             cur = &inner.receiver;
         }
+        keys.reverse();
+        (keys, cur)
+    }
+
+    /// `inv.key(k)` on a local holding a script invocation being built
+    /// (`let mut inv = SCRIPT.key(a); inv.key(b); inv.invoke_async(con)`): the key is kept for
+    /// the local until the invocation is sent.
+    pub(super) fn invocation_key(&mut self, m: &syn::ExprMethodCall) {
+        if m.method != "key" || m.args.len() != 1 {
+            return;
+        }
+        let (_, root) = self.chain_keys(&m.receiver);
+        let Some(name) = local_name(root) else { return };
+        if self.lookup(&name).is_none() {
+            return;
+        }
+        let start = self.span_of(&m.method).start;
+        let end = self.span_of(&m.paren_token.span.close()).end;
+        let key = (self.pending_arg(&m.args[0]), Span::new(start, end));
+        self.invocation_keys.entry(name).or_default().push(key);
+    }
+
+    /// `script.key(k).arg(t).invoke_async(con)`: the keys a Lua script is run on, also those
+    /// given before to the local the chain starts from (its initialiser's and later
+    /// `.key(..)` statements').
+    pub(super) fn script_invocation(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
+        let (chain, root) = self.chain_keys(&m.receiver);
+        let mut keys = Vec::new();
+        let mut script = script_name(root);
+        let local = local_name(root).filter(|n| self.lookup(n).is_some());
+        if let Some(name) = &local {
+            let earlier = self.invocation_keys.remove(name).unwrap_or_default();
+            if let Some(init) = self.lookup(name).and_then(|b| b.expr.clone()) {
+                let (from_init, init_root) = self.chain_keys(&init);
+                keys.extend(from_init);
+                script = script_name(init_root).or(script);
+            }
+            keys.extend(earlier);
+        }
+        keys.extend(chain);
         self.expr(&m.receiver, ResultUse::Used);
         for a in &m.args {
             self.expr(a, ResultUse::Used);
         }
-        keys.reverse();
-        for (k, span) in keys {
+        if let Some(name) = &local {
+            // the walk of the receiver saw this chain's own `.key(..)`s again
+            self.invocation_keys.remove(name);
+        }
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|(k, _)| (k.key.clone(), k.span)).collect();
+        for (i, (k, span)) in keys.into_iter().enumerate() {
             self.emit_op(
                 OpKind::Script,
                 "EVALSHA".to_string(),
@@ -74,7 +118,96 @@ impl FnWalker<'_> {
                 u.clone(),
                 Channel::Direct,
             );
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                if i == 0 {
+                    op.keys = all.clone();
+                }
+                op.script = script.clone();
+            }
         }
+    }
+
+    /// fred's `eval(script, keys, args)` / `evalsha(..)` with a literal list of keys: one
+    /// script operation per key, the first with every key.
+    pub(super) fn fred_eval(&mut self, m: &syn::ExprMethodCall, result: ResultUse) {
+        let items = list_items(&m.args[1]);
+        if items.is_empty() {
+            return;
+        }
+        let keys: Vec<PendingArg> = items.iter().map(|e| self.pending_arg(e)).collect();
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|k| (k.key.clone(), k.span)).collect();
+        let script = script_name(&m.args[0]);
+        let span = self
+            .span_of(&m.method)
+            .join(self.span_of(&m.paren_token.span.close()));
+        for (i, k) in keys.iter().enumerate() {
+            self.emit_op(
+                OpKind::Script,
+                "EVAL".to_string(),
+                std::slice::from_ref(k),
+                0,
+                None,
+                if i == 0 { span } else { k.span },
+                result.clone(),
+                Channel::Direct,
+            );
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                if i == 0 {
+                    op.keys = all.clone();
+                }
+                op.script = script.clone();
+            }
+        }
+    }
+
+    /// `EVAL script numkeys key.. arg..` (also `EVALSHA`, `EVAL_RO`): one script operation
+    /// per key, the first with every key, when `numkeys` is a literal.
+    fn emit_eval(&mut self, c: &PendingCmd, result: ResultUse, channel: Channel) {
+        let Some(n) = c
+            .args
+            .get(1)
+            .and_then(|a| a.word.as_deref())
+            .and_then(|w| w.parse::<usize>().ok())
+        else {
+            return;
+        };
+        let Some(keys) = c.args.get(2..2 + n) else {
+            return;
+        };
+        let all: Vec<(KeyRef, Span)> = keys.iter().map(|k| (k.key.clone(), k.span)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            self.emit_op(
+                OpKind::Script,
+                "EVAL".to_string(),
+                std::slice::from_ref(k),
+                0,
+                None,
+                if i == 0 { c.span } else { k.span },
+                result.clone(),
+                channel,
+            );
+            if i == 0 {
+                if let Some(Event::Op(op)) = self.events.last_mut() {
+                    op.keys = all.clone();
+                }
+            }
+        }
+    }
+
+    /// The keys of a typed multi-key command given as one list (`del(&[a, b])`,
+    /// `del(vec![a, b])`, `del((a, b))`), when it lists several.
+    fn listed_keys(&self, t: &commands::Typed, args: &[syn::Expr]) -> Vec<(KeyRef, Span)> {
+        if !matches!(t.command.as_str(), "del" | "unlink" | "exists") || args.len() != 1 {
+            return Vec::new();
+        }
+        let items = list_items(&args[0]);
+        if items.len() < 2 {
+            return Vec::new();
+        }
+        items
+            .iter()
+            .map(|e| (key_of(e, self), self.span_of(e)))
+            .collect()
     }
 
     pub(super) fn pending_arg(&self, e: &syn::Expr) -> PendingArg {
@@ -97,6 +230,8 @@ impl FnWalker<'_> {
         channel: Channel,
     ) {
         let pending: Vec<PendingArg> = args.iter().map(|a| self.pending_arg(a)).collect();
+        let listed = self.listed_keys(t, args);
+        let before = self.events.len();
         self.emit_op(
             t.kind.clone(),
             t.command.clone(),
@@ -107,6 +242,11 @@ impl FnWalker<'_> {
             result,
             channel,
         );
+        if self.events.len() > before && !listed.is_empty() {
+            if let Some(Event::Op(op)) = self.events.last_mut() {
+                op.keys = listed;
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -150,6 +290,8 @@ impl FnWalker<'_> {
             receiver_root: None,
             args: args.iter().map(|a| a.span).collect(),
             option_spans: Vec::new(),
+            keys: Vec::new(),
+            script: None,
         })));
     }
 
@@ -386,6 +528,10 @@ impl FnWalker<'_> {
                     }
                 }
             }
+            if commands::is_eval(name) {
+                self.emit_eval(&c, r, channel);
+                continue;
+            }
             let Some((kind, key_arg, value_arg)) = commands::builder(name, &words) else {
                 continue;
             };
@@ -393,9 +539,62 @@ impl FnWalker<'_> {
                 self.watched += 1;
             }
             let command = command_text(name, &kind);
+            let before = self.events.len();
             self.emit_op(
                 kind, command, &c.args, key_arg, value_arg, c.span, r, channel,
             );
+            if c.args.len() > 1 && commands::takes_many_keys(name) && self.events.len() > before {
+                if let Some(Event::Op(op)) = self.events.last_mut() {
+                    op.keys = c.args.iter().map(|a| (a.key.clone(), a.span)).collect();
+                }
+            }
         }
+    }
+}
+
+/// The elements of a literal list of keys: `&[a, b]`, `[a, b]`, `vec![a, b]`, `(a, b)`.
+fn list_items(e: &syn::Expr) -> Vec<syn::Expr> {
+    match e {
+        syn::Expr::Reference(r) => list_items(&r.expr),
+        syn::Expr::Paren(p) => list_items(&p.expr),
+        syn::Expr::Array(a) => a.elems.iter().cloned().collect(),
+        syn::Expr::Tuple(t) => t.elems.iter().cloned().collect(),
+        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => macro_args(&m.mac).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The name a script invocation's script is reached from: `RELEASE` of `RELEASE.key(k)` or
+/// `Script::new(RELEASE).key(k)`, `script` of a local, `release` of `self.release`.
+fn script_name(root: &syn::Expr) -> Option<String> {
+    match root {
+        syn::Expr::Reference(r) => script_name(&r.expr),
+        syn::Expr::Paren(p) => script_name(&p.expr),
+        syn::Expr::Unary(u) => script_name(&u.expr),
+        syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Named(i) => Some(i.to_string()),
+            syn::Member::Unnamed(_) => None,
+        },
+        syn::Expr::Call(c) if c.args.len() == 1 => {
+            let is_new = matches!(&*c.func, syn::Expr::Path(p)
+                if p.path.segments.last().is_some_and(|s| s.ident == "new"));
+            if is_new {
+                script_name(&c.args[0])
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The local variable an expression names, if it is one identifier.
+fn local_name(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Reference(r) => local_name(&r.expr),
+        syn::Expr::Paren(p) => local_name(&p.expr),
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
     }
 }

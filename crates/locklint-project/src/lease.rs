@@ -1,0 +1,332 @@
+//! Lock tables by what the project's statements do with them, whatever the columns are called.
+//!
+//! A **claim** takes a row for a holder on a time condition: `UPDATE jobs SET locked_by = $1,
+//! locked_until = now() + interval '30 seconds' WHERE id = $2 AND (locked_until IS NULL OR
+//! locked_until < now())`, or an upsert whose `DO UPDATE ... WHERE` compares the lease time. Its
+//! table holds leases: the column it writes the holder into is the owner (named like a holder,
+//! like a worker, or compared with an incoming value by another statement on the table: an
+//! owner written and later compared), the column it compares with a time is the lease time
+//! (compared with the clock or a parameter, and written by the claim or named like a lease
+//! time: a schedule such as `run_at <= now()` that the claim leaves alone is not one). Cache, session, rate-limit and idempotency tables are never lock tables.
+//!
+//! A lease **lapses** when a statement can give a taken row to another holder once its time has
+//! passed: a claim's own time condition, or a reaper (`UPDATE jobs SET locked_by = NULL WHERE
+//! locked_until < now()`).
+
+use crate::schema::{ColumnNames, Schema};
+use locklint_ir::sql::{CmpOp, Operand, Statement, StatementKind};
+use locklint_ir::{vocabulary, FileIr};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The columns of a table's lease, as its claim shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub owner: String,
+    pub expiry: String,
+}
+
+/// Whether `v` holds no column of the statement's target table.
+fn outside(st: &Statement, v: &Operand) -> bool {
+    !v.columns.iter().any(|c| st.is_target(c))
+}
+
+/// A target column of `st` that its condition compares, in order (`<`, `<=`, `>`, `>=`), with
+/// a time from outside the row (the clock, or a parameter), each with the outside operand.
+pub fn time_comparisons(st: &Statement) -> impl Iterator<Item = (&str, &Operand)> {
+    st.filter.iter().flat_map(move |f| {
+        f.comparisons
+            .iter()
+            .filter(|c| !matches!(c.op, CmpOp::Eq | CmpOp::NotEq))
+            .flat_map(move |c| [(&c.left, &c.right), (&c.right, &c.left)])
+            .filter_map(move |(a, b)| {
+                let col = a.bare.as_ref().filter(|x| st.is_target(x))?;
+                (outside(st, b) && (b.clock || b.param)).then_some((col.name.as_str(), b))
+            })
+    })
+}
+
+/// Whether a table's name says it is bookkeeping (a cache, sessions, rate limits, idempotency
+/// keys), never a lock table.
+pub fn bookkeeping_table(table: &str) -> bool {
+    vocabulary::has_bookkeeping_word(&vocabulary::words(table))
+}
+
+/// The lease a statement claims or frees on a time condition, if it does: see the module
+/// documentation. `compared`
+/// holds the columns of its table that some statement compares with an incoming value.
+fn claim(st: &Statement, names: &ColumnNames, compared: &BTreeSet<&str>) -> Option<Lease> {
+    let claims = match st.kind {
+        StatementKind::Update => true,
+        StatementKind::Insert => st.upsert_span.is_some(),
+        _ => false,
+    };
+    if !claims || bookkeeping_table(st.table.as_deref()?) {
+        return None;
+    }
+    let assigned = |col: &str| st.assignments.iter().find(|a| a.column == col);
+    // the lease time: named like one, or written by the claim itself (a schedule such as
+    // `run_at <= now()` that the claim leaves alone is not a lease)
+    let (expiry, _) = time_comparisons(st).find(|(col, _)| {
+        names.is_expiry(col)
+            || assigned(col)
+                .is_some_and(|a| (a.value.clock || a.value.param) && outside(st, &a.value))
+    })?;
+    let rank = |col: &str| {
+        if names.is_owner(col) {
+            Some(0)
+        } else if vocabulary::names_worker_column(col) {
+            Some(1)
+        } else if compared.contains(col) {
+            Some(2)
+        } else {
+            None
+        }
+    };
+    let owner = st
+        .assignments
+        .iter()
+        .filter(|a| {
+            // written with the claimant (a parameter, `EXCLUDED.owner`), or cleared by a reaper
+            a.column != expiry && !a.value.clock && !a.value.call && outside(st, &a.value)
+        })
+        .filter_map(|a| Some((rank(&a.column)?, a.column.as_str())))
+        .min_by_key(|(r, _)| *r)?
+        .1;
+    Some(Lease {
+        owner: owner.to_string(),
+        expiry: expiry.to_string(),
+    })
+}
+
+/// Per table, the columns some statement writes (`SET`, `INSERT` columns).
+pub fn written_columns(files: &[FileIr]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        if let (Some(table), true) = (&st.table, st.is_write()) {
+            let cols = out.entry(table.clone()).or_default();
+            cols.extend(st.written().map(str::to_string));
+        }
+    }
+    out
+}
+
+/// Per table, the columns some write compares for equality with an incoming value, owned.
+pub fn keyed_columns(files: &[FileIr]) -> BTreeMap<String, BTreeSet<String>> {
+    compared_columns(files)
+        .into_iter()
+        .map(|(t, cols)| {
+            (
+                t.to_string(),
+                cols.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Whether a lock table's rows carry work beside the lock: the schema defines, or a statement
+/// writes, a column that is none of its key, holder, lease time, fencing token or another
+/// point in time (`payload`, `state`, `result` of a `jobs` table; `job_slots (name, taken_by,
+/// valid_until)` carries none).
+pub fn carries_work(
+    schema: &Schema,
+    table: &str,
+    owner: Option<&str>,
+    expiry: Option<&str>,
+) -> bool {
+    let names = &schema.names;
+    let def = schema.table(table);
+    let keys = |c: &str| {
+        def.is_some_and(|t| t.unique.iter().flatten().any(|k| k == c))
+            || schema.keyed.get(table).is_some_and(|k| k.contains(c))
+    };
+    def.map(|t| t.columns.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .chain(schema.written.get(table).into_iter().flatten())
+        .any(|c| {
+            Some(c.as_str()) != owner
+                && Some(c.as_str()) != expiry
+                && !keys(c)
+                && !names.is_owner(c)
+                && !names.is_expiry(c)
+                && !names.fence.contains(c)
+                && !vocabulary::names_time_column(c)
+        })
+}
+
+/// Per table, the columns some write compares for equality with an incoming value
+/// (`WHERE id = $1 AND locked_by = $2`).
+fn compared_columns(files: &[FileIr]) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        let (Some(table), Some(filter), true) = (&st.table, &st.filter, st.is_write()) else {
+            continue;
+        };
+        for c in filter.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+            for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+                if let Some(col) = a.bare.as_ref().filter(|x| st.is_target(x)) {
+                    if outside(st, b) && b.param {
+                        out.entry(table).or_default().insert(col.name.as_str());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The leases the project's claims show, per table (the first claim of a table in the
+/// project's file order).
+pub fn leases(files: &[FileIr], names: &ColumnNames) -> BTreeMap<String, Lease> {
+    let compared = compared_columns(files);
+    let none = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        let Some(table) = st.table.as_deref() else {
+            continue;
+        };
+        if out.contains_key(table) {
+            continue;
+        }
+        if let Some(l) = claim(st, names, compared.get(table).unwrap_or(&none)) {
+            out.insert(table.to_string(), l);
+        }
+    }
+    out
+}
+
+/// The lock tables whose leases lapse: some write takes or clears a row, or deletes it, on a
+/// comparison of its lease time with a time (a claim's own time condition, a reaper).
+pub fn lapsing(files: &[FileIr], schema: &Schema) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        let Some(lt) = crate::sql::lock_table(st, schema) else {
+            continue;
+        };
+        let Some(expiry) = lt.expiry.as_deref() else {
+            continue;
+        };
+        let takes_or_frees = matches!(
+            crate::sql::lock_write(st, &lt),
+            crate::sql::LockWrite::Acquire | crate::sql::LockWrite::Release
+        );
+        if takes_or_frees && time_comparisons(st).any(|(c, _)| c == expiry) {
+            out.insert(lt.table);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locklint_ir::source::SourceFile;
+
+    fn files(sql: &str) -> Vec<FileIr> {
+        vec![locklint_frontend::analyze(
+            0,
+            SourceFile::new("q.sql".into(), sql.to_string()),
+        )]
+    }
+
+    fn lease_of(sql: &str, table: &str) -> Option<Lease> {
+        leases(&files(sql), &ColumnNames::default()).remove(table)
+    }
+
+    fn lease(owner: &str, expiry: &str) -> Option<Lease> {
+        Some(Lease {
+            owner: owner.into(),
+            expiry: expiry.into(),
+        })
+    }
+
+    #[test]
+    fn claims_on_a_time_condition_show_the_lease() {
+        assert_eq!(
+            lease_of(
+                "UPDATE jobs SET lock_by = $1, lock_at = now() WHERE id = $2 AND (lock_at IS NULL OR lock_at < now() - interval '5 minutes')",
+                "jobs"
+            ),
+            lease("lock_by", "lock_at")
+        );
+        assert_eq!(
+            lease_of(
+                "UPDATE tasks SET worker_id = $1, heartbeat_at = now() WHERE id = $2 AND heartbeat_at < now() - interval '1 minute'",
+                "tasks"
+            ),
+            lease("worker_id", "heartbeat_at")
+        );
+        // the holder named like nothing, but compared by another statement
+        assert_eq!(
+            lease_of(
+                "UPDATE proofs SET prover = $1, busy_until = now() + interval '1 minute' WHERE id = $2 AND busy_until < now();
+                 UPDATE proofs SET busy_until = now() + interval '1 minute' WHERE id = $1 AND prover = $2;",
+                "proofs"
+            ),
+            lease("prover", "busy_until")
+        );
+        // an upsert that takes the row over once it expired
+        assert_eq!(
+            lease_of(
+                "INSERT INTO am_leases (name, holder_node, hold_until) VALUES ($1, $2, now() + interval '10 seconds')
+                 ON CONFLICT (name) DO UPDATE SET holder_node = EXCLUDED.holder_node, hold_until = EXCLUDED.hold_until
+                 WHERE am_leases.hold_until < now()",
+                "am_leases"
+            ),
+            lease("holder_node", "hold_until")
+        );
+    }
+
+    #[test]
+    fn a_reaper_shows_the_lease() {
+        assert_eq!(
+            lease_of(
+                "UPDATE sync_tasks SET worker_id = NULL WHERE heartbeat_at < now() - interval '2 minutes'",
+                "sync_tasks"
+            ),
+            lease("worker_id", "heartbeat_at")
+        );
+    }
+
+    #[test]
+    fn look_alikes_show_no_lease() {
+        for (sql, table) in [
+            // a cache refresh on expiry: the value is never compared
+            (
+                "UPDATE report_cache SET body = $1, expires_at = now() + interval '1 hour' WHERE key = $2 AND expires_at < now()",
+                "report_cache",
+            ),
+            (
+                "UPDATE pages SET body = $1, expires_at = now() + interval '1 hour' WHERE key = $2 AND expires_at < now()",
+                "pages",
+            ),
+            // optimistic concurrency: a version, not a time
+            (
+                "UPDATE docs SET body = $1, version = $3 WHERE id = $2 AND version < $3",
+                "docs",
+            ),
+            // a status transition with no time
+            (
+                "UPDATE jobs SET state = 'running', worker_id = $1 WHERE id = $2 AND state = 'pending'",
+                "jobs",
+            ),
+            // a schedule, not a lease: the claim does not write `run_at`
+            (
+                "UPDATE jobs SET state = 'running', worker = $1 WHERE id = $2 AND run_at <= now() AND state = 'scheduled'",
+                "jobs",
+            ),
+            // an audit column written from the clock
+            (
+                "UPDATE jobs SET updated_by = $1, updated_at = now() WHERE id = $2 AND run_at <= now()",
+                "jobs",
+            ),
+            // sessions are bookkeeping
+            (
+                "UPDATE sessions SET owner_id = $1, expires_at = now() + interval '1 day' WHERE id = $2 AND expires_at < now()",
+                "sessions",
+            ),
+        ] {
+            assert_eq!(lease_of(sql, table), None, "{sql}");
+        }
+    }
+}
