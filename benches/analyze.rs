@@ -81,6 +81,8 @@ fn syn_floor(files: &[PathBuf]) -> usize {
 enum Mode {
     Floor,
     NoCache,
+    /// No cache, every file parsed (`--no-prefilter`).
+    NoPrefilter,
     Cold,
     Warm,
     OneChanged,
@@ -91,6 +93,7 @@ impl Mode {
         match self {
             Mode::Floor => "floor",
             Mode::NoCache => "no-cache",
+            Mode::NoPrefilter => "no-prefilter",
             Mode::Cold => "cold",
             Mode::Warm => "warm",
             Mode::OneChanged => "one-changed",
@@ -101,6 +104,7 @@ impl Mode {
         [
             Mode::Floor,
             Mode::NoCache,
+            Mode::NoPrefilter,
             Mode::Cold,
             Mode::Warm,
             Mode::OneChanged,
@@ -132,15 +136,40 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// A digest of a run's findings (rule, file, span, message), leaving out the parse errors of
+/// files the prefilter does not let through (those are parsed only without it): equal digests
+/// mean the prefilter cost no finding.
+fn digest(findings: &[locklint::diagnostic::Diagnostic]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in findings {
+        let file = &f.primary.file;
+        if f.rule == "parse-error" && !locklint::frontend::prefilter::can_contribute(&file.text) {
+            continue;
+        }
+        (
+            f.rule,
+            &file.path,
+            f.primary.span.start,
+            f.primary.span.end,
+            &f.message,
+        )
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
 /// In the child: one measured run of `mode` over `dir`; prints `RESULT wall_s rss_kib lines
-/// findings parse_errors`.
+/// findings parse_errors digest`.
 fn child(mode: Mode, dir: &Path, cache: &Path) {
     let files = rust_files(dir);
     // the tree is a project of its own (the corpus sits inside this repository)
     let opts = Options {
         paths: vec![dir.to_path_buf()],
         project_root: Some(dir.to_path_buf()),
-        cache_dir: (mode != Mode::NoCache).then(|| cache.to_path_buf()),
+        cache_dir: (!matches!(mode, Mode::NoCache | Mode::NoPrefilter))
+            .then(|| cache.to_path_buf()),
+        parse_all: mode == Mode::NoPrefilter,
         ..Default::default()
     };
     let opts = if mode == Mode::OneChanged {
@@ -158,25 +187,27 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         let _ = std::fs::remove_dir_all(cache);
     }
     let start = Instant::now();
-    let (lines, findings, parse_errors) = if mode == Mode::Floor {
+    let report = if mode == Mode::Floor {
         let pool = rayon::ThreadPoolBuilder::new()
             .stack_size(512 << 20)
             .build()
             .unwrap();
         std::hint::black_box(pool.install(|| syn_floor(&files)));
-        (0, 0, 0)
+        None
     } else {
-        let report = engine::run(&opts);
-        let parse_errors = report
+        Some(engine::run(&opts))
+    };
+    let wall = start.elapsed().as_secs_f64();
+    let (lines, findings, parse_errors, sum) = report.map_or((0, 0, 0, 0), |r| {
+        let parse_errors = r
             .findings
             .iter()
             .filter(|f| f.rule == "parse-error")
             .count();
-        (report.lines, report.findings.len(), parse_errors)
-    };
-    let wall = start.elapsed().as_secs_f64();
+        (r.lines, r.findings.len(), parse_errors, digest(&r.findings))
+    });
     println!(
-        "RESULT {wall} {} {lines} {findings} {parse_errors}",
+        "RESULT {wall} {} {lines} {findings} {parse_errors} {sum}",
         peak_rss_kib()
     );
 }
@@ -188,6 +219,7 @@ struct Measured {
     lines: usize,
     findings: usize,
     parse_errors: usize,
+    digest: u64,
 }
 
 fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
@@ -198,6 +230,7 @@ fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
         lines: 0,
         findings: 0,
         parse_errors: 0,
+        digest: 0,
     };
     for _ in 0..runs {
         let out = Command::new(&exe)
@@ -223,6 +256,7 @@ fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
             best.lines = v[2].parse().unwrap();
             best.findings = v[3].parse().unwrap();
             best.parse_errors = v[4].parse().unwrap();
+            best.digest = v[5].parse().unwrap();
         }
     }
     best
@@ -293,6 +327,7 @@ fn main() {
     let _ = lines_of(&dir);
     let floor = measure(Mode::Floor, &dir, &cache, runs);
     let no_cache = measure(Mode::NoCache, &dir, &cache, runs);
+    let no_prefilter = measure(Mode::NoPrefilter, &dir, &cache, runs);
     let cold = measure(Mode::Cold, &dir, &cache, runs);
     let warm = measure(Mode::Warm, &dir, &cache, runs);
     let one = measure(Mode::OneChanged, &dir, &cache, runs);
@@ -305,6 +340,16 @@ fn main() {
         "findings:      {} ({} parse-error)",
         no_cache.findings, no_cache.parse_errors
     );
+    println!(
+        "prefilter:     {} (without it: {} findings, {} parse-error)",
+        if no_prefilter.digest == no_cache.digest {
+            "the same findings as parsing every file"
+        } else {
+            "DIFFERENT findings from parsing every file"
+        },
+        no_prefilter.findings,
+        no_prefilter.parse_errors
+    );
     println!();
     println!(
         "{:<34} {:>9} {:>12} {:>9} {:>10}",
@@ -313,6 +358,7 @@ fn main() {
     for (name, m) in [
         ("syn parse + visit (floor)", &floor),
         ("locklint, no cache", &no_cache),
+        ("locklint, no cache, no prefilter", &no_prefilter),
         ("locklint, cold cache (writing)", &cold),
         ("locklint, warm cache, no change", &warm),
         ("locklint, warm cache, one changed", &one),

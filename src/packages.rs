@@ -86,7 +86,7 @@ impl Reader {
             Read::Nothing => {
                 let at_root = self.root.as_deref() == Some(dir);
                 match dir.parent() {
-                    Some(parent) if !at_root => self.package_of(&parent.to_path_buf()),
+                    Some(parent) if !at_root => self.package_of(parent),
                     _ => None,
                 }
             }

@@ -145,6 +145,12 @@ fn entries_stay_valid_when_files_are_added_before_them() {
     // a new file that comes first in the project's order moves every other file's position
     std::fs::write(
         tmp.path().join("src/a_first.rs"),
+        "pub fn ping(con: &mut redis::Connection) {\n    let _: () = redis::cmd(\"PING\").query(con).unwrap();\n}\n",
+    )
+    .unwrap();
+    // a file without lock code is not parsed, so it has no entry
+    std::fs::write(
+        tmp.path().join("src/b_plain.rs"),
         "pub fn unrelated() -> u8 {\n    7\n}\n",
     )
     .unwrap();

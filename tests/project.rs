@@ -435,7 +435,12 @@ fn the_language_server_shows_an_open_file_what_the_command_line_reports() {
 fn files_outside_the_selection_give_facts_never_findings_or_notes() {
     let (_tmp, root) = project("workspace");
     // a file that does not parse and one that is not text, outside the selection
-    std::fs::write(root.join("crates/shipping/src/broken.rs"), "fn (").unwrap();
+    // a lock helper that does not parse
+    std::fs::write(
+        root.join("crates/shipping/src/broken.rs"),
+        "use redis::AsyncCommands;\nasync fn release(c: &mut redis::aio::MultiplexedConnection) {\n    let _: () = c.del(\"lock:ship\").await.unwrap(\n",
+    )
+    .unwrap();
     std::fs::write(root.join("crates/shipping/src/blob.rs"), b"\0\0\0").unwrap();
     let o = locklint(&root, &["check", "crates/billing", "--format", "json"]);
     let found = per_file(&o, &root, &root);

@@ -359,6 +359,16 @@ fn value_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> Value {
     }
 }
 
+/// The type a path call's function belongs to: `Keys` of `Keys::lock(..)` (a path through
+/// modules, `keys::lock(..)`, names none).
+fn path_type(func: &syn::Expr) -> Option<String> {
+    let syn::Expr::Path(p) = func else {
+        return None;
+    };
+    let ty = p.path.segments.iter().rev().nth(1)?.ident.to_string();
+    (ty != "Self" && ty.chars().next().is_some_and(|c| c.is_ascii_uppercase())).then_some(ty)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,14 +439,4 @@ mod tests {
             Value::Constant(r#""locked""#.into())
         );
     }
-}
-
-/// The type a path call's function belongs to: `Keys` of `Keys::lock(..)` (a path through
-/// modules, `keys::lock(..)`, names none).
-fn path_type(func: &syn::Expr) -> Option<String> {
-    let syn::Expr::Path(p) = func else {
-        return None;
-    };
-    let ty = p.path.segments.iter().rev().nth(1)?.ident.to_string();
-    (ty != "Self" && ty.chars().next().is_some_and(|c| c.is_ascii_uppercase())).then_some(ty)
 }
