@@ -1,9 +1,9 @@
 //! `lock-table-no-owner-check`: a lock row is released or renewed by name only, without
 //! checking that the caller still owns it.
 
-use super::sql_matching::{end_before_semicolon, sql_diagnostic, sql_insert_fix};
+use super::sql_matching::{owner_check_fix, sql_diagnostic};
 use super::{Rule, RuleInfo};
-use locklint_ir::diagnostic::{Applicability, Diagnostic, Severity};
+use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::StatementKind;
 use locklint_ir::FileIr;
 use locklint_project::sql::{
@@ -57,17 +57,13 @@ impl Rule for LockTableNoOwnerCheck {
                 message,
                 format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
             );
-            let text = format!(" AND {owner} = {}", st.placeholders.next());
-            d.fix = sql_insert_fix(
+            d.fix = owner_check_fix(
                 file,
                 st,
-                end_before_semicolon(file, filter.span),
-                &text,
-                format!(
-                    "match the holder's token too (`{}`), and bind the token",
-                    text.trim()
-                ),
-                Applicability::DisplayOnly,
+                filter.span,
+                owner,
+                "match the holder's token too",
+                "the token",
             );
             out.push(d);
         }

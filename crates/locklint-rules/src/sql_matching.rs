@@ -65,6 +65,28 @@ pub fn sql_insert_fix(
     sql_edit_fix(file, st, Span::new(at, at), text, message, applicability)
 }
 
+/// The display-only fix that adds `AND <owner> = $n` (the next free placeholder) at the end
+/// of a statement's `WHERE` (`filter`); `why` says what the condition does, the condition
+/// is shown after it.
+pub fn owner_check_fix(
+    file: &FileIr,
+    st: &Statement,
+    filter: Span,
+    owner: &str,
+    why: &str,
+    bind: &str,
+) -> Option<locklint_ir::diagnostic::Fix> {
+    let text = format!(" AND {owner} = {}", st.placeholders.next());
+    sql_insert_fix(
+        file,
+        st,
+        end_before_semicolon(file, filter),
+        &text,
+        format!("{why} (`{}`), and bind {bind}", text.trim()),
+        locklint_ir::diagnostic::Applicability::DisplayOnly,
+    )
+}
+
 /// A fix that replaces `span` (inside a statement's SQL) with `text`; see [`sql_insert_fix`].
 pub fn sql_edit_fix(
     file: &FileIr,

@@ -3,7 +3,8 @@
 //! while a lock taken earlier in the function is held, with neither a fence nor idempotence.
 
 use super::sql_matching::{
-    condition_span, end_before_semicolon, related, sql_diagnostic, sql_insert_fix, warning,
+    condition_span, end_before_semicolon, owner_check_fix, related, sql_diagnostic, sql_insert_fix,
+    warning,
 };
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
@@ -271,17 +272,13 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             claim.span,
             "the row is claimed here, with a lease that lapses",
         ));
-        let text = format!(" AND {owner} = {}", st.placeholders.next());
-        d.fix = sql_insert_fix(
+        d.fix = owner_check_fix(
             file,
             st,
-            end_before_semicolon(file, filter.span),
-            &text,
-            format!(
-                "write only while holding the lease (`{}`), and bind the worker's id",
-                text.trim()
-            ),
-            locklint_ir::diagnostic::Applicability::DisplayOnly,
+            filter.span,
+            owner,
+            "write only while holding the lease",
+            "the worker's id",
         );
         out.push(d);
     }

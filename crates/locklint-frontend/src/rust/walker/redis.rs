@@ -106,16 +106,28 @@ impl FnWalker<'_> {
             // the walk of the receiver saw this chain's own `.key(..)`s again
             self.invocation_keys.remove(name);
         }
+        self.script_ops("EVALSHA", &keys, u, script);
+    }
+
+    /// One script operation per key of an invocation (`(key, span)` each), the first with
+    /// every key, each naming the script it runs.
+    fn script_ops(
+        &mut self,
+        command: &str,
+        keys: &[(PendingArg, Span)],
+        result: ResultUse,
+        script: Option<String>,
+    ) {
         let all: Vec<(KeyRef, Span)> = keys.iter().map(|(k, _)| (k.key.clone(), k.span)).collect();
-        for (i, (k, span)) in keys.into_iter().enumerate() {
+        for (i, (k, span)) in keys.iter().enumerate() {
             self.emit_op(
                 OpKind::Script,
-                "EVALSHA".to_string(),
-                std::slice::from_ref(&k),
+                command.to_string(),
+                std::slice::from_ref(k),
                 0,
                 None,
-                span,
-                u.clone(),
+                *span,
+                result.clone(),
                 Channel::Direct,
             );
             if let Some(Event::Op(op)) = self.events.last_mut() {
@@ -134,30 +146,21 @@ impl FnWalker<'_> {
         if items.is_empty() {
             return;
         }
-        let keys: Vec<PendingArg> = items.iter().map(|e| self.pending_arg(e)).collect();
-        let all: Vec<(KeyRef, Span)> = keys.iter().map(|k| (k.key.clone(), k.span)).collect();
         let script = script_name(&m.args[0]);
         let span = self
             .span_of(&m.method)
             .join(self.span_of(&m.paren_token.span.close()));
-        for (i, k) in keys.iter().enumerate() {
-            self.emit_op(
-                OpKind::Script,
-                "EVAL".to_string(),
-                std::slice::from_ref(k),
-                0,
-                None,
-                if i == 0 { span } else { k.span },
-                result.clone(),
-                Channel::Direct,
-            );
-            if let Some(Event::Op(op)) = self.events.last_mut() {
-                if i == 0 {
-                    op.keys = all.clone();
-                }
-                op.script = script.clone();
-            }
-        }
+        // the first operation is placed at the call, the others at their keys
+        let keys: Vec<(PendingArg, Span)> = items
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let k = self.pending_arg(e);
+                let at = if i == 0 { span } else { k.span };
+                (k, at)
+            })
+            .collect();
+        self.script_ops("EVAL", &keys, result, script);
     }
 
     /// `EVAL script numkeys key.. arg..` (also `EVALSHA`, `EVAL_RO`): one script operation
