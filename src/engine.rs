@@ -113,13 +113,30 @@ pub struct Report {
 
 enum Loaded {
     File(crate::source::FileRef),
+    /// A file the prefilter leaves out: kept without its text (its lines counted), which is
+    /// read again only if another file needs a name from it.
+    Unread(crate::source::FileRef, usize),
     Skipped(Note),
     Failed(PathError),
 }
 
-fn load(path: PathBuf, overlay: Option<&std::collections::HashMap<PathBuf, String>>) -> Loaded {
+/// Read one file; `parse_all` keeps the text of every file, else only of those that
+/// [`crate::parsing::needs_parse`] admits.
+fn load(
+    path: PathBuf,
+    overlay: Option<&std::collections::HashMap<PathBuf, String>>,
+    parse_all: bool,
+) -> Loaded {
+    let kept = |path: PathBuf, text: String| {
+        if parse_all || crate::parsing::needs_parse(&path, &text) {
+            Loaded::File(SourceFile::new(path, text))
+        } else {
+            let lines = text.matches('\n').count() + 1;
+            Loaded::Unread(SourceFile::new(path, String::new()), lines)
+        }
+    };
     if let Some(text) = overlay.and_then(|o| o.get(&path)) {
-        return Loaded::File(SourceFile::new(path, text.clone()));
+        return kept(path, text.clone());
     }
     let shown = display_path(&path);
     let meta = match std::fs::metadata(&path) {
@@ -156,7 +173,7 @@ fn load(path: PathBuf, overlay: Option<&std::collections::HashMap<PathBuf, Strin
         });
     }
     match String::from_utf8(bytes) {
-        Ok(text) => Loaded::File(SourceFile::new(path, text)),
+        Ok(text) => kept(path, text),
         Err(e) => Loaded::Skipped(Note {
             path: shown,
             message: format!(
@@ -489,7 +506,7 @@ fn analyze_paths(
     let overlay = opts.overlay.as_deref();
     let loaded: Vec<(Loaded, bool)> = paths
         .into_par_iter()
-        .map(|(p, selected)| (load(p, overlay), selected))
+        .map(|(p, selected)| (load(p, overlay, opts.parse_all), selected))
         .collect();
     let mut report = Report::default();
     let mut sources = Vec::new();
@@ -501,7 +518,15 @@ fn analyze_paths(
                     report.lines += f.lines.line_count();
                     report.selected.insert(f.path.clone());
                 }
-                sources.push(f);
+                sources.push((f, true));
+            }
+            Loaded::Unread(f, lines) => {
+                if selected {
+                    report.files += 1;
+                    report.lines += lines;
+                    report.selected.insert(f.path.clone());
+                }
+                sources.push((f, false));
             }
             // problems reading files outside the selection are not the run's to report
             Loaded::Skipped(n) if selected => report.notes.push(n),
@@ -511,12 +536,11 @@ fn analyze_paths(
     }
     report.project_files = sources.len();
     let packages = crate::packages::of_files(
-        sources.iter().map(|f| f.path.as_path()),
+        sources.iter().map(|(f, _)| f.path.as_path()),
         opts.project_root.as_deref(),
     );
     let cache = opts.cache_dir.as_deref().and_then(Cache::open);
-    let (irs, rebuilt) =
-        crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref(), &report.selected);
+    let (irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref());
     for (ir, rebuilt) in irs.iter().zip(rebuilt) {
         if rebuilt && report.selected.contains(&ir.file.path) {
             report.notes.push(Note {

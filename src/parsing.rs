@@ -15,25 +15,22 @@ use crate::ir::FileIr;
 use crate::locks;
 use crate::source::{FileRef, SourceFile};
 use rayon::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Parse the files of `sources` that can matter (all of them with [`Options::parse_all`]),
-/// through the cache when there is one. Returns every file's intermediate form, in order, and
-/// per file whether its cache entry did not read back. A file that is not parsed and not in
-/// `selected` keeps no text: nothing reads it.
+/// Parse the files of `sources` that can matter, through the cache when there is one: those
+/// loaded with their text (the prefilter's, or all of them with [`Options::parse_all`]), then
+/// those loaded without it whose text, read again, spells a name the parsed files need.
+/// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
+/// reads it), and per file whether its cache entry did not read back.
 pub(crate) fn parse_needed(
-    sources: Vec<FileRef>,
+    sources: Vec<(FileRef, bool)>,
     packages: &locks::Packages,
     opts: &Options,
     cache: Option<&Cache>,
-    selected: &HashSet<PathBuf>,
 ) -> (Vec<FileIr>, Vec<bool>) {
     let overlay = opts.overlay.as_deref();
-    let mut wanted: Vec<bool> = sources
-        .par_iter()
-        .map(|f| opts.parse_all || needs_parse(f))
-        .collect();
+    let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources.into_iter().unzip();
     // every file starts empty, as one that is not parsed stays
     let mut irs: Vec<FileIr> = sources.iter().map(|f| FileIr::new(f.clone())).collect();
     let mut parsed_yet = vec![false; sources.len()];
@@ -46,6 +43,24 @@ pub(crate) fn parse_needed(
             .collect();
         if todo.is_empty() {
             break;
+        }
+        // a file found to be needed is read again: it was loaded without its text
+        let reread: Vec<(usize, Option<FileRef>)> = todo
+            .par_iter()
+            .filter(|&&i| sources[i].text.is_empty())
+            .map(|&i| {
+                (
+                    i,
+                    text_of(&sources[i], overlay)
+                        .map(|t| SourceFile::new(sources[i].path.clone(), t.into_owned())),
+                )
+            })
+            .collect();
+        for (i, f) in reread {
+            if let Some(f) = f {
+                irs[i] = FileIr::new(f.clone());
+                sources[i] = f;
+            }
         }
         let parsed: Vec<(usize, FileIr, bool)> = todo
             .into_par_iter()
@@ -86,8 +101,11 @@ pub(crate) fn parse_needed(
             .filter(|&i| !wanted[i])
             .filter(|&i| {
                 let package = packages.package(i);
+                let Some(text) = text_of(&sources[i], overlay) else {
+                    return false;
+                };
                 let mut hit = vec![false; patterns];
-                for p in mentions.find(&sources[i].text) {
+                for p in mentions.find(&text) {
                     hit[p] = true;
                 }
                 needed.iter().enumerate().any(|(k, w)| {
@@ -102,18 +120,24 @@ pub(crate) fn parse_needed(
             wanted[i] = true;
         }
     }
-    let irs = irs
-        .into_iter()
-        .zip(parsed_yet)
-        .map(|(ir, parsed)| {
-            if parsed || selected.contains(&ir.file.path) {
-                ir
-            } else {
-                FileIr::new(SourceFile::new(ir.file.path.clone(), String::new()))
-            }
-        })
-        .collect();
     (irs, rebuilt)
+}
+
+/// The text of a file loaded without it (from the editor's overlay, else read again from disk;
+/// `None` when it can no longer be read as text), or the text it was loaded with.
+fn text_of<'f>(
+    f: &'f FileRef,
+    overlay: Option<&HashMap<PathBuf, String>>,
+) -> Option<std::borrow::Cow<'f, str>> {
+    if !f.text.is_empty() {
+        return Some(std::borrow::Cow::Borrowed(f.text.as_str()));
+    }
+    if let Some(t) = overlay.and_then(|o| o.get(&f.path)) {
+        return Some(std::borrow::Cow::Owned(t.clone()));
+    }
+    std::fs::read_to_string(&f.path)
+        .ok()
+        .map(std::borrow::Cow::Owned)
 }
 
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must
@@ -138,7 +162,7 @@ fn mentions_of(needed: &[locks::reach::Wanted]) -> (frontend::prefilter::Mention
 
 /// Whether a file is parsed before knowing what the others need: every `.sql` and `.lua`
 /// file, and the Rust files the prefilter lets through.
-fn needs_parse(f: &crate::source::FileRef) -> bool {
-    let rust = f.path.extension().is_some_and(|e| e == "rs");
-    !rust || frontend::prefilter::can_contribute(&f.text)
+pub(crate) fn needs_parse(path: &std::path::Path, text: &str) -> bool {
+    let rust = path.extension().is_some_and(|e| e == "rs");
+    !rust || frontend::prefilter::can_contribute(text)
 }
