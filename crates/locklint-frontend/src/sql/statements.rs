@@ -446,9 +446,19 @@ impl Context<'_> {
                 continue;
             };
             let (from, to) = (toks[i + 1].end, toks[close].start);
+            let mut call = call;
             let args = if call.named {
                 // the lock's name; `GET_LOCK`'s timeout is not part of it
-                first_argument(self.text, &toks[i + 2..close], from, to)
+                let first = first_argument(self.text, &toks[i + 2..close], from, to);
+                // a negative timeout waits until the lock is free: a blocking lock, whose
+                // result (1) need not be read, like `pg_advisory_lock`'s
+                let timeout = self.text[from + first.len()..to]
+                    .trim_start_matches(',')
+                    .trim();
+                if !call.unlock && timeout.parse::<i64>().is_ok_and(|t| t < 0) {
+                    call.try_lock = false;
+                }
+                first
             } else {
                 &self.text[from..to]
             };
@@ -827,7 +837,8 @@ fn pg_advisory(name: &str) -> Option<AdvisoryCall> {
 }
 
 /// A MySQL named-lock function: `GET_LOCK(name, timeout)` (session-level, its result says
-/// whether it got the lock), `RELEASE_LOCK(name)`, `RELEASE_ALL_LOCKS()`.
+/// whether it got the lock; with a negative timeout it waits until it does, see the caller),
+/// `RELEASE_LOCK(name)`, `RELEASE_ALL_LOCKS()`.
 fn mysql_named_lock(name: &str) -> Option<AdvisoryCall> {
     let (unlock, all) = match name {
         "get_lock" => (false, false),
