@@ -370,17 +370,26 @@ pub fn summary(report: &Report) -> String {
 
 /// Render every finding followed by the summary line (unless `quiet`).
 pub fn render(report: &Report, style: Style, quiet: bool) -> String {
-    let mut out = String::new();
+    super::to_string(|out| write(report, style, quiet, out))
+}
+
+/// Write every finding, then (unless `quiet`) the summary, one finding at a time.
+pub fn write(
+    report: &Report,
+    style: Style,
+    quiet: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let mut sources = Sources::default();
     for d in &report.findings {
-        out.push_str(&render_with(d, style, &mut sources));
-        out.push('\n');
+        out.write_all(render_with(d, style, &mut sources).as_bytes())?;
+        out.write_all(b"\n")?;
     }
     if !quiet {
-        out.push_str(&summary(report));
-        out.push('\n');
+        out.write_all(summary(report).as_bytes())?;
+        out.write_all(b"\n")?;
     }
-    out
+    Ok(())
 }
 
 #[cfg(test)]

@@ -374,6 +374,11 @@ pub struct Op {
     /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
     /// operation of a plain statement of its block: what deleting the command deletes.
     pub stmt: Option<Span>,
+    /// The innermost `if`/`while` condition, match guard, block tail expression or returned
+    /// value holding the command: what a fix lays out again when the command is not a
+    /// statement of its own.
+    #[serde(default)]
+    pub expr: Option<Span>,
     /// Written inside a macro invocation's arguments (`join!(..)`, `dbg!(..)`).
     pub in_macro: bool,
     pub result: ResultUse,

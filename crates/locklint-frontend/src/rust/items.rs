@@ -78,7 +78,13 @@ fn collect_consts(items: &[syn::Item], out: &mut HashMap<String, KeyRef>, order:
 }
 
 /// Fill `ir` with the file's consts and functions.
-pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut FileIr) {
+pub fn collect(
+    index: usize,
+    file: &SourceFile,
+    parsed: &syn::File,
+    bodies: &super::bodies::Bodies,
+    ir: &mut FileIr,
+) {
     let mut consts = HashMap::new();
     let mut order = Vec::new();
     collect_consts(&parsed.items, &mut consts, &mut order);
@@ -93,6 +99,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
+        bodies,
     };
     let mut fns = Vec::new();
     walk_items(
@@ -345,7 +352,13 @@ fn walk_fn(
     // reserve the slot so nested functions get later indexes
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
-    let (function, nested, inits, embedded) = walker.run(body);
+    let (function, nested, inits, embedded) = match cx.bodies.take(body) {
+        Some(tokens) => match walker.run_streamed(&tokens) {
+            Ok(walked) => walked,
+            Err(e) => return cx.bodies.failed(e),
+        },
+        None => walker.run(body),
+    };
     fns[func_idx] = locklint_ir::Function {
         item_slot: slot,
         whole: Span::new(spans::of(cx.file, sig).start, spans::of(cx.file, body).end),

@@ -1,14 +1,17 @@
 //! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
 
+mod bodies;
 mod commands;
 mod depth;
 mod embed;
 mod env;
 mod items;
 mod keys;
+mod laid_out;
 mod literal;
 pub mod names;
 mod spans;
+mod statements;
 mod types;
 mod walker;
 
@@ -42,13 +45,20 @@ pub fn block_like(e: &syn::Expr) -> bool {
 
 /// Parse one Rust file into the intermediate form.
 pub fn analyze(index: usize, file: FileRef) -> FileIr {
-    let ir = parse_and_walk(index, file);
+    analyze_with_large_bodies(index, file, bodies::LARGE_BODY)
+}
+
+/// [`analyze`], with function bodies of more than `large_body` bytes parsed one statement at a
+/// time as they are walked (see `bodies`): the result is the same whatever the size; tests
+/// compare them.
+pub fn analyze_with_large_bodies(index: usize, file: FileRef, large_body: usize) -> FileIr {
+    let ir = parse_and_walk(index, file, large_body);
     // spans refer to this thread's copy of the text until it is dropped
     proc_macro2::extra::invalidate_current_thread_spans();
     ir
 }
 
-fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
+fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
     let mut ir = FileIr::new(file.clone());
     if file.text.trim().is_empty() {
         return ir;
@@ -69,6 +79,7 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
         ir.problems.push(problem);
         return ir;
     }
+    let (tokens, bodies) = bodies::hollow(tokens, large_body);
     let parsed: syn::File = match syn::parse2(tokens) {
         Ok(f) => f,
         Err(e) => {
@@ -77,7 +88,15 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
             return ir;
         }
     };
-    items::collect(index, &file, &parsed, &mut ir);
+    items::collect(index, &file, &parsed, &bodies, &mut ir);
+    drop(parsed);
+    if let Some(e) = bodies.error() {
+        // a body parsed as it was walked does not parse: the file does not, as a whole
+        let mut ir = FileIr::new(file.clone());
+        let at = spans::to_span(&file, e.span());
+        ir.problems.push(unparsable(at, &e.to_string()));
+        return ir;
+    }
     ir
 }
 
