@@ -25,8 +25,9 @@ pub enum Part {
 
 /// Parts of a key template past which it is no longer tracked.
 const MAX_KEY_PARTS: usize = 64;
-/// Template text past which it is no longer tracked.
-const MAX_KEY_TEXT: usize = 1024;
+/// Template text past which it is no longer tracked (Redis keys in real code are far shorter;
+/// a longer text is a value built in a chain, not a key).
+const MAX_KEY_TEXT: usize = 256;
 /// Names a key keeps of those it passed through.
 const MAX_KEY_NAMES: usize = 16;
 

@@ -63,6 +63,10 @@ fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
     if file.text.trim().is_empty() {
         return ir;
     }
+    if let Some(problem) = too_deep_text(&file.text) {
+        ir.problems.push(problem);
+        return ir;
+    }
     // the text is lexed once: the depth guard and the parser read the same tokens
     let tokens: proc_macro2::TokenStream = match without_shebang(&file.text).parse() {
         Ok(t) => t,
@@ -125,26 +129,51 @@ fn unparsable(at: Span, what: &str) -> ParseProblem {
 
 /// Refuse pathological nesting before the recursive parser sees it.
 fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem> {
-    let (span, message) = match depth::check(tokens)? {
-        depth::Excess::Brackets(span) => (
-            span,
-            format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
-        ),
-        depth::Excess::Depth(span) => (
-            span,
-            format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
-        ),
+    let (span, excess) = match depth::check(tokens)? {
+        depth::Excess::Brackets(span) => (span, Nesting::Brackets),
+        depth::Excess::Depth(span) => (span, Nesting::Depth),
     };
     let idx = locklint_ir::source::LineIndex::new(text);
     let s = span.start();
-    let start = idx.offset(text, s.line, s.column);
+    Some(nesting_problem(
+        text,
+        idx.offset(text, s.line, s.column),
+        excess,
+    ))
+}
+
+/// Files larger than this have their bracket nesting checked on the text, before they are
+/// split into token trees (a tree per bracket: a megabyte of `{` would take a hundred).
+const NESTING_CHECKED_ON_TEXT: usize = 64 * 1024;
+
+/// Refuse bracket nesting past [`MAX_NESTING`] in a large text before it is tokenised.
+fn too_deep_text(text: &str) -> Option<ParseProblem> {
+    if text.len() <= NESTING_CHECKED_ON_TEXT {
+        return None;
+    }
+    let at = depth::bracket_excess(text)?;
+    Some(nesting_problem(text, at, Nesting::Brackets))
+}
+
+/// What nests too deep.
+enum Nesting {
+    Brackets,
+    Depth,
+}
+
+/// The problem of a file that nests too deep at byte `start`.
+fn nesting_problem(text: &str, start: usize, excess: Nesting) -> ParseProblem {
+    let message = match excess {
+        Nesting::Brackets => format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
+        Nesting::Depth => format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
+    };
     let end = text[start..]
         .chars()
         .next()
         .map_or(start, |c| start + c.len_utf8());
-    Some(ParseProblem {
+    ParseProblem {
         message,
         span: Span::new(start, end),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
-    })
+    }
 }

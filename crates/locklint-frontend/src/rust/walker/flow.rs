@@ -364,9 +364,9 @@ impl FnWalker<'_> {
             self.env.push(
                 n,
                 Binding {
-                    key,
+                    key: key.map(Box::new),
                     value,
-                    expr,
+                    expr: expr.map(Box::new),
                     sources: sources.clone(),
                     builder,
                     executor,

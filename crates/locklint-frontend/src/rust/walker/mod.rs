@@ -67,9 +67,9 @@ const SHALLOW: usize = 12;
 
 #[derive(Debug, Clone, Default)]
 struct Binding {
-    key: Option<KeyRef>,
+    key: Option<Box<KeyRef>>,
     value: Option<Value>,
-    expr: Option<syn::Expr>,
+    expr: Option<Box<syn::Expr>>,
     sources: Vec<Dep>,
     builder: Option<usize>,
     executor: Option<Executor>,
@@ -118,7 +118,7 @@ pub struct FnWalker<'a> {
 
 impl Scope for FnWalker<'_> {
     fn local_key(&self, name: &str) -> Option<KeyRef> {
-        self.lookup(name).and_then(|b| b.key.clone())
+        self.lookup(name).and_then(|b| b.key.as_deref().cloned())
     }
     fn local_value(&self, name: &str) -> Option<Value> {
         self.lookup(name)
