@@ -636,6 +636,18 @@ pub struct Embedded {
     pub func: Option<usize>,
     /// The call that runs it.
     pub exec: Option<SqlExec>,
+    /// A write built with an ORM's query builder ([`Origin::Orm`]) has no text: the front-end
+    /// that read the call chain gives its statement here, and the SQL front-end moves it into
+    /// [`FileIr::sql`] in place of parsing a text.
+    #[serde(default)]
+    pub statement: Option<Box<sql::Statement>>,
+}
+
+impl Embedded {
+    /// Whether this is a statement read from an ORM call chain, with no SQL text to edit.
+    pub fn is_orm(&self) -> bool {
+        matches!(self.origin, Origin::Orm(_))
+    }
 }
 
 /// Where an SQL or Lua text came from.
@@ -654,6 +666,10 @@ pub enum Origin {
     Method(String),
     /// The script of a Redis `EVAL` command.
     Eval,
+    /// A write built with an ORM's query builder (diesel's DSL, sea-orm's entities and active
+    /// models): no text, its statement read from the Rust call chain ([`Embedded::statement`]);
+    /// the embedded span is the chain.
+    Orm(Library),
 }
 
 /// The libraries whose functions take SQL or Lua text.

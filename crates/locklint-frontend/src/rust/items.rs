@@ -93,6 +93,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
+        orm: super::walker::orm::OrmFile::of(&lower, &file.path, &parsed.items),
     };
     let mut fns = Vec::new();
     walk_items(
@@ -183,6 +184,7 @@ fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr)
                             origin: Origin::Library(Library::RedisScript),
                             func: None,
                             exec: None,
+                            statement: None,
                         });
                     }
                 }
@@ -245,6 +247,7 @@ fn embed_text_consts(
             origin: Origin::Const,
             func: None,
             exec: None,
+            statement: None,
         });
     }
 }

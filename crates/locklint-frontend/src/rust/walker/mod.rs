@@ -24,6 +24,7 @@ mod conns;
 mod embedded;
 mod exprs;
 mod flow;
+pub(super) mod orm;
 mod redis;
 
 use flow::{bounded, collect_uses};
@@ -44,6 +45,8 @@ pub struct FileCtx<'a> {
     pub sqlx: bool,
     /// Spans of string literals of `const`/`static` items, by name.
     pub const_spans: &'a HashMap<String, Span>,
+    /// Whether the file names diesel or sea-orm, and its sea-orm entities' tables.
+    pub orm: orm::OrmFile,
 }
 
 /// Deeper expressions than this are not descended into.
