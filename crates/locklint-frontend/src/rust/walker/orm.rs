@@ -902,7 +902,9 @@ impl FnWalker<'_> {
                 // diesel's interval DSL: `30.seconds()`
                 syn::Expr::MethodCall(m)
                     if m.args.is_empty() && matches!(strip(&m.receiver), syn::Expr::Lit(_)) => {}
-                syn::Expr::Path(p) if p.path.is_ident("None") => {}
+                // SQL `NULL`: `None`, `Option::<String>::None`
+                syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "None") => {
+                }
                 syn::Expr::Path(p) if is_db_clock_path(&p.path) && !self.is_rust_value("now") => {
                     v.clock = true
                 }
@@ -1029,6 +1031,19 @@ mod tests {
         assert!(fence.right.bare_param, "a Rust value is a bound parameter");
         let status = &st.assignments[0].value;
         assert!(status.named_literal && status.is_constant());
+        let ir_none = analyze(
+            "x.rs",
+            &format!(
+                "{DIESEL}fn f(conn: &mut PgConnection, n: &str) {{
+                    diesel::update(locks::table.filter(locks::name.eq(n)))
+                        .set((locks::owner.eq(None::<String>), locks::until.eq(Option::<i64>::None)))
+                        .execute(conn).unwrap();
+                }}"
+            ),
+        );
+        for a in &only(&ir_none).assignments {
+            assert!(a.value.is_constant() && !a.value.named_literal, "NULL");
+        }
         // the statement has no text, and runs where `execute` is called, on a connection
         let emb = &ir.embedded[st.embedded];
         assert_eq!(emb.origin, Origin::Orm(Library::Diesel));
