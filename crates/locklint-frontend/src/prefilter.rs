@@ -47,8 +47,10 @@ const SQLX_IDENTS: &[&str] = &[
 const ORM_WORDS: &[&str] = &["diesel", "sea_orm"];
 
 /// The calls an ORM write starts from or is run by (diesel's `update`, `insert_into` ...,
-/// sea-orm's `update_many`, `insert`, an active model's `update`), in a file that names the ORM.
+/// sea-orm's `update_many`, `insert`, an active model's `update`), and the `table_name` a
+/// sea-orm entity declares its table with, in a file that names the ORM.
 const ORM_IDENTS: &[&str] = &[
+    "table_name",
     "update",
     "delete",
     "insert",
@@ -443,6 +445,10 @@ mod tests {
         assert!(
             !can_contribute("use sea_orm::EntityTrait; lock::Entity::find().all(db)"),
             "an ORM read"
+        );
+        assert!(
+            can_contribute("use sea_orm::entity::prelude::*;\n#[sea_orm(table_name = \"locks\")]"),
+            "an entity's table"
         );
         assert!(
             !can_contribute("fn update(x: u32) -> u32 { x }"),

@@ -106,6 +106,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     embed_static_scripts(file, &parsed.items, ir);
     embed_text_consts(file, &const_spans, ir);
     ir.functions = fns;
+    ir.orm_tables = cx.orm.tables.clone();
     for name in order {
         if let Some(k) = consts.get(&name) {
             ir.consts.push((name, k.clone()));

@@ -76,19 +76,20 @@ impl OrmFile {
         }
     }
 
-    /// The table of the sea-orm entity of `module`: its declared name, else the module's.
-    fn table_of(&self, module: &str) -> String {
-        self.tables
-            .iter()
-            .find(|(m, _)| m == module)
-            .map_or_else(|| module.to_string(), |(_, t)| t.clone())
+    /// The table of the sea-orm entity of `module`: its declared name, else the module's
+    /// (and the module, for the project to find the table another file declares).
+    fn table_of(&self, module: &str) -> (String, Option<String>) {
+        match self.tables.iter().find(|(m, _)| m == module) {
+            Some((_, t)) => (t.clone(), None),
+            None => (module.to_string(), Some(module.to_string())),
+        }
     }
 
     /// The table of an entity named without its module (`Entity`, `ActiveModel`): the one the
     /// file declares, when it declares one.
-    fn own_table(&self) -> Option<String> {
+    fn own_table(&self) -> Option<(String, Option<String>)> {
         match self.tables.as_slice() {
-            [(_, t)] => Some(t.clone()),
+            [(_, t)] => Some((t.clone(), None)),
             _ => None,
         }
     }
@@ -199,6 +200,8 @@ fn cmp_op(method: &str) -> Option<CmpOp> {
 /// The statement being read from a chain.
 struct Write {
     lib: Library,
+    /// The sea-orm entity module the table stands in for (see `Origin::Orm`).
+    entity: Option<String>,
     kind: StatementKind,
     table: String,
     assignments: Vec<Assign>,
@@ -213,6 +216,7 @@ impl Write {
     fn new(lib: Library, kind: StatementKind, table: String) -> Self {
         Write {
             lib,
+            entity: None,
             kind,
             table,
             assignments: Vec::new(),
@@ -301,7 +305,10 @@ impl FnWalker<'_> {
             .span_of(&m.method)
             .join(self.span_of(&m.paren_token.span.close()));
         let span = self.span_of(&*m.receiver).join(call);
-        let lib = write.lib;
+        let origin = Origin::Orm {
+            library: write.lib,
+            entity: write.entity.clone(),
+        };
         let statement = write.statement(span);
         // the chain's parts run before it is executed
         self.expr(&m.receiver, ResultUse::Used);
@@ -310,7 +317,7 @@ impl FnWalker<'_> {
             text: String::new(),
             map: TextMap::identity(span.start),
             span,
-            origin: Origin::Orm(lib),
+            origin,
             func: Some(self.func_idx),
             exec: None,
             statement: Some(Box::new(statement)),
@@ -505,7 +512,7 @@ impl FnWalker<'_> {
 
     /// The table of a sea-orm entity path's module part: `lock::Entity` → `lock`'s table,
     /// `Entity` → the file's entity, `JobLock` (a prelude's alias) → `job_lock`'s.
-    fn entity_table(&self, prefix: &[String], own: &str) -> Option<String> {
+    fn entity_table(&self, prefix: &[String], own: &str) -> Option<(String, Option<String>)> {
         match prefix {
             [.., m, e] if e == own => Some(self.cx.orm.table_of(m)),
             [e] if e == own => self.cx.orm.own_table(),
@@ -532,7 +539,7 @@ impl FnWalker<'_> {
         };
         let path = segments(&func.path);
         let (name, prefix) = path.split_last()?;
-        let table = self.entity_table(prefix, "Entity")?;
+        let (table, entity) = self.entity_table(prefix, "Entity")?;
         let (kind, model) = match (name.as_str(), c.args.len()) {
             ("update_many", 0) => (StatementKind::Update, None),
             ("delete_many", 0) => (StatementKind::Delete, None),
@@ -542,6 +549,7 @@ impl FnWalker<'_> {
             _ => return None,
         };
         let mut w = Write::new(Library::SeaOrm, kind, table);
+        w.entity = entity;
         if let Some(am) = model {
             let (_, lit) = self.active_model(am)?;
             self.model_fields(&mut w, lit)?;
@@ -639,7 +647,10 @@ impl FnWalker<'_> {
 
     /// An `ActiveModel` struct literal written at `e` or held by a local: its table and the
     /// literal.
-    fn active_model<'e>(&'e self, e: &'e syn::Expr) -> Option<(String, &'e syn::ExprStruct)> {
+    fn active_model<'e>(
+        &'e self,
+        e: &'e syn::Expr,
+    ) -> Option<((String, Option<String>), &'e syn::ExprStruct)> {
         let mut cur = self.held(e);
         // `am.clone()`, `am.into_active_model()` of a literal
         for _ in 0..MAX_HOPS {
@@ -673,13 +684,14 @@ impl FnWalker<'_> {
 
     /// An active model's `.update(db)`, `.insert(db)` or `.delete(db)`.
     fn active_model_write(&self, method: &str, recv: &syn::Expr) -> Option<Write> {
-        let (table, lit) = self.active_model(recv)?;
+        let ((table, entity), lit) = self.active_model(recv)?;
         let kind = match method {
             "update" => StatementKind::Update,
             "insert" => StatementKind::Insert,
             _ => StatementKind::Delete,
         };
         let mut w = Write::new(Library::SeaOrm, kind, table);
+        w.entity = entity;
         self.model_fields(&mut w, lit)?;
         Some(w)
     }
@@ -1046,7 +1058,13 @@ mod tests {
         }
         // the statement has no text, and runs where `execute` is called, on a connection
         let emb = &ir.embedded[st.embedded];
-        assert_eq!(emb.origin, Origin::Orm(Library::Diesel));
+        assert_eq!(
+            emb.origin,
+            Origin::Orm {
+                library: Library::Diesel,
+                entity: None
+            }
+        );
         assert!(emb.text.is_empty() && emb.statement.is_none());
         let exec = emb.exec.as_ref().unwrap();
         assert_eq!(exec.executor, Executor::Connection);
@@ -1170,12 +1188,22 @@ mod tests {
             "a prelude alias names its module"
         );
         assert_eq!(sweep.filter.as_ref().unwrap().columns[0].name, "holder");
-        for st in &ir.sql.statements {
-            assert_eq!(
-                ir.embedded[st.embedded].origin,
-                Origin::Orm(Library::SeaOrm)
-            );
-        }
+        let origin = |st: &Statement| ir.embedded[st.embedded].origin.clone();
+        let sea_orm = |entity: Option<&str>| Origin::Orm {
+            library: Library::SeaOrm,
+            entity: entity.map(str::to_string),
+        };
+        assert_eq!(origin(renew), sea_orm(None), "declared here");
+        assert_eq!(origin(release), sea_orm(None));
+        assert_eq!(
+            origin(sweep),
+            sea_orm(Some("lease")),
+            "for the project to resolve"
+        );
+        assert_eq!(
+            ir.orm_tables,
+            [("job_lock".to_string(), "job_locks".to_string())]
+        );
     }
 
     #[test]
