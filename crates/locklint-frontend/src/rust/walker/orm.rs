@@ -1123,12 +1123,20 @@ mod tests {
                         .execute(conn).unwrap();
                     let mine = job_locks::table.filter(job_locks::name.eq(n));
                     diesel::delete(mine).execute(conn).unwrap();
+                    diesel::replace_into(job_locks::table)
+                        .values(job_locks::name.eq(n))
+                        .execute(conn).unwrap();
                 }}"
             ),
         );
-        let [ins, del] = ir.sql.statements.as_slice() else {
+        let [ins, del, replace] = ir.sql.statements.as_slice() else {
             panic!("{:#?}", ir.sql.statements)
         };
+        assert_eq!(
+            (replace.kind, replace.conflict),
+            (StatementKind::Insert, Conflict::Replace)
+        );
+        assert_eq!(replace.values[0].column, "name");
         assert_eq!(ins.conflict, Conflict::Ignore);
         assert_eq!(ins.values.len(), 2);
         assert_eq!(del.kind, StatementKind::Delete);
