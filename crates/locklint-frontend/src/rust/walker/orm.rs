@@ -917,7 +917,11 @@ impl FnWalker<'_> {
                 // SQL `NULL`: `None`, `Option::<String>::None`
                 syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "None") => {
                 }
-                syn::Expr::Path(p) if is_db_clock_path(&p.path) && !self.is_rust_value("now") => {
+                // `diesel::dsl::now` whatever the locals; a bare `now` unless a local holds it
+                syn::Expr::Path(p)
+                    if is_db_clock_path(&p.path)
+                        && (p.path.segments.len() > 1 || !self.is_rust_value("now")) =>
+                {
                     v.clock = true
                 }
                 // sea-orm: `Expr::current_timestamp()`, `Expr::value(x)`, `Expr::val(x)`
@@ -1108,6 +1112,23 @@ mod tests {
         assert_eq!(compared(st), [("expires_at".to_string(), CmpOp::Lt)]);
         let right = &st.filter.as_ref().unwrap().comparisons[0].right;
         assert!(right.clock && !right.param);
+        // a local `now` is the client's time; `diesel::dsl::now` stays the database's
+        let ir = analyze(
+            "locks.rs",
+            &format!(
+                "{DIESEL}fn f(conn: &mut PgConnection, n: &str) {{
+                    let now = chrono::Utc::now();
+                    diesel::update(job_locks::table.filter(job_locks::name.eq(n)))
+                        .set((job_locks::taken_at.eq(diesel::dsl::now), job_locks::expires_at.eq(now)))
+                        .execute(conn).unwrap();
+                }}"
+            ),
+        );
+        let [db, client] = &only(&ir).assignments[..] else {
+            panic!()
+        };
+        assert!(db.value.clock && !db.value.param);
+        assert!(client.value.bare_param && !client.value.clock);
     }
 
     #[test]
