@@ -8,7 +8,8 @@
 //!   .values(..)` (with `.on_conflict(..).do_nothing()`, `.on_conflict_do_nothing()`,
 //!   `.on_conflict(..).do_update().set(..)` and its `.filter(..)`), `replace_into`,
 //!   `insert_or_ignore_into`, run by `execute`, `get_result` or `get_results`; `T` is a table
-//!   (`locks::table`, `locks` from `dsl`) with `.filter(..)`s, or a local holding one.
+//!   (`locks::table`, `locks` from `dsl`) with `.filter(..)`s and `.find(key)` (the primary key
+//!   a `table!` of the file lists, else diesel's default `id`), or a local holding one.
 //! - sea-orm: `<entity>::update_many()`, `delete_many()`, `insert(am)`, `update(am)`,
 //!   `delete(am)` with `.filter(..)`, `.col_expr(..)`, `.set(am)`, `.on_conflict(OnConflict
 //!   ::column(..)..)`, run by `exec`; an `ActiveModel` literal (or a local bound to one) run by
@@ -40,6 +41,45 @@ pub struct OrmFile {
     /// The tables of the file's sea-orm entities (`#[sea_orm(table_name = "..")]`), by module:
     /// an inline module's name, or for the file's own items the module the file is.
     pub tables: Vec<(String, String)>,
+    /// The primary keys of the file's diesel tables (`diesel::table! { jobs (id) { .. } }`).
+    pub keys: Vec<(String, Vec<String>)>,
+}
+
+/// What `diesel::table!` declares: the table and its primary key (diesel's default `id` when
+/// none is listed).
+struct TableMacro {
+    table: String,
+    key: Vec<String>,
+}
+
+impl syn::parse::Parse for TableMacro {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        input.call(syn::Attribute::parse_outer)?;
+        let mut table: syn::Ident = input.parse()?;
+        // `schema.table`
+        while input.peek(syn::Token![.]) {
+            input.parse::<syn::Token![.]>()?;
+            table = input.parse()?;
+        }
+        let key = if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            let cols = syn::punctuated::Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(
+                &content,
+            )?;
+            cols.iter().map(|c| c.to_string()).collect()
+        } else {
+            vec!["id".to_string()]
+        };
+        let body;
+        syn::braced!(body in input);
+        body.parse::<proc_macro2::TokenStream>()?;
+        input.parse::<proc_macro2::TokenStream>()?;
+        Ok(TableMacro {
+            table: table.to_string(),
+            key,
+        })
+    }
 }
 
 impl OrmFile {
@@ -48,15 +88,28 @@ impl OrmFile {
         let diesel = lower.contains("diesel");
         let sea_orm = lower.contains("sea_orm");
         let mut tables = Vec::new();
-        if sea_orm {
+        let mut keys = Vec::new();
+        if sea_orm || diesel {
             let own = file_module(path);
             let mut todo: Vec<(String, &[syn::Item])> = vec![(own, items)];
             while let Some((module, items)) = todo.pop() {
                 for item in items {
                     match item {
-                        syn::Item::Struct(s) => {
+                        syn::Item::Struct(s) if sea_orm => {
                             if let Some(t) = table_name_attr(&s.attrs) {
                                 tables.push((module.clone(), t));
+                            }
+                        }
+                        syn::Item::Macro(m)
+                            if diesel
+                                && m.mac
+                                    .path
+                                    .segments
+                                    .last()
+                                    .is_some_and(|s| s.ident == "table") =>
+                        {
+                            if let Ok(t) = m.mac.parse_body::<TableMacro>() {
+                                keys.push((t.table, t.key));
                             }
                         }
                         syn::Item::Mod(m) => {
@@ -73,7 +126,17 @@ impl OrmFile {
             diesel,
             sea_orm,
             tables,
+            keys,
         }
+    }
+
+    /// The primary key of a diesel table: the one a `table!` of the file lists, else diesel's
+    /// default `id`.
+    fn key_of(&self, table: &str) -> Vec<String> {
+        self.keys
+            .iter()
+            .find(|(t, _)| t == table)
+            .map_or_else(|| vec!["id".to_string()], |(_, k)| k.clone())
     }
 
     /// The table of the sea-orm entity of `module`: its declared name, else the module's
@@ -385,7 +448,11 @@ impl FnWalker<'_> {
         let mut w = Write::new(Library::Diesel, kind, table);
         w.conflict = conflict;
         for f in filters {
-            self.filter_link(&mut w, f)?;
+            if f.method == "find" {
+                self.find_link(&mut w, f)?;
+            } else {
+                self.filter_link(&mut w, f)?;
+            }
         }
         // `on_conflict(..)` starts the upsert; a `set`/`filter` after `do_update` belongs to it
         let mut do_update = false;
@@ -434,7 +501,7 @@ impl FnWalker<'_> {
         let (base, links) = chain(self.held(e))?;
         if links
             .iter()
-            .any(|l| l.method != "filter" || l.args.len() != 1)
+            .any(|l| !(l.method == "filter" || l.method == "find") || l.args.len() != 1)
         {
             return None;
         }
@@ -449,6 +516,44 @@ impl FnWalker<'_> {
             _ => return None,
         };
         Some((table, links))
+    }
+
+    /// `.find(key)`: the primary key's columns equal to the values given (a tuple for a
+    /// composite key).
+    fn find_link(&self, w: &mut Write, link: &syn::ExprMethodCall) -> Option<()> {
+        let key = self.cx.orm.key_of(&w.table);
+        let values: Vec<&syn::Expr> = match strip(&link.args[0]) {
+            syn::Expr::Tuple(t) => t.elems.iter().collect(),
+            x => vec![x],
+        };
+        if values.len() != key.len() {
+            return None;
+        }
+        let mut columns = Vec::new();
+        let mut comparisons = Vec::new();
+        for (name, v) in key.into_iter().zip(values) {
+            let col = Col {
+                qualifier: None,
+                name,
+                incoming: false,
+            };
+            columns.push(col.clone());
+            comparisons.push(Cmp {
+                op: CmpOp::Eq,
+                left: Operand {
+                    columns: vec![col.clone()],
+                    bare: Some(col),
+                    span: Some(self.span_of(&link.method)),
+                    ..Default::default()
+                },
+                right: self.operand(v, &w.table),
+            });
+        }
+        let span = self
+            .span_of(&link.method)
+            .join(self.span_of(&link.paren_token.span.close()));
+        w.add_condition(span, columns, comparisons);
+        Some(())
     }
 
     /// `col.eq(v)`, or a tuple of them: the assignments of a diesel `set`.
@@ -1166,6 +1271,54 @@ mod tests {
     }
 
     #[test]
+    fn diesel_find_matches_the_primary_key() {
+        let ir = analyze(
+            "x.rs",
+            &format!(
+                "{DIESEL}
+                diesel::table! {{
+                    #[sql_name = \"job_locks\"]
+                    job_locks (name) {{ name -> Text, owner -> Text, }}
+                }}
+                table! {{ app.shard_locks (shard, name) {{ shard -> Int4, name -> Text, }} }}
+                fn f(conn: &mut PgConnection, n: &str, s: i32) {{
+                    diesel::delete(job_locks::table.find(n)).execute(conn).unwrap();
+                    diesel::update(jobs::table.find(7)).set(jobs::state.eq(\"done\")).execute(conn).unwrap();
+                    diesel::delete(shard_locks::table.find((s, n))).execute(conn).unwrap();
+                }}"
+            ),
+        );
+        let [lock, job, shard] = ir.sql.statements.as_slice() else {
+            panic!("{:#?}", ir.sql.statements)
+        };
+        assert_eq!(
+            compared(lock),
+            [("name".to_string(), CmpOp::Eq)],
+            "the listed key"
+        );
+        assert!(
+            lock.filter.as_ref().unwrap().comparisons[0]
+                .right
+                .bare_param
+        );
+        assert_eq!(
+            compared(job),
+            [("id".to_string(), CmpOp::Eq)],
+            "diesel's default key"
+        );
+        assert!(job.filter.as_ref().unwrap().comparisons[0]
+            .right
+            .is_constant());
+        assert_eq!(
+            compared(shard),
+            [
+                ("shard".to_string(), CmpOp::Eq),
+                ("name".to_string(), CmpOp::Eq)
+            ]
+        );
+    }
+
+    #[test]
     fn sea_orm_builders_and_active_models() {
         let ir = analyze(
             "leases.rs",
@@ -1273,7 +1426,7 @@ mod tests {
             // a changeset built elsewhere, a condition it does not know, a found row
             "diesel::update(job_locks::table).set(&changes).execute(conn).unwrap();",
             "diesel::update(job_locks::table.filter(job_locks::name.like(n))).set(job_locks::owner.eq(n)).execute(conn).unwrap();",
-            "diesel::update(job_locks::table.find(n)).set(job_locks::owner.eq(n)).execute(conn).unwrap();",
+            "diesel::update(job_locks::table.find((n, n))).set(job_locks::owner.eq(n)).execute(conn).unwrap();",
             "diesel::delete(&row).execute(conn).unwrap();",
             // an active model whose type is not written
             "row.update(db).await.unwrap();",
