@@ -1,7 +1,8 @@
 //! Writes through ORMs end to end: a lease table written only through sea-orm builders (no SQL
 //! text, the table declared by an entity in another file) is in the audit's inventory with its
 //! acquire, renewal and release, and `check` agrees; fixes that edit SQL text are never offered
-//! for a statement read from an ORM call chain, so `--fix` leaves such files as they are.
+//! for a statement read from an ORM call chain, so `--fix` leaves such files as they are; every
+//! ORM fixture, clean ones included, has its writes read.
 
 use std::path::{Path, PathBuf};
 
@@ -135,4 +136,55 @@ fn fixes_never_edit_an_orm_chain() {
             "{f}"
         );
     }
+}
+
+/// The Rust files of an example (a file, or a directory's files at any depth).
+fn rust_files(example: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![example.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        if p.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Every ORM example (named `*_diesel`, `*_sea_orm`), good ones included, has its writes read:
+/// a clean example is clean because its writes are checked, not because they were not seen.
+#[test]
+fn every_orm_example_has_its_writes_read() {
+    use locklint::ir::source::SourceFile;
+    let mut examples = 0;
+    for rule in std::fs::read_dir(root().join("fixtures")).unwrap() {
+        let rule = rule.unwrap().path();
+        let Ok(entries) = std::fs::read_dir(&rule) else {
+            continue;
+        };
+        for example in entries {
+            let example = example.unwrap().path();
+            let name = example.file_name().unwrap().to_string_lossy().to_string();
+            let stem = name.split_once('.').map_or(name.as_str(), |(s, _)| s);
+            if !(stem.ends_with("_diesel") || stem.ends_with("_sea_orm")) {
+                continue;
+            }
+            examples += 1;
+            let writes: usize = rust_files(&example)
+                .into_iter()
+                .map(|f| {
+                    let text = std::fs::read_to_string(&f).unwrap();
+                    let ir = locklint::frontend::analyze(0, SourceFile::new(f, text));
+                    ir.sql
+                        .statements
+                        .iter()
+                        .filter(|st| st.is_write() && ir.embedded[st.embedded].is_orm())
+                        .count()
+                })
+                .sum();
+            assert!(writes > 0, "{}: no ORM write read", example.display());
+        }
+    }
+    assert!(examples >= 19, "{examples} ORM examples");
 }
