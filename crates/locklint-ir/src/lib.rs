@@ -642,6 +642,18 @@ pub struct Embedded {
     pub func: Option<usize>,
     /// The call that runs it.
     pub exec: Option<SqlExec>,
+    /// A write built with an ORM's query builder ([`Origin::Orm`]) has no text: the front-end
+    /// that read the call chain gives its statement here, and the SQL front-end moves it into
+    /// [`FileIr::sql`] in place of parsing a text.
+    #[serde(default)]
+    pub statement: Option<Box<sql::Statement>>,
+}
+
+impl Embedded {
+    /// Whether this is a statement read from an ORM call chain, with no SQL text to edit.
+    pub fn is_orm(&self) -> bool {
+        matches!(self.origin, Origin::Orm { .. })
+    }
 }
 
 /// Where an SQL or Lua text came from.
@@ -660,6 +672,15 @@ pub enum Origin {
     Method(String),
     /// The script of a Redis `EVAL` command.
     Eval,
+    /// A write built with an ORM's query builder (diesel's DSL, sea-orm's entities and active
+    /// models): no text, its statement read from the Rust call chain ([`Embedded::statement`]);
+    /// the embedded span is the chain. `entity`: the sea-orm entity module whose name the
+    /// statement's table stands in for, when the file does not declare that entity's table
+    /// (the project's [`FileIr::orm_tables`] may: `job_lock` → `job_locks`).
+    Orm {
+        library: Library,
+        entity: Option<String>,
+    },
 }
 
 /// The libraries whose functions take SQL or Lua text.
@@ -733,6 +754,10 @@ pub struct FileIr {
     pub problems: Vec<ParseProblem>,
     /// SQL and Lua texts in this file.
     pub embedded: Vec<Embedded>,
+    /// The tables this file's sea-orm entities declare (`#[sea_orm(table_name = "..")]`), by
+    /// the entity's module: an inline module's name, or the module the file is.
+    #[serde(default)]
+    pub orm_tables: Vec<(String, String)>,
     /// Parsed SQL (filled by the SQL front-end).
     pub sql: sql::SqlIr,
     /// Parsed Lua scripts (filled by the Lua front-end).
@@ -754,6 +779,7 @@ impl FileIr {
             field_types: Vec::new(),
             problems: Vec::new(),
             embedded: Vec::new(),
+            orm_tables: Vec::new(),
             sql: Default::default(),
             lua: Default::default(),
         }

@@ -100,6 +100,7 @@ pub fn collect(
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
         bodies,
+        orm: super::walker::orm::OrmFile::of(&lower, &file.path, &parsed.items),
     };
     let mut fns = Vec::new();
     walk_items(
@@ -112,6 +113,7 @@ pub fn collect(
     embed_static_scripts(file, &parsed.items, ir);
     embed_text_consts(file, &const_spans, ir);
     ir.functions = fns;
+    ir.orm_tables = cx.orm.tables.clone();
     for name in order {
         if let Some(k) = consts.get(&name) {
             ir.consts.push((name, k.clone()));
@@ -190,6 +192,7 @@ fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr)
                             origin: Origin::Library(Library::RedisScript),
                             func: None,
                             exec: None,
+                            statement: None,
                         });
                     }
                 }
@@ -252,6 +255,7 @@ fn embed_text_consts(
             origin: Origin::Const,
             func: None,
             exec: None,
+            statement: None,
         });
     }
 }

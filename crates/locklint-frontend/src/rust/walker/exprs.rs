@@ -432,6 +432,9 @@ impl FnWalker<'_> {
             );
             return;
         }
+        if self.orm_write(m, &u) {
+            return;
+        }
         self.conn_method(m, &u);
         if matches!(name.as_str(), "invoke" | "invoke_async") {
             self.script_invocation(m, u);

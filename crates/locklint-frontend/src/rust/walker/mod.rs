@@ -25,6 +25,7 @@ mod conns;
 mod embedded;
 mod exprs;
 mod flow;
+pub(super) mod orm;
 mod redis;
 
 use flow::{bounded, collect_uses};
@@ -56,6 +57,8 @@ pub struct FileCtx<'a> {
     pub const_spans: &'a HashMap<String, Span>,
     /// Function bodies left out of the file's tree, parsed when walked.
     pub bodies: &'a super::bodies::Bodies,
+    /// Whether the file names diesel or sea-orm, and its sea-orm entities' tables.
+    pub orm: orm::OrmFile,
 }
 
 /// Deeper expressions than this are not descended into.
