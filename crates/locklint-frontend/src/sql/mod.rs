@@ -9,6 +9,7 @@
 //! indexes.
 
 pub mod lex;
+mod same_row;
 pub mod statements;
 
 use locklint_ir::source::Span;

@@ -488,6 +488,18 @@ impl Context<'_> {
     /// Record what `st` does from its syntax tree; `false` when its expressions take more
     /// work than [`WORK_PER_TOKEN`] allows (the facts are then incomplete).
     fn facts(&self, st: &mut Statement, ast: &ast::Statement, toks: &[Token], base: usize) -> bool {
+        self.facts_with(st, ast, toks, base, &[])
+    }
+
+    /// [`Self::facts`] of a statement whose `WITH` queries are `ctes`.
+    fn facts_with(
+        &self,
+        st: &mut Statement,
+        ast: &ast::Statement,
+        toks: &[Token],
+        base: usize,
+        ctes: &[&ast::Cte],
+    ) -> bool {
         let lines = LineStarts::new(&self.text[base..toks.last().map(|t| t.end).unwrap_or(base)]);
         let ex = Exprs {
             cx: self,
@@ -603,6 +615,7 @@ impl Context<'_> {
                 }
                 if let Some(sel) = &up.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
+                    ex.same_row_guards(st, sel, ctes);
                 }
             }
             ast::Statement::Delete(del) => {
@@ -620,6 +633,7 @@ impl Context<'_> {
                 }
                 if let Some(sel) = &del.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
+                    ex.same_row_guards(st, sel, ctes);
                 }
             }
             ast::Statement::Query(q) => match q.body.as_ref() {
@@ -636,7 +650,8 @@ impl Context<'_> {
                             _ => None,
                         })
                         .collect();
-                    let ok = self.facts(st, inner, toks, base);
+                    let ctes: Vec<&ast::Cte> = q.with.iter().flat_map(|w| &w.cte_tables).collect();
+                    let ok = self.facts_with(st, inner, toks, base, &ctes);
                     for l in locks {
                         let into = st.row_lock.get_or_insert_with(RowLock::default);
                         into.tables.extend(l.tables);
@@ -907,7 +922,7 @@ fn is_sqlc_param(f: &ast::Function) -> bool {
 }
 
 /// The last part of a (possibly qualified) name, unquoted and lower case.
-fn object_name(n: &ast::ObjectName) -> String {
+pub(super) fn object_name(n: &ast::ObjectName) -> String {
     n.0.last()
         .and_then(|p| p.as_ident())
         .map(|i| i.value.to_lowercase())
@@ -1000,7 +1015,7 @@ impl LineStarts {
     }
 }
 
-struct Exprs<'c, 'a> {
+pub(super) struct Exprs<'c, 'a> {
     cx: &'c Context<'a>,
     lines: &'c LineStarts,
     base: usize,
@@ -1011,7 +1026,7 @@ struct Exprs<'c, 'a> {
 
 impl Exprs<'_, '_> {
     /// Spend `n` units of work; `false` once none is left.
-    fn spend(&self, n: usize) -> bool {
+    pub(super) fn spend(&self, n: usize) -> bool {
         let left = self.work.get().saturating_sub(n);
         self.work.set(left);
         left > 0
@@ -1078,7 +1093,7 @@ impl Exprs<'_, '_> {
         }
     }
 
-    fn value(&self, e: &Expr) -> Operand {
+    pub(super) fn value(&self, e: &Expr) -> Operand {
         self.value_at(e, true)
     }
 
@@ -1191,7 +1206,7 @@ impl Exprs<'_, '_> {
     }
 
     /// Columns and comparisons of a condition.
-    fn filter_of(&self, e: &Expr) -> (Vec<Col>, Vec<Cmp>) {
+    pub(super) fn filter_of(&self, e: &Expr) -> (Vec<Col>, Vec<Cmp>) {
         let columns = self.value(e).columns;
         let mut comparisons = Vec::new();
         let _ = ast::visit_expressions(e, |x| {

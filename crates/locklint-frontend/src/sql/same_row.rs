@@ -1,0 +1,201 @@
+//! Conditions a write checks on its own row through a subquery: `EXISTS (SELECT 1 FROM locks o
+//! WHERE o.name = locks.name AND o.owner = $2)`, `name IN (SELECT name FROM mine)` where `mine`
+//! is a `WITH` query of the written table (or the table itself). The subquery reads the same
+//! row as the write (correlated on one column, or selecting the column the write matches), so
+//! its comparisons are the write's, as if written in its `WHERE`.
+
+use super::statements::{object_name, Exprs};
+use locklint_ir::sql::{Cmp, Col, Statement};
+use sqlparser::ast::{self as ast, Expr};
+use std::ops::ControlFlow;
+
+impl Exprs<'_, '_> {
+    /// Add to the write's filter the comparisons of the subqueries of `selection` that read
+    /// its own row; `ctes` are the statement's `WITH` queries.
+    pub(super) fn same_row_guards(&self, st: &mut Statement, selection: &Expr, ctes: &[&ast::Cte]) {
+        let (Some(table), Some(target)) = (st.table.clone(), st.names.first().cloned()) else {
+            return;
+        };
+        let mut found: Vec<(Vec<Col>, Vec<Cmp>)> = Vec::new();
+        let _ = ast::visit_expressions(selection, |x| {
+            if !self.spend(1) {
+                return ControlFlow::Break(());
+            }
+            let guard = match x {
+                Expr::Exists {
+                    subquery,
+                    negated: false,
+                } => self.exists_guard(st, &table, subquery),
+                Expr::In {
+                    expr,
+                    target: ast::InTarget::Subquery(subquery),
+                    negated: false,
+                    ..
+                } => self.in_guard(st, &table, expr, subquery, ctes),
+                _ => None,
+            };
+            found.extend(guard);
+            ControlFlow::<()>::Continue(())
+        });
+        let Some(filter) = st.filter.as_mut() else {
+            return;
+        };
+        for (columns, comparisons) in found {
+            let (columns, comparisons) = columns_as(columns, comparisons, &target);
+            filter.columns.extend(columns);
+            filter.comparisons.extend(comparisons);
+        }
+    }
+
+    /// `EXISTS (SELECT .. FROM <table> a WHERE a.c = <target>.c AND ..)`: the subquery's
+    /// conditions, its alias's columns named as the target's.
+    fn exists_guard(
+        &self,
+        st: &Statement,
+        table: &str,
+        subquery: &ast::Query,
+    ) -> Option<(Vec<Col>, Vec<Cmp>)> {
+        let (select, from, alias) = single_table(subquery)?;
+        if from != table || alias == from {
+            return None;
+        }
+        let (columns, comparisons) = self.filter_of(select.selection.as_ref()?);
+        let correlated = comparisons.iter().any(|k| {
+            let (Some(l), Some(r)) = (&k.left.bare, &k.right.bare) else {
+                return false;
+            };
+            let ours = |c: &Col| c.qualifier.as_deref() == Some(alias.as_str());
+            let theirs = |c: &Col| c.qualifier.is_some() && st.is_target(c);
+            l.name == r.name && ((ours(l) && theirs(r)) || (ours(r) && theirs(l)))
+        });
+        correlated.then(|| as_target(columns, comparisons, &alias))
+    }
+
+    /// `<target>.c IN (SELECT c FROM <table> WHERE ..)`, or `SELECT c FROM <cte>` with the
+    /// `WITH` query `<cte>` selecting `c` from the table: that query's conditions.
+    fn in_guard(
+        &self,
+        st: &Statement,
+        table: &str,
+        expr: &Expr,
+        subquery: &ast::Query,
+        ctes: &[&ast::Cte],
+    ) -> Option<(Vec<Col>, Vec<Cmp>)> {
+        let column = self.value(expr).bare.filter(|c| st.is_target(c))?;
+        let (select, from, _) = single_table(subquery)?;
+        let source = if from == table {
+            select
+        } else {
+            let cte = ctes
+                .iter()
+                .find(|c| c.alias.name.value.to_lowercase() == from)?;
+            if selected_column(select)? != column.name {
+                return None;
+            }
+            let (inner, inner_from, _) = single_table(&cte.query)?;
+            if inner_from != table {
+                return None;
+            }
+            inner
+        };
+        if selected_column(source)? != column.name {
+            return None;
+        }
+        let (_, _, alias) = single_table_of(source)?;
+        let (columns, comparisons) = self.filter_of(source.selection.as_ref()?);
+        Some(as_target(columns, comparisons, &alias))
+    }
+}
+
+/// Comparisons whose columns of `alias` are marked as the subquery's own (named as the
+/// target's by [`columns_as`]).
+fn as_target(
+    mut columns: Vec<Col>,
+    mut comparisons: Vec<Cmp>,
+    alias: &str,
+) -> (Vec<Col>, Vec<Cmp>) {
+    let mark = |c: &mut Col| {
+        if c.qualifier.as_deref() == Some(alias) {
+            c.qualifier = Some(SUBQUERY.to_string());
+        }
+    };
+    columns.iter_mut().for_each(mark);
+    for k in comparisons.iter_mut() {
+        k.left.columns.iter_mut().for_each(mark);
+        k.right.columns.iter_mut().for_each(mark);
+        if let Some(b) = k.left.bare.as_mut() {
+            mark(b);
+        }
+        if let Some(b) = k.right.bare.as_mut() {
+            mark(b);
+        }
+    }
+    (columns, comparisons)
+}
+
+/// The qualifier given to a subquery's own columns until they are named as the target's.
+const SUBQUERY: &str = "\u{0}subquery";
+
+/// The subquery's own columns named as the write's target (`target`); its unqualified
+/// columns are its own table's, which is the target's too.
+fn columns_as(
+    mut columns: Vec<Col>,
+    mut comparisons: Vec<Cmp>,
+    target: &str,
+) -> (Vec<Col>, Vec<Cmp>) {
+    let name = |c: &mut Col| {
+        if c.qualifier.as_deref() == Some(SUBQUERY) {
+            c.qualifier = Some(target.to_string());
+        }
+    };
+    columns.iter_mut().for_each(name);
+    for k in comparisons.iter_mut() {
+        k.left.columns.iter_mut().for_each(name);
+        k.right.columns.iter_mut().for_each(name);
+        if let Some(b) = k.left.bare.as_mut() {
+            name(b);
+        }
+        if let Some(b) = k.right.bare.as_mut() {
+            name(b);
+        }
+    }
+    (columns, comparisons)
+}
+
+/// A query that selects from one table with no join: its `SELECT`, the table and its alias
+/// (the table's name without one).
+fn single_table(q: &ast::Query) -> Option<(&ast::Select, String, String)> {
+    match q.body.as_ref() {
+        ast::SetExpr::Select(select) => single_table_of(select).map(|(_, t, a)| (&**select, t, a)),
+        _ => None,
+    }
+}
+
+fn single_table_of(select: &ast::Select) -> Option<(&ast::Select, String, String)> {
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() {
+        return None;
+    }
+    let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+        return None;
+    };
+    let table = object_name(name);
+    let alias = alias
+        .as_ref()
+        .map_or_else(|| table.clone(), |a| a.name.value.to_lowercase());
+    Some((select, table, alias))
+}
+
+/// The one column a `SELECT` selects, by name.
+fn selected_column(select: &ast::Select) -> Option<String> {
+    let [ast::SelectItem::UnnamedExpr(e)] = select.projection.as_slice() else {
+        return None;
+    };
+    match e {
+        Expr::Identifier(i) => Some(i.value.to_lowercase()),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.to_lowercase()),
+        _ => None,
+    }
+}
