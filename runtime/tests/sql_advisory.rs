@@ -549,3 +549,82 @@ async fn advisory_locker_implements_the_lock_trait() {
     c.unlock().await.unwrap();
     db.cleanup().await;
 }
+
+/// `advisory-lock-unbalanced` on a PL/pgSQL body that raises between its session lock and
+/// its unlock: the error ends the function, the rollback does not release a session lock, and
+/// the connection keeps holding it; the transaction-level form is released with the rollback.
+#[tokio::test]
+async fn a_session_lock_outlives_an_error_raised_before_its_unlock() {
+    let db = pg().await;
+    let mut conn = db.connect().await;
+    for (name, lock, unlock) in [
+        (
+            "settle_session",
+            "pg_advisory_lock",
+            "PERFORM pg_advisory_unlock(p_key);",
+        ),
+        ("settle_xact", "pg_advisory_xact_lock", ""),
+    ] {
+        sqlx::raw_sql(&format!(
+            "CREATE FUNCTION {name}(p_key bigint) RETURNS void AS $$
+             BEGIN
+                 PERFORM {lock}(p_key);
+                 RAISE EXCEPTION 'the work failed';
+                 {unlock}
+             END;
+             $$ LANGUAGE plpgsql"
+        ))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let held = |key: i64| {
+        format!(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() \
+             AND ((classid::bigint << 32) | objid::bigint) = {key}"
+        )
+    };
+    let key = i64::from(test_key().0 as i32).abs();
+    let err = sqlx::query("SELECT settle_session($1)")
+        .bind(key)
+        .execute(&mut conn)
+        .await;
+    assert!(err.is_err(), "the function raises");
+    let count: i64 = sqlx::query_scalar(&held(key))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count, 1, "the session lock is still held after the error");
+    let mut other = db.connect().await;
+    let free: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(key)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert!(!free, "another session cannot take it");
+    let _: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
+        .bind(key)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+
+    let err = sqlx::query("SELECT settle_xact($1)")
+        .bind(key)
+        .execute(&mut conn)
+        .await;
+    assert!(err.is_err(), "the function raises");
+    let count: i64 = sqlx::query_scalar(&held(key))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count, 0, "the transaction-level lock ended with the error");
+    let free: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(key)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert!(free, "another session takes it");
+    drop(conn);
+    drop(other);
+    db.cleanup().await;
+}

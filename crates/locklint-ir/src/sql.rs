@@ -66,6 +66,9 @@ pub enum StatementKind {
     Perform,
     /// `CREATE TABLE`, `ALTER TABLE`, `CREATE INDEX` ...
     Ddl,
+    /// A PL/pgSQL `RAISE` that ends the routine with an error (`RAISE EXCEPTION`, `RAISE
+    /// 'message'`, a bare `RAISE`), in a body without an `EXCEPTION` handler.
+    Raise,
     Other,
 }
 

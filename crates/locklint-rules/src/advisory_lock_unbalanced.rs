@@ -52,6 +52,55 @@ fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
     )
 }
 
+/// A session lock of a PL/pgSQL body that is unlocked later in the body, with an error raised
+/// between the two: the error ends the routine before its unlock.
+fn raised_before_unlock(file: &FileIr, a: &Advisory, raise: &Statement) -> Diagnostic {
+    let unlock = unlock_name(a);
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        a.span,
+        "still held if the body raises",
+        format!("session-level `{}` is still held when the function raises an error before its `{unlock}`: the error ends the function, and a session lock is not released by the rollback; it stays held for the life of the connection", a.name),
+        if a.named {
+            format!("release it with `{unlock}` in an `EXCEPTION` handler before raising again")
+        } else {
+            format!("take it with `pg_advisory_xact_lock` (released when the transaction ends, by commit or error), or call `{unlock}` in an `EXCEPTION WHEN OTHERS` handler before raising again")
+        },
+    );
+    d.related.push(related(
+        file,
+        raise.span,
+        "the function ends here with an error",
+    ));
+    d
+}
+
+/// The first error-raising statement after `statements[at]` in its PL/pgSQL body, before an
+/// unlock that releases `lock`.
+fn raise_before_unlock<'s>(
+    statements: &'s [Statement],
+    at: usize,
+    lock: &Advisory,
+) -> Option<&'s Statement> {
+    let st = &statements[at];
+    st.body?;
+    for later in statements.iter().skip(at + 1) {
+        if later.embedded != st.embedded || later.body != st.body {
+            break;
+        }
+        let mut unlocks = UnlockSet::default();
+        later.advisory.iter().for_each(|u| unlocks.add(u));
+        if unlocks.releases(lock) {
+            return None;
+        }
+        if later.kind == StatementKind::Raise {
+            return Some(later);
+        }
+    }
+    None
+}
+
 fn unlock_name(a: &Advisory) -> &'static str {
     if a.named {
         "RELEASE_LOCK"
@@ -133,7 +182,7 @@ impl Rule for AdvisoryLockUnbalanced {
         };
         let collections: Vec<bool> = file.embedded.iter().map(is_query_collection).collect();
         // SQL files (and PL/pgSQL bodies anywhere)
-        for st in &file.sql.statements {
+        for (at, st) in file.sql.statements.iter().enumerate() {
             let Some(e) = file.embedded.get(st.embedded) else {
                 continue;
             };
@@ -147,6 +196,8 @@ impl Rule for AdvisoryLockUnbalanced {
                     out.push(ignored(file, a, how));
                 } else if !released(a, e.func) {
                     out.push(never_unlocked(file, a));
+                } else if let Some(raise) = raise_before_unlock(&file.sql.statements, at, a) {
+                    out.push(raised_before_unlock(file, a, raise));
                 }
             }
         }

@@ -67,6 +67,7 @@ pub fn analyze(ir: &mut FileIr) {
             report,
             body_depth: 0,
             body: None,
+            handler: false,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))

@@ -101,6 +101,8 @@ pub struct Context<'a> {
     pub body_depth: usize,
     /// The function body being split: where its routine starts in the text.
     pub body: Option<usize>,
+    /// The body being split has an `EXCEPTION` handler.
+    pub handler: bool,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -187,14 +189,29 @@ impl Context<'_> {
             }
             self.body_depth += 1;
             let outer = self.body.replace(toks.first().map_or(0, |t| t.start));
+            let outer_handler = std::mem::replace(&mut self.handler, false);
+            let first = self.statements.len();
             for t in toks {
                 if let Tk::Dollar { body } = t.kind {
                     self.text_statements(body.0, body.1, true);
                 }
             }
+            if self.handler {
+                // an error raised in a body with a handler may be caught there
+                let body = self.body;
+                let mut i = 0;
+                self.statements.retain(|st| {
+                    i += 1;
+                    i <= first || !(st.kind == StatementKind::Raise && st.body == body)
+                });
+            }
+            self.handler = outer_handler;
             self.body = outer;
             self.body_depth -= 1;
             return;
+        }
+        if in_body && self.word(toks.first()) == "exception" {
+            self.handler = true;
         }
         let advisory_all = self.advisory(toks);
         let toks = if in_body {
@@ -215,6 +232,17 @@ impl Context<'_> {
                 a
             })
             .collect();
+        if in_body && w0 == "raise" {
+            if self.raises_error(toks) {
+                let mut st = self.blank(toks, in_body);
+                st.kind = StatementKind::Raise;
+                st.advisory = advisory;
+                self.statements.push(st);
+            } else {
+                self.push_other(toks, advisory, in_body);
+            }
+            return;
+        }
         if w0 == "perform" {
             let mut st = self.blank(toks, in_body);
             st.kind = StatementKind::Perform;
@@ -360,6 +388,17 @@ impl Context<'_> {
             }
         }
         (self.span(start, end), msg)
+    }
+
+    /// Whether a PL/pgSQL `RAISE` ends the routine with an error: a bare `RAISE` (re-raise),
+    /// `RAISE EXCEPTION`, or a `RAISE` without a level (`RAISE 'message'`, `RAISE SQLSTATE ..`,
+    /// `RAISE USING ..`, a condition name); not `RAISE NOTICE`, `WARNING`, `INFO`, `LOG`,
+    /// `DEBUG`.
+    fn raises_error(&self, toks: &[Token]) -> bool {
+        !matches!(
+            self.word(toks.get(1)).as_str(),
+            "debug" | "log" | "info" | "notice" | "warning"
+        )
     }
 
     /// Drop PL/pgSQL control words before a statement (`BEGIN`, `IF .. THEN`, `ELSE`, `LOOP`,
