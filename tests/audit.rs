@@ -49,6 +49,7 @@ const FIXTURES: &[&str] = &[
     "one-entry-per-lock",
     "facts-per-lock",
     "external-effects",
+    "held-scripts",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -183,6 +184,18 @@ const EXPECTED: &[(&str, &[Expected])] = &[
                 "advisory-transaction",
                 "unsafe-for-correctness",
             ),
+        ],
+    ),
+    (
+        "held-scripts",
+        &[
+            (
+                "lock:billing-run",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:ledger:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:payout:{}", "redis-set-nx-px", "fine-for-efficiency"),
         ],
     ),
 ];
@@ -533,6 +546,80 @@ fn check_and_audit_agree() {
             }
         }
     }
+}
+
+/// `(site, function, command, owner-checked)` of each release of a lock, sites relative to the
+/// fixture.
+fn releases(
+    doc: &serde_json::Value,
+    name: &str,
+    fixture: &str,
+) -> Vec<(String, String, String, bool)> {
+    lock(doc, name)["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                at(&r["site"], fixture),
+                r["function"].as_str().unwrap().to_string(),
+                r["command"].as_str().unwrap().to_string(),
+                r["owner_checked"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A compare-and-delete script kept in a `static LazyLock`, a `once_cell` `Lazy` or a struct
+/// field is the release of the lock it is run on, owner-checked, though the same file keeps a
+/// rate limiter's script that changes an expiry unchecked; a guard that the acquiring function
+/// builds with the key releases the lock from `release(self)` and from `Drop`. The rate limit
+/// and the cache entry a guard deletes when dropped are not locks.
+#[test]
+fn held_scripts_and_guards_release_their_locks() {
+    let f = "held-scripts";
+    let doc = json(f);
+    let kit = "crates/lockkit/src/lib.rs";
+    let owned = |s: &str, func: &str| {
+        (
+            s.to_string(),
+            func.to_string(),
+            "Lua script".to_string(),
+            true,
+        )
+    };
+    assert_eq!(
+        releases(&doc, "lock:billing-run", f),
+        [owned(&format!("{kit}:49"), "give_back")]
+    );
+    assert_eq!(
+        releases(&doc, "lock:ledger:{}", f),
+        [owned(&format!("{kit}:82"), "unlock")]
+    );
+    assert_eq!(
+        releases(&doc, "lock:payout:{}", f),
+        [
+            owned(&format!("{kit}:112"), "Held::release"),
+            owned(&format!("{kit}:122"), "Held::drop"),
+        ]
+    );
+    let billing = lock(&doc, "lock:billing-run");
+    assert_eq!(
+        billing["acquires"][0]["checked"], true,
+        "`if try_take(..).await? {{`"
+    );
+    let names: Vec<&str> = doc["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("ratelimit") && !n.contains("cache")),
+        "{names:?}"
+    );
 }
 
 /// Next steps name the site, what to write there and the `locklint-runtime` type, never

@@ -2,6 +2,8 @@
 //! acquires, releases, renewals, fences and the writes made while the lock is held.
 
 use super::chains::Chains;
+use super::guards::guard_releases;
+use super::scripts::{ScriptRole, Scripts};
 use super::*;
 use crate::ir::KeyIdentity;
 
@@ -98,10 +100,6 @@ fn client_compared(t: &Trace, o: &TraceOp) -> bool {
         .any(|r| r.op.kind == OpKind::Read && t.same_key(r, o) && o.deps.contains(&r.op.id))
 }
 
-fn script_is_renewal(o: &TraceOp) -> bool {
-    vocabulary::names_renewal(&o.func.name)
-}
-
 pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
     // which op nodes are seen with a resolved template somewhere
     let mut resolved: HashSet<crate::ir::NodeId> = HashSet::new();
@@ -113,6 +111,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         }
     }
     let chains = Chains::new(project);
+    let scripts = Scripts::new(project.files);
     let mut groups: BTreeMap<String, Vec<(&Trace, &TraceOp)>> = BTreeMap::new();
     for t in &project.traces {
         for o in &t.ops {
@@ -206,24 +205,36 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     });
                 }
                 OpKind::Script => {
-                    let guarded = script_guarded(project, o);
-                    if script_is_renewal(o) {
-                        if !lock.renewals.iter().any(|r| r.site.same(&site)) {
-                            lock.renewals.push(Renewal {
-                                site,
-                                function: o.func.name.clone(),
-                                command: "Lua script".to_string(),
-                                owner_checked: guarded,
-                            });
+                    let facts = scripts.facts(o.op, o.func);
+                    if let Some((file, script)) = facts.script {
+                        // findings in the script's text are on this lock's path
+                        for (_, span) in &script.writes {
+                            push_site(&mut lock.op_sites, Site::new(&file.file, *span));
                         }
-                    } else if !lock.releases.iter().any(|r| r.site.same(&site)) {
-                        lock.releases.push(Release {
-                            site,
-                            function: o.func.name.clone(),
-                            command: "Lua script".to_string(),
-                            atomic: true,
-                            owner_checked: guarded,
-                        });
+                    }
+                    match facts.role {
+                        ScriptRole::Renewal => {
+                            if !lock.renewals.iter().any(|r| r.site.same(&site)) {
+                                lock.renewals.push(Renewal {
+                                    site,
+                                    function: o.func.name.clone(),
+                                    command: "Lua script".to_string(),
+                                    owner_checked: facts.guarded,
+                                });
+                            }
+                        }
+                        ScriptRole::Release => {
+                            if !lock.releases.iter().any(|r| r.site.same(&site)) {
+                                lock.releases.push(Release {
+                                    site,
+                                    function: o.func.name.clone(),
+                                    command: "Lua script".to_string(),
+                                    atomic: true,
+                                    owner_checked: facts.guarded,
+                                });
+                            }
+                        }
+                        ScriptRole::Other => {}
                     }
                 }
                 OpKind::Expire if project.facts.expiries_after_acquire.contains(&o.op.id) => {}
@@ -239,6 +250,33 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     });
                 }
                 _ => {}
+            }
+        }
+        // releases run by a guard the acquiring function builds with the key
+        for (_, o) in ops.iter().filter(|(_, o)| o.op.kind.is_acquire()) {
+            for g in guard_releases(project, &scripts, o) {
+                let site = Site::new(&g.file.file, g.op.span);
+                push_site(&mut lock.op_sites, site.clone());
+                if lock.releases.iter().any(|r| r.site.same(&site)) {
+                    continue;
+                }
+                let (command, atomic, owner_checked) = match g.op.kind {
+                    OpKind::Script => ("Lua script".to_string(), true, {
+                        scripts.facts(g.op, g.func).guarded
+                    }),
+                    OpKind::CompareDelete => (g.op.command.clone(), true, true),
+                    _ => (g.op.command.clone(), false, false),
+                };
+                lock.releases.push(Release {
+                    site,
+                    function: match &g.func.impl_type {
+                        Some(ty) => format!("{ty}::{}", g.func.name),
+                        None => g.func.name.clone(),
+                    },
+                    command,
+                    atomic,
+                    owner_checked,
+                });
             }
         }
         // the worst mechanism seen wins (one lock, several styles of taking it)
@@ -339,22 +377,4 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         out.push(lock);
     }
     out
-}
-
-/// Whether the Lua scripts of the file that holds a script op compare the lock's value before
-/// every `DEL`/expiry (taken per file: scripts are bound to keys at run time).
-fn script_guarded(project: &Project, o: &TraceOp) -> bool {
-    let Some(file) = project.files.get(o.op.id.file) else {
-        return false;
-    };
-    let scripts: Vec<_> = file
-        .lua
-        .scripts
-        .iter()
-        .filter(|s| !s.writes.is_empty())
-        .collect();
-    !scripts.is_empty()
-        && scripts
-            .iter()
-            .all(|s| s.writes.iter().all(|(w, _)| w.guarded))
 }

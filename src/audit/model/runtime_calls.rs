@@ -79,38 +79,32 @@ pub(super) struct RuntimeCalls {
 /// are not parsed, nor files without functions (among them those the engine's depth guard
 /// refused).
 pub(super) fn runtime_calls(files: &[FileIr]) -> Vec<RuntimeCalls> {
-    let work = || {
-        files
-            .iter()
-            .map(|f| {
-                if f.functions.is_empty() {
-                    return RuntimeCalls::default();
-                }
-                let calls = of_file(&f.file);
-                // the spans of this parse are no longer needed
-                proc_macro2::extra::invalidate_current_thread_spans();
-                calls
-            })
-            .collect()
-    };
-    crate::engine::on_large_stack(work)
-        .unwrap_or_else(|| vec![RuntimeCalls::default(); files.len()])
+    super::rust_pass::per_file(files, |f| f.file.text.contains(CRATE), of_parsed)
 }
 
+#[cfg(test)]
 fn of_file(file: &SourceFile) -> RuntimeCalls {
-    if !file.text.contains(CRATE) {
-        return RuntimeCalls::default();
-    }
-    let Ok(parsed) = syn::parse_file(&file.text) else {
-        return RuntimeCalls::default();
-    };
+    syn::parse_file(&file.text)
+        .map(|parsed| of_parsed(file, &parsed))
+        .unwrap_or_default()
+}
+
+fn of_parsed(file: &SourceFile, parsed: &syn::File) -> RuntimeCalls {
     let mut scope = Scope::default();
-    scope.visit_file(&parsed);
+    scope.visit_file(parsed);
+    // aliases of the file's top level, once the imports they name are known
+    for item in &parsed.items {
+        if let syn::Item::Type(t) = item {
+            if let Some(lock) = scope.type_item(&t.ty, &HashMap::new()) {
+                scope.aliases.insert(t.ident.to_string(), lock);
+            }
+        }
+    }
     let mut fields = Fields {
         scope: &scope,
         types: HashMap::new(),
     };
-    fields.visit_file(&parsed);
+    fields.visit_file(parsed);
     let mut calls = Calls {
         scope: &scope,
         fields: &fields.types,
@@ -118,7 +112,7 @@ fn of_file(file: &SourceFile) -> RuntimeCalls {
         frames: Vec::new(),
         out: RuntimeCalls::default(),
     };
-    calls.visit_file(&parsed);
+    calls.visit_file(parsed);
     calls.out
 }
 
@@ -132,6 +126,8 @@ struct Scope {
     names: HashMap<String, Vec<String>>,
     /// Paths whose items are all imported (`use locklint_runtime::table::*`).
     globs: Vec<Vec<String>>,
+    /// Type aliases of a lock type (`type Locker = RedisLocker<ConnectionManager>;`).
+    aliases: HashMap<String, Item>,
 }
 
 impl Scope {
@@ -228,6 +224,11 @@ impl Scope {
             syn::Type::Path(p) if p.qself.is_none() => {
                 if let Some(ident) = p.path.get_ident() {
                     if let Some(item) = generics.get(&ident.to_string()) {
+                        return Some(*item);
+                    }
+                }
+                if let [only] = p.path.segments.iter().collect::<Vec<_>>().as_slice() {
+                    if let Some(item) = self.aliases.get(&only.ident.to_string()) {
                         return Some(*item);
                     }
                 }
@@ -577,6 +578,20 @@ mod tests {
         );
         // only the constructor spelled from the crate
         assert_eq!(found, [("locklint_runtime".to_string(), Item::TableLock)]);
+    }
+
+    #[test]
+    fn aliases_of_a_lock_type_name_it() {
+        let found = locks(
+            "use locklint_runtime::redis_lock::RedisLocker;\n\
+             pub type Locker<C> = RedisLocker<C>;\n\
+             type Other = other::RedisLocker;\n\
+             async fn f(locker: &Locker<M>, other: &Other) {\n\
+                 locker.with_lock(\"a\", ttl, |l| async {}).await;\n\
+                 other.with_lock(\"b\", ttl, |l| async {}).await;\n\
+             }\n",
+        );
+        assert_eq!(found, [("with_lock".to_string(), Item::RedisLocker)]);
     }
 
     #[test]

@@ -1,0 +1,219 @@
+//! What a Rust file stores in statics and struct fields, for the audit: the Lua script each
+//! script holder runs (`static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(..))`,
+//! a `once_cell` `Lazy`, a struct field initialised with `Script::new(..)`), and the struct
+//! literals that store a local or parameter in a field (`Held { con, key, token }`), which is
+//! how a guard keeps the key of the lock it releases.
+
+use std::collections::HashMap;
+
+use syn::visit::Visit;
+
+use super::rust_pass::{end_offset, offset};
+use crate::ir::FileIr;
+use crate::source::{SourceFile, Span};
+
+/// The script a holder runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ScriptText {
+    /// The text is this `const`/`static` (`Script::new(RELEASE_LUA)`).
+    Named(String),
+    /// The text is the string literal at this span.
+    Literal(Span),
+    /// Holders of one name run different scripts.
+    Ambiguous,
+}
+
+/// A struct literal storing a plain name in a field: `Held { key, .. }`, `Held { key: key, .. }`.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    /// The struct (the impl's type for `Self { .. }`).
+    pub(super) ty: String,
+    pub(super) field: String,
+    /// The local or parameter stored.
+    pub(super) name: String,
+    /// Where the literal is.
+    pub(super) at: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct FileStores {
+    /// Script holders by name: statics, consts and struct fields.
+    pub(super) scripts: HashMap<String, ScriptText>,
+    pub(super) stored: Vec<Stored>,
+}
+
+/// What each file stores (by index in `files`); only files that build a `Script` or hold a
+/// script invocation are parsed.
+pub(super) fn stores(files: &[FileIr]) -> Vec<FileStores> {
+    super::rust_pass::per_file(
+        files,
+        |f| !f.lua.scripts.is_empty() || f.file.text.contains("Script"),
+        of_parsed,
+    )
+}
+
+fn of_parsed(file: &SourceFile, parsed: &syn::File) -> FileStores {
+    let mut v = Visitor {
+        file,
+        impl_type: Vec::new(),
+        out: FileStores::default(),
+    };
+    v.visit_file(parsed);
+    v.out
+}
+
+struct Visitor<'f> {
+    file: &'f SourceFile,
+    impl_type: Vec<Option<String>>,
+    out: FileStores,
+}
+
+impl Visitor<'_> {
+    fn hold(&mut self, name: String, text: ScriptText) {
+        let e = self.out.scripts.entry(name).or_insert_with(|| text.clone());
+        if *e != text {
+            *e = ScriptText::Ambiguous;
+        }
+    }
+}
+
+/// The script `Script::new(..)` builds somewhere in `e` (a `LazyLock::new(|| ..)`, a block).
+fn script_in(file: &SourceFile, e: &syn::Expr) -> Option<ScriptText> {
+    struct Find<'f> {
+        file: &'f SourceFile,
+        found: Option<ScriptText>,
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if self.found.is_some() {
+                return;
+            }
+            let is_new = matches!(&*c.func, syn::Expr::Path(p) if {
+                let s: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+                s.ends_with(&["Script".to_string(), "new".to_string()])
+            });
+            if is_new && c.args.len() == 1 {
+                self.found = match &c.args[0] {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(s),
+                        ..
+                    }) => Some(ScriptText::Literal(Span::new(
+                        offset(self.file, s.span()),
+                        end_offset(self.file, s.span()),
+                    ))),
+                    syn::Expr::Path(p) => p
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| ScriptText::Named(s.ident.to_string())),
+                    syn::Expr::Reference(r) => match &*r.expr {
+                        syn::Expr::Path(p) => p
+                            .path
+                            .segments
+                            .last()
+                            .map(|s| ScriptText::Named(s.ident.to_string())),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                return;
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut f = Find { file, found: None };
+    f.visit_expr(e);
+    f.found
+}
+
+fn type_name(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+impl<'ast> Visit<'ast> for Visitor<'_> {
+    fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        if let Some(text) = script_in(self.file, &s.expr) {
+            self.hold(s.ident.to_string(), text);
+        }
+        syn::visit::visit_item_static(self, s);
+    }
+
+    fn visit_item_const(&mut self, c: &'ast syn::ItemConst) {
+        if let Some(text) = script_in(self.file, &c.expr) {
+            self.hold(c.ident.to_string(), text);
+        }
+        syn::visit::visit_item_const(self, c);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        self.impl_type.push(type_name(&i.self_ty));
+        syn::visit::visit_item_impl(self, i);
+        self.impl_type.pop();
+    }
+
+    fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
+        let ty = match s.path.segments.last() {
+            Some(seg) if seg.ident == "Self" => self.impl_type.last().cloned().flatten(),
+            Some(seg) => Some(seg.ident.to_string()),
+            None => None,
+        };
+        let at = offset(self.file, s.brace_token.span.open());
+        for f in &s.fields {
+            let syn::Member::Named(field) = &f.member else {
+                continue;
+            };
+            if let Some(text) = script_in(self.file, &f.expr) {
+                self.hold(field.to_string(), text);
+            }
+            if let (Some(ty), syn::Expr::Path(p)) = (&ty, &f.expr) {
+                if let Some(name) = p.path.get_ident() {
+                    self.out.stored.push(Stored {
+                        ty: ty.clone(),
+                        field: field.to_string(),
+                        name: name.to_string(),
+                        at,
+                    });
+                }
+            }
+        }
+        syn::visit::visit_expr_struct(self, s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(text: &str) -> FileStores {
+        let file = SourceFile::new("x.rs".into(), text.to_string());
+        of_parsed(&file, &syn::parse_file(text).unwrap())
+    }
+
+    #[test]
+    fn holders_of_scripts_and_stored_names() {
+        let text = "static A: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));\n\
+                    static B: Lazy<redis::Script> = Lazy::new(|| redis::Script::new(\"return 1\"));\n\
+                    struct L { release: Script }\n\
+                    impl L { fn new() -> Self { Self { release: Script::new(&OTHER) } } }\n\
+                    fn other() -> M { M { release: Script::new(RELEASE_LUA), key, token: t } }\n\
+                    static C: LazyLock<Regex> = LazyLock::new(|| Regex::new(\"x\"));\n";
+        let s = of(text);
+        assert_eq!(s.scripts["A"], ScriptText::Named("RELEASE_LUA".into()));
+        let ScriptText::Literal(span) = s.scripts["B"] else {
+            panic!("{:?}", s.scripts["B"])
+        };
+        assert_eq!(&text[span.start..span.end], "\"return 1\"");
+        // two structs' `release` fields hold different scripts
+        assert_eq!(s.scripts["release"], ScriptText::Ambiguous);
+        assert!(!s.scripts.contains_key("C"));
+        let stored: Vec<(&str, &str, &str)> = s
+            .stored
+            .iter()
+            .map(|x| (x.ty.as_str(), x.field.as_str(), x.name.as_str()))
+            .collect();
+        assert_eq!(stored, [("M", "key", "key"), ("M", "token", "t")]);
+    }
+}
