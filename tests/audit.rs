@@ -50,6 +50,8 @@ const FIXTURES: &[&str] = &[
     "facts-per-lock",
     "external-effects",
     "held-scripts",
+    "runtime-wrappers",
+    "spin-and-helper-crate",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -196,6 +198,22 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ),
             ("lock:ledger:{}", "redis-set-nx-px", "no-lock-needed"),
             ("lock:payout:{}", "redis-set-nx-px", "fine-for-efficiency"),
+            ("lock:refund:{}", "redis-set-nx-px", "broken"),
+        ],
+    ),
+    (
+        "runtime-wrappers",
+        &[
+            ("settlement", "runtime-redis", "unsafe-for-correctness"),
+            ("reindex", "runtime-advisory", "unsafe-for-correctness"),
+            ("advisory(7301)", "advisory-session", "fine-for-correctness"),
+        ],
+    ),
+    (
+        "spin-and-helper-crate",
+        &[
+            ("lock:nightly-export", "redis-setnx-expire", "broken"),
+            ("lock:key-rotation", "redis-setnx-expire", "broken"),
         ],
     ),
 ];
@@ -599,7 +617,7 @@ fn held_scripts_and_guards_release_their_locks() {
     assert_eq!(
         releases(&doc, "lock:payout:{}", f),
         [
-            owned(&format!("{kit}:112"), "Held::release"),
+            owned(&format!("{kit}:112"), "release"),
             owned(&format!("{kit}:122"), "Held::drop"),
         ]
     );
@@ -620,6 +638,129 @@ fn held_scripts_and_guards_release_their_locks() {
             .all(|n| !n.contains("ratelimit") && !n.contains("cache")),
         "{names:?}"
     );
+}
+
+/// A `locklint-runtime` locker used in a wrapper of another crate: the lock is the name the
+/// wrapper's caller passes (through the call, from `main`), `with_lock` releases it on every
+/// exit and keeps it alive, and the work the caller hands it is what it protects. A name given
+/// to `AdvisoryLock::try_lock` as a const of another crate is resolved. A session advisory
+/// lock on a connection marked `close_on_drop()` is released when the connection is dropped:
+/// the session ends.
+#[test]
+fn runtime_wrappers_and_session_ends_are_seen() {
+    let f = "runtime-wrappers";
+    let doc = json(f);
+    let main = "crates/app/src/main.rs";
+    let settlement = lock(&doc, "settlement");
+    let acquire = &settlement["acquires"][0];
+    assert_eq!(at(&acquire["site"], f), "crates/platform/src/lib.rs:21");
+    assert_eq!(at(&acquire["called_from"][0], f), format!("{main}:14"));
+    assert_eq!(
+        releases(&doc, "settlement", f),
+        [(
+            "crates/platform/src/lib.rs:21".to_string(),
+            "exclusively".to_string(),
+            "with_lock (release on every exit)".to_string(),
+            true
+        )]
+    );
+    assert_eq!(settlement["renewed"], true);
+    assert_eq!(settlement["protects"][0]["target"], "UPDATE settlements");
+    assert_eq!(
+        at(&settlement["protects"][0]["site"], f),
+        format!("{main}:15")
+    );
+
+    let reindex = lock(&doc, "reindex");
+    assert_eq!(reindex["acquires"][0]["command"], "try_lock");
+    assert_eq!(at(&reindex["releases"][0]["site"], f), format!("{main}:31"));
+
+    assert_eq!(
+        releases(&doc, "advisory(7301)", f),
+        [(
+            format!("{main}:52"),
+            "compact".to_string(),
+            "session ends: `conn` dropped (close_on_drop: it closes)".to_string(),
+            true
+        )]
+    );
+    let table = audit(f, "table");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("advisory(7301) "))
+        .unwrap();
+    assert!(row.contains("owner-checked"), "{row}");
+}
+
+/// Spin locks (`while !con.set_nx(..)`) in a lock helper crate and inline in a binary's
+/// `main`-adjacent function: each is one lock named by the caller's literal, reached through
+/// the call from the binary.
+#[test]
+fn spin_locks_and_helper_crates_are_seen() {
+    let f = "spin-and-helper-crate";
+    let doc = json(f);
+    let export = lock(&doc, "lock:nightly-export");
+    let acquire = &export["acquires"][0];
+    assert_eq!(at(&acquire["site"], f), "crates/spinlock/src/lib.rs:17");
+    assert_eq!(acquire["checked"], true);
+    let via: Vec<String> = acquire["called_from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| at(s, f))
+        .collect();
+    assert!(
+        via.contains(&"crates/nightly/src/main.rs:18".to_string()),
+        "{via:?}"
+    );
+    assert_eq!(
+        releases(&doc, "lock:nightly-export", f),
+        [(
+            "crates/spinlock/src/lib.rs:27".to_string(),
+            "unlock".to_string(),
+            "Lua script".to_string(),
+            true
+        )]
+    );
+    let rotation = lock(&doc, "lock:key-rotation");
+    assert_eq!(
+        at(&rotation["acquires"][0]["site"], f),
+        "crates/nightly/src/main.rs:28"
+    );
+}
+
+/// Where `check` reports `unconditional-release`, the audit lists that release under the
+/// lock, not owner-checked: a plain `DEL` after a spin lock, and one in a guard's `Drop`.
+#[test]
+fn the_audit_shows_each_release_check_reports_unconditional() {
+    let mut seen = 0;
+    for f in ["spin-and-helper-crate", "held-scripts"] {
+        let path = format!("fixtures/audit/{f}");
+        let o = locklint(
+            &root(),
+            &["check", &path, "--project-root", &path, "--format", "json"],
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let doc = json(f);
+        for finding in report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["rule"] == "unconditional-release")
+        {
+            seen += 1;
+            let (file, line) = (&finding["path"], &finding["line"]);
+            let listed = doc["locks"].as_array().unwrap().iter().any(|l| {
+                l["releases"].as_array().unwrap().iter().any(|r| {
+                    r["site"]["path"] == *file
+                        && r["site"]["line"] == *line
+                        && r["owner_checked"] == false
+                })
+            });
+            assert!(listed, "{f}: no lock lists the release at {file}:{line}");
+        }
+    }
+    assert_eq!(seen, 2, "one unconditional release in each fixture");
 }
 
 /// Next steps name the site, what to write there and the `locklint-runtime` type, never

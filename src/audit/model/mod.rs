@@ -5,6 +5,7 @@
 
 mod advisory;
 mod advisory_keys;
+mod callers;
 mod chains;
 mod effects;
 mod guards;

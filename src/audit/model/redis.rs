@@ -89,6 +89,15 @@ fn ttl_of(chains: &Chains, o: &TraceOp) -> String {
     }
 }
 
+/// The function a release runs in, as the inventory names it: a `Drop` impl's `drop` with its
+/// type (`Held::drop`), any other by its name.
+fn release_function(f: &Function) -> String {
+    match &f.impl_type {
+        Some(ty) if f.name == "drop" => format!("{ty}::drop"),
+        _ => f.name.clone(),
+    }
+}
+
 fn op_site(o: &TraceOp) -> Site {
     Site::new(&o.file, o.op.span)
 }
@@ -198,7 +207,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     let client = client_compared(t, o);
                     lock.releases.push(Release {
                         site,
-                        function: o.func.name.clone(),
+                        function: release_function(o.func),
                         command: o.op.command.clone(),
                         atomic: compare || o.op.watched,
                         owner_checked: compare || o.op.watched || client,
@@ -227,7 +236,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                             if !lock.releases.iter().any(|r| r.site.same(&site)) {
                                 lock.releases.push(Release {
                                     site,
-                                    function: o.func.name.clone(),
+                                    function: release_function(o.func),
                                     command: "Lua script".to_string(),
                                     atomic: true,
                                     owner_checked: facts.guarded,
@@ -269,10 +278,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                 };
                 lock.releases.push(Release {
                     site,
-                    function: match &g.func.impl_type {
-                        Some(ty) => format!("{ty}::{}", g.func.name),
-                        None => g.func.name.clone(),
-                    },
+                    function: release_function(g.func),
                     command,
                     atomic,
                     owner_checked,
