@@ -590,7 +590,8 @@ fn releases(
 
 /// A compare-and-delete script kept in a `static LazyLock`, a `once_cell` `Lazy` or a struct
 /// field is the release of the lock it is run on, owner-checked, though the same file keeps a
-/// rate limiter's script that changes an expiry unchecked; a guard that the acquiring function
+/// rate limiter's script that changes an expiry unchecked; a compare-and-pexpire script is a
+/// renewal whatever its function is called; a guard that the acquiring function
 /// builds with the key releases the lock from `release(self)` and from `Drop`. The rate limit
 /// and the cache entry a guard deletes when dropped are not locks.
 #[test]
@@ -608,19 +609,31 @@ fn held_scripts_and_guards_release_their_locks() {
     };
     assert_eq!(
         releases(&doc, "lock:billing-run", f),
-        [owned(&format!("{kit}:49"), "give_back")]
+        [owned(&format!("{kit}:59"), "give_back")]
     );
     assert_eq!(
         releases(&doc, "lock:ledger:{}", f),
-        [owned(&format!("{kit}:82"), "unlock")]
+        [owned(&format!("{kit}:108"), "unlock")]
     );
     assert_eq!(
         releases(&doc, "lock:payout:{}", f),
         [
-            owned(&format!("{kit}:112"), "release"),
-            owned(&format!("{kit}:122"), "Held::drop"),
+            owned(&format!("{kit}:138"), "release"),
+            owned(&format!("{kit}:148"), "Held::drop"),
         ]
     );
+    // a compare-and-pexpire script run from `keep_alive` renews the lock, and what is written
+    // after it is still written under the lock
+    let billing = lock(&doc, "lock:billing-run");
+    assert_eq!(billing["renewals"][0]["function"], "keep_alive");
+    assert_eq!(billing["renewals"][0]["owner_checked"], true);
+    let targets: Vec<&str> = billing["protects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["INSERT billing_runs", "UPDATE billing_accounts"]);
     let billing = lock(&doc, "lock:billing-run");
     assert_eq!(
         billing["acquires"][0]["checked"], true,

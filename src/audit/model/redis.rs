@@ -40,10 +40,27 @@ fn is_bookkeeping(o: &TraceOp) -> bool {
     vocabulary::has_bookkeeping_word(&words_of(o))
 }
 
+/// Whether an operation ends the lock it is on: a delete, or a script that deletes (not one
+/// that only extends it).
+fn releases(scripts: &Scripts, o: &TraceOp) -> bool {
+    match o.op.kind {
+        OpKind::Delete | OpKind::CompareDelete => true,
+        OpKind::Script => scripts.facts(o.op, o.func).role == ScriptRole::Release,
+        _ => false,
+    }
+}
+
 /// Whether a fence minted at `x` (in trace `t`, inside the window of lock `name` opened at
 /// `start`) belongs to another lock: one of another name acquired after `start` and not
 /// released before `x` (the innermost lock held when it is minted).
-fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: &TraceOp) -> bool {
+fn fence_of_inner_lock(
+    chains: &Chains,
+    scripts: &Scripts,
+    t: &Trace,
+    name: &str,
+    start: usize,
+    x: &TraceOp,
+) -> bool {
     let group = |y: &TraceOp| redis_group(y, &chains.naming_key(y));
     t.ops.iter().any(|y| {
         y.is_lock && y.op.kind.is_acquire() && y.at.index > start && y.at.index <= x.at.index && {
@@ -51,10 +68,7 @@ fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: 
             other != name
                 && !t.ops.iter().any(|r| {
                     r.is_lock
-                        && matches!(
-                            r.op.kind,
-                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                        )
+                        && releases(scripts, r)
                         && r.at.index > y.at.index
                         && r.at.index < x.at.index
                         && group(r) == other
@@ -332,12 +346,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             let end = ops
                 .iter()
                 .filter(|(t2, r)| {
-                    std::ptr::eq(*t2, *t)
-                        && matches!(
-                            r.op.kind,
-                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                        )
-                        && r.at.index > start
+                    std::ptr::eq(*t2, *t) && releases(&scripts, r) && r.at.index > start
                 })
                 .map(|(_, r)| r.at.index)
                 .min()
@@ -347,7 +356,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     continue;
                 }
                 if x.op.kind == OpKind::Incr && is_fence_key(x) {
-                    if !fence_of_inner_lock(&chains, t, &lock.name, start, x) {
+                    if !fence_of_inner_lock(&chains, &scripts, t, &lock.name, start, x) {
                         push_site(&mut lock.fencing.minted, op_site(x));
                     }
                     continue;

@@ -25,6 +25,7 @@ pub(super) enum ScriptRole {
     Other,
 }
 
+#[derive(Clone, Copy)]
 pub(super) struct ScriptFacts<'a> {
     pub(super) role: ScriptRole,
     /// Every delete or expiry change is dominated by a check of the caller's token.
@@ -36,6 +37,8 @@ pub(super) struct ScriptFacts<'a> {
 pub(super) struct Scripts<'a> {
     files: &'a [FileIr],
     stores: Vec<FileStores>,
+    /// The facts of each invocation, once found.
+    known: std::cell::RefCell<HashMap<crate::ir::NodeId, ScriptFacts<'a>>>,
 }
 
 impl<'a> Scripts<'a> {
@@ -43,6 +46,7 @@ impl<'a> Scripts<'a> {
         Scripts {
             files,
             stores: super::stored::stores(files),
+            known: Default::default(),
         }
     }
 
@@ -101,6 +105,15 @@ impl<'a> Scripts<'a> {
 
     /// What the script invocation `op`, written in `func`, does to its key.
     pub(super) fn facts(&self, op: &Op, func: &Function) -> ScriptFacts<'a> {
+        if let Some(known) = self.known.borrow().get(&op.id) {
+            return *known;
+        }
+        let facts = self.find(op, func);
+        self.known.borrow_mut().insert(op.id, facts);
+        facts
+    }
+
+    fn find(&self, op: &Op, func: &Function) -> ScriptFacts<'a> {
         if let Some((file, s)) = self.script_of(op) {
             let role = if s.writes.iter().any(|(w, _)| w.kind == WriteKind::Release) {
                 ScriptRole::Release
