@@ -199,6 +199,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("lock:ledger:{}", "redis-set-nx-px", "no-lock-needed"),
             ("lock:payout:{}", "redis-set-nx-px", "fine-for-efficiency"),
             ("lock:refund:{}", "redis-set-nx-px", "broken"),
+            ("lock:invoice-rebuild:{}", "redis-set-nx-px", "broken"),
         ],
     ),
     (
@@ -591,7 +592,8 @@ fn releases(
 /// A compare-and-delete script kept in a `static LazyLock`, a `once_cell` `Lazy` or a struct
 /// field is the release of the lock it is run on, owner-checked, though the same file keeps a
 /// rate limiter's script that changes an expiry unchecked; a compare-and-pexpire script is a
-/// renewal whatever its function is called; a guard that the acquiring function
+/// renewal whatever its function is called, and a lock-named one that deletes without a check
+/// carries `check`'s finding in its text; a guard that the acquiring function
 /// builds with the key releases the lock from `release(self)` and from `Drop`. The rate limit
 /// and the cache entry a guard deletes when dropped are not locks.
 #[test]
