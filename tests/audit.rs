@@ -200,6 +200,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("lock:payout:{}", "redis-set-nx-px", "fine-for-efficiency"),
             ("lock:refund:{}", "redis-set-nx-px", "broken"),
             ("lock:invoice-rebuild:{}", "redis-set-nx-px", "broken"),
+            ("lock:period-close:{}", "redis-set-nx-px", "no-lock-needed"),
         ],
     ),
     (
@@ -593,9 +594,10 @@ fn releases(
 /// field is the release of the lock it is run on, owner-checked, though the same file keeps a
 /// rate limiter's script that changes an expiry unchecked; a compare-and-pexpire script is a
 /// renewal whatever its function is called, and a lock-named one that deletes without a check
-/// carries `check`'s finding in its text; a guard that the acquiring function
-/// builds with the key releases the lock from `release(self)` and from `Drop`. The rate limit
-/// and the cache entry a guard deletes when dropped are not locks.
+/// carries `check`'s finding in its text. A guard that the acquiring function builds with the
+/// key releases the lock from `release(self)` and from `Drop` (also through a local taken from
+/// the field for a task the `Drop` spawns). The rate limit and the cache entry a guard deletes
+/// when dropped are not locks.
 #[test]
 fn held_scripts_and_guards_release_their_locks() {
     let f = "held-scripts";
@@ -623,6 +625,11 @@ fn held_scripts_and_guards_release_their_locks() {
             owned(&format!("{kit}:138"), "release"),
             owned(&format!("{kit}:148"), "Held::drop"),
         ]
+    );
+    // a `Drop` that takes the key out of the field and hands the release to a task
+    assert_eq!(
+        releases(&doc, "lock:period-close:{}", f),
+        [owned(&format!("{kit}:188"), "AsyncHeld::drop")]
     );
     // a compare-and-pexpire script run from `keep_alive` renews the lock, and what is written
     // after it is still written under the lock

@@ -8,9 +8,9 @@ use super::scripts::Scripts;
 use super::*;
 use crate::ir::Op;
 
-/// The local or parameter an acquire's key is written as (`&key`, `key.as_str()`).
-fn key_variable(o: &TraceOp) -> Option<String> {
-    let text = o.file.snippet(o.op.key_span).trim();
+/// The local or parameter an operation's key is written as (`&key`, `key.as_str()`).
+fn key_variable(file: &crate::source::SourceFile, op: &Op) -> Option<String> {
+    let text = file.snippet(op.key_span).trim();
     let text = text.strip_prefix('&').unwrap_or(text).trim();
     let text = text
         .strip_suffix(".as_str()")
@@ -35,7 +35,7 @@ pub(super) fn guard_releases<'a>(
     scripts: &Scripts,
     o: &TraceOp,
 ) -> Vec<GuardRelease<'a>> {
-    let Some(var) = key_variable(o) else {
+    let Some(var) = key_variable(&o.file, o.op) else {
         return Vec::new();
     };
     let Some(stores) = scripts.stores(o.op.id.file) else {
@@ -48,12 +48,24 @@ pub(super) fn guard_releases<'a>(
         .iter()
         .filter(|s| s.name == var && s.at > o.op.span.start && s.at < whole.end)
     {
-        for file in project.files.iter() {
+        for (fi, file) in project.files.iter().enumerate() {
             for g in &file.functions {
                 let releases = g.name == "drop" || vocabulary::names_release(&g.name);
                 if g.impl_type.as_deref() != Some(s.ty.as_str()) || !releases {
                     continue;
                 }
+                // the field's value in a local of the method (a `Drop` that hands the
+                // release to a task)
+                let locals: Vec<&str> = scripts
+                    .stores(fi)
+                    .map(|st| {
+                        st.from_fields
+                            .iter()
+                            .filter(|x| x.ty == s.ty && x.func == g.name && x.field == s.field)
+                            .map(|x| x.local.as_str())
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 for e in &g.events {
                     let Event::Op(op) = e else { continue };
                     let deletes = matches!(
@@ -64,7 +76,9 @@ pub(super) fn guard_releases<'a>(
                         .key
                         .field
                         .as_ref()
-                        .is_some_and(|(ty, field)| *ty == s.ty && *field == s.field);
+                        .is_some_and(|(ty, field)| *ty == s.ty && *field == s.field)
+                        || key_variable(&file.file, op)
+                            .is_some_and(|v| locals.contains(&v.as_str()));
                     if deletes && on_field {
                         out.push(GuardRelease { file, func: g, op });
                     }

@@ -2,7 +2,9 @@
 //! script holder runs (`static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(..))`,
 //! a `once_cell` `Lazy`, a struct field initialised with `Script::new(..)`), and the struct
 //! literals that store a local or parameter in a field (`Held { con, key, token }`), which is
-//! how a guard keeps the key of the lock it releases.
+//! how a guard keeps the key of the lock it releases, and the locals a method of the guard
+//! takes from that field again (`let key = std::mem::take(&mut self.key);` in a `Drop` that
+//! hands the release to a task).
 
 use std::collections::HashMap;
 
@@ -35,19 +37,106 @@ pub(super) struct Stored {
     pub(super) at: usize,
 }
 
+/// A local of a method that holds a field of `self`: `let key = self.key.clone();`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FromField {
+    /// The impl's type.
+    pub(super) ty: String,
+    /// The method.
+    pub(super) func: String,
+    pub(super) local: String,
+    pub(super) field: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct FileStores {
     /// Script holders by name: statics, consts and struct fields.
     pub(super) scripts: HashMap<String, ScriptText>,
     pub(super) stored: Vec<Stored>,
+    pub(super) from_fields: Vec<FromField>,
 }
 
-/// What each file stores (by index in `files`); only files that build a `Script` or hold a
-/// script invocation are parsed.
+/// Methods that give the value they are called on, or a copy of it.
+const SAME_VALUE: &[&str] = &[
+    "clone",
+    "to_string",
+    "to_owned",
+    "into",
+    "as_str",
+    "as_ref",
+    "take",
+    "unwrap",
+];
+
+/// The name an expression stores when it is that name or a copy of it (`key`,
+/// `key.to_string()`, `&key`, `String::from(key)`).
+fn stored_name(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        syn::Expr::Reference(r) => stored_name(&r.expr),
+        syn::Expr::Paren(p) => stored_name(&p.expr),
+        syn::Expr::MethodCall(m)
+            if m.args.is_empty() && SAME_VALUE.contains(&m.method.to_string().as_str()) =>
+        {
+            stored_name(&m.receiver)
+        }
+        syn::Expr::Call(c) if c.args.len() == 1 => {
+            let from = matches!(&*c.func, syn::Expr::Path(p)
+                if p.path.segments.last().is_some_and(|s| s.ident == "from"));
+            if from {
+                stored_name(&c.args[0])
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The field of `self` an expression takes (`self.key`, `self.key.clone()`, `&self.key`,
+/// `std::mem::take(&mut self.key)`, `mem::replace(&mut self.key, ..)`).
+fn self_field(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Field(f) => match (&*f.base, &f.member) {
+            (syn::Expr::Path(p), syn::Member::Named(name)) if p.path.is_ident("self") => {
+                Some(name.to_string())
+            }
+            _ => None,
+        },
+        syn::Expr::Reference(r) => self_field(&r.expr),
+        syn::Expr::Paren(p) => self_field(&p.expr),
+        syn::Expr::MethodCall(m)
+            if m.args.is_empty() && SAME_VALUE.contains(&m.method.to_string().as_str()) =>
+        {
+            self_field(&m.receiver)
+        }
+        syn::Expr::Call(c) if !c.args.is_empty() => {
+            let takes = matches!(&*c.func, syn::Expr::Path(p)
+                if p.path.segments.last().is_some_and(|s| s.ident == "take" || s.ident == "replace"));
+            if takes {
+                self_field(&c.args[0])
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What each file stores (by index in `files`); only files that run Redis commands or build
+/// a `Script` are parsed.
 pub(super) fn stores(files: &[FileIr]) -> Vec<FileStores> {
     super::rust_pass::per_file(
         files,
-        |f| !f.lua.scripts.is_empty() || f.file.text.contains("Script"),
+        |f| {
+            !f.lua.scripts.is_empty()
+                || f.file.text.contains("Script")
+                || f.functions.iter().any(|g| {
+                    g.events
+                        .iter()
+                        .any(|e| matches!(e, crate::ir::Event::Op(_)))
+                })
+        },
         of_parsed,
     )
 }
@@ -56,6 +145,7 @@ fn of_parsed(file: &SourceFile, parsed: &syn::File) -> FileStores {
     let mut v = Visitor {
         file,
         impl_type: Vec::new(),
+        method: Vec::new(),
         out: FileStores::default(),
     };
     v.visit_file(parsed);
@@ -65,6 +155,8 @@ fn of_parsed(file: &SourceFile, parsed: &syn::File) -> FileStores {
 struct Visitor<'f> {
     file: &'f SourceFile,
     impl_type: Vec<Option<String>>,
+    /// The method being walked, in an impl.
+    method: Vec<String>,
     out: FileStores,
 }
 
@@ -154,6 +246,36 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
         self.impl_type.pop();
     }
 
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.method.push(f.sig.ident.to_string());
+        syn::visit::visit_impl_item_fn(self, f);
+        self.method.pop();
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        // a function inside a method is not the method
+        let outer = std::mem::take(&mut self.method);
+        syn::visit::visit_item_fn(self, f);
+        self.method = outer;
+    }
+
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        let ty = self.impl_type.last().cloned().flatten();
+        if let (Some(ty), Some(func), syn::Pat::Ident(p), Some(init)) =
+            (ty, self.method.last(), &l.pat, &l.init)
+        {
+            if let Some(field) = self_field(&init.expr) {
+                self.out.from_fields.push(FromField {
+                    ty,
+                    func: func.clone(),
+                    local: p.ident.to_string(),
+                    field,
+                });
+            }
+        }
+        syn::visit::visit_local(self, l);
+    }
+
     fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
         let ty = match s.path.segments.last() {
             Some(seg) if seg.ident == "Self" => self.impl_type.last().cloned().flatten(),
@@ -168,15 +290,13 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
             if let Some(text) = script_in(self.file, &f.expr) {
                 self.hold(field.to_string(), text);
             }
-            if let (Some(ty), syn::Expr::Path(p)) = (&ty, &f.expr) {
-                if let Some(name) = p.path.get_ident() {
-                    self.out.stored.push(Stored {
-                        ty: ty.clone(),
-                        field: field.to_string(),
-                        name: name.to_string(),
-                        at,
-                    });
-                }
+            if let (Some(ty), Some(name)) = (&ty, stored_name(&f.expr)) {
+                self.out.stored.push(Stored {
+                    ty: ty.clone(),
+                    field: field.to_string(),
+                    name,
+                    at,
+                });
             }
         }
         syn::visit::visit_expr_struct(self, s);
@@ -198,7 +318,12 @@ mod tests {
                     static B: Lazy<redis::Script> = Lazy::new(|| redis::Script::new(\"return 1\"));\n\
                     struct L { release: Script }\n\
                     impl L { fn new() -> Self { Self { release: Script::new(&OTHER) } } }\n\
-                    fn other() -> M { M { release: Script::new(RELEASE_LUA), key, token: t } }\n\
+                    fn other() -> M { M { release: Script::new(RELEASE_LUA), key, token: t.to_string(), n: f(x) } }\n\
+                    impl Drop for M { fn drop(&mut self) {\n\
+                        let key = std::mem::take(&mut self.key);\n\
+                        let token = self.token.clone();\n\
+                        let n = compute(self.n);\n\
+                    } }\n\
                     static C: LazyLock<Regex> = LazyLock::new(|| Regex::new(\"x\"));\n";
         let s = of(text);
         assert_eq!(s.scripts["A"], ScriptText::Named("RELEASE_LUA".into()));
@@ -215,5 +340,11 @@ mod tests {
             .map(|x| (x.ty.as_str(), x.field.as_str(), x.name.as_str()))
             .collect();
         assert_eq!(stored, [("M", "key", "key"), ("M", "token", "t")]);
+        let locals: Vec<(&str, &str, &str)> = s
+            .from_fields
+            .iter()
+            .map(|x| (x.func.as_str(), x.local.as_str(), x.field.as_str()))
+            .collect();
+        assert_eq!(locals, [("drop", "key", "key"), ("drop", "token", "token")]);
     }
 }
