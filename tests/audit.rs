@@ -207,6 +207,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
         "runtime-wrappers",
         &[
             ("settlement", "runtime-redis", "unsafe-for-correctness"),
+            ("sweeper", "runtime-redis", "unsafe-for-correctness"),
             ("reindex", "runtime-advisory", "unsafe-for-correctness"),
             ("advisory(7301)", "advisory-session", "fine-for-correctness"),
         ],
@@ -664,7 +665,8 @@ fn held_scripts_and_guards_release_their_locks() {
 
 /// A `locklint-runtime` locker used in a wrapper of another crate: the lock is the name the
 /// wrapper's caller passes (through the call, from `main`), `with_lock` releases it on every
-/// exit and keeps it alive, and the work the caller hands it is what it protects. A name given
+/// exit and keeps it alive, and the work the caller hands it is what it protects; the same for
+/// a locker kept in a field of a struct declared in another file. A name given
 /// to `AdvisoryLock::try_lock` as a const of another crate is resolved. A session advisory
 /// lock on a connection marked `close_on_drop()` is released when the connection is dropped:
 /// the session ends.
@@ -676,7 +678,7 @@ fn runtime_wrappers_and_session_ends_are_seen() {
     let settlement = lock(&doc, "settlement");
     let acquire = &settlement["acquires"][0];
     assert_eq!(at(&acquire["site"], f), "crates/platform/src/lib.rs:21");
-    assert_eq!(at(&acquire["called_from"][0], f), format!("{main}:14"));
+    assert_eq!(at(&acquire["called_from"][0], f), format!("{main}:17"));
     assert_eq!(
         releases(&doc, "settlement", f),
         [(
@@ -690,17 +692,27 @@ fn runtime_wrappers_and_session_ends_are_seen() {
     assert_eq!(settlement["protects"][0]["target"], "UPDATE settlements");
     assert_eq!(
         at(&settlement["protects"][0]["site"], f),
-        format!("{main}:15")
+        format!("{main}:18")
     );
+
+    // a locker kept in a field of a struct another file declares
+    let sweeper = lock(&doc, "sweeper");
+    assert_eq!(
+        at(&sweeper["acquires"][0]["site"], f),
+        "crates/app/src/jobs.rs:11"
+    );
+    assert_eq!(sweeper["renewed"], true);
+    assert_eq!(sweeper["releases"][0]["owner_checked"], true);
+    assert_eq!(sweeper["protects"][0]["target"], "DELETE sessions");
 
     let reindex = lock(&doc, "reindex");
     assert_eq!(reindex["acquires"][0]["command"], "try_lock");
-    assert_eq!(at(&reindex["releases"][0]["site"], f), format!("{main}:31"));
+    assert_eq!(at(&reindex["releases"][0]["site"], f), format!("{main}:36"));
 
     assert_eq!(
         releases(&doc, "advisory(7301)", f),
         [(
-            format!("{main}:52"),
+            format!("{main}:57"),
             "compact".to_string(),
             "session ends: `conn` dropped (close_on_drop: it closes)".to_string(),
             true

@@ -92,20 +92,55 @@ const RUNTIME_ACQUIRES: &[(Item, &[&str], Mechanism)] = &[
     ),
 ];
 
-/// The lock a call takes, if it is an acquisition.
+/// Struct fields of the crate's lock types, project-wide: `(struct, field)` → the type, from
+/// the fields the engine records (`FileIr.field_types`) whose type the struct's file names
+/// from the crate. A field of one name in two structs of one name with different types is left
+/// out.
+type LockFields = HashMap<(String, String), Option<Item>>;
+
+fn lock_fields(files: &[FileIr], runtime: &[RuntimeCalls]) -> LockFields {
+    let mut out: LockFields = HashMap::new();
+    for (file, rt) in files.iter().zip(runtime) {
+        for (owner, field, ty) in &file.field_types {
+            let Some(item) = rt.types.get(ty) else {
+                continue;
+            };
+            let e = out
+                .entry((owner.clone(), field.clone()))
+                .or_insert(Some(*item));
+            if *e != Some(*item) {
+                *e = None;
+            }
+        }
+    }
+    out
+}
+
+/// The lock a call takes, if it is an acquisition: a call on the crate's types in its file, a
+/// method called on a struct field of one of them (`state.locker.with_lock(..)`, the struct
+/// declared in another file), or a Redlock crate's.
 fn acquisition(
     file: &RuntimeCalls,
+    fields: &LockFields,
     apis: &[&LibraryLock],
     c: &crate::ir::Call,
 ) -> Option<Mechanism> {
-    if let Some(item) = file.locks.get(&c.span.start) {
-        return RUNTIME_ACQUIRES
+    let acquires = |item: &Item| {
+        RUNTIME_ACQUIRES
             .iter()
             .find(|(i, methods, _)| i == item && methods.contains(&c.name.as_str()))
-            .map(|(_, _, mechanism)| *mechanism);
+            .map(|(_, _, mechanism)| *mechanism)
+    };
+    if let Some(item) = file.locks.get(&c.span.start) {
+        return acquires(item);
     }
     if !c.method {
         return None;
+    }
+    if let Some(crate::ir::Receiver::Field { owner, field }) = c.receiver.as_deref() {
+        if let Some(Some(item)) = fields.get(&(owner.clone(), field.clone())) {
+            return acquires(item);
+        }
     }
     apis.iter()
         .find(|l| l.acquire.contains(&c.name.as_str()))
@@ -114,6 +149,7 @@ fn acquisition(
 
 pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
     let runtime = runtime_calls(project.files);
+    let fields = lock_fields(project.files, &runtime);
     let mut groups: BTreeMap<String, Lock> = BTreeMap::new();
     for (fi, (file, rt)) in project.files.iter().zip(&runtime).enumerate() {
         let text = &file.file.text;
@@ -121,7 +157,7 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
             .iter()
             .filter(|l| text.contains(l.marker) && text.contains(l.type_name))
             .collect();
-        if apis.is_empty() && rt.locks.is_empty() {
+        if apis.is_empty() && rt.locks.is_empty() && fields.is_empty() {
             continue;
         }
         for (fj, f) in file.functions.iter().enumerate() {
@@ -135,7 +171,7 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                 })
                 .collect();
             for c in &calls {
-                let Some(mech) = acquisition(rt, &apis, c) else {
+                let Some(mech) = acquisition(rt, &fields, &apis, c) else {
                     continue;
                 };
                 let func = FnId { file: fi, func: fj };

@@ -73,6 +73,9 @@ pub(super) struct RuntimeCalls {
     /// `FencedWrite::new(..)`, `FencedClaim::new(..)` and `claim_once(..)`: the writes the
     /// crate protects, with the span of the whole call.
     pub(super) writes: Vec<(Span, Item)>,
+    /// The names that stand for the crate's lock types in this file (imports, aliases), for
+    /// the fields other files call methods on.
+    pub(super) types: HashMap<String, Item>,
 }
 
 /// The runtime calls of each file (by index in `files`). Files that cannot name the crate
@@ -100,6 +103,12 @@ fn of_parsed(file: &SourceFile, parsed: &syn::File) -> RuntimeCalls {
             }
         }
     }
+    let types: HashMap<String, Item> = scope
+        .names
+        .keys()
+        .chain(scope.aliases.keys())
+        .filter_map(|name| Some((name.clone(), scope.lock_type_named(name)?)))
+        .collect();
     let mut fields = Fields {
         scope: &scope,
         types: HashMap::new(),
@@ -113,6 +122,7 @@ fn of_parsed(file: &SourceFile, parsed: &syn::File) -> RuntimeCalls {
         out: RuntimeCalls::default(),
     };
     calls.visit_file(parsed);
+    calls.out.types = types;
     calls.out
 }
 
@@ -211,6 +221,28 @@ impl Scope {
             .iter()
             .find(|(m, n, _)| m == module && n == name)
             .map(|(_, _, item)| (*item, rest.to_vec()))
+    }
+
+    /// The lock type a name stands for in this file (`RedisLocker`, an alias of it).
+    fn lock_type_named(&self, name: &str) -> Option<Item> {
+        let item = match self.aliases.get(name) {
+            Some(item) => *item,
+            None => {
+                let (item, rest) = self.resolve(&syn::Path::from(syn::Ident::new(
+                    name,
+                    proc_macro2::Span::call_site(),
+                )))?;
+                if !rest.is_empty() {
+                    return None;
+                }
+                item
+            }
+        };
+        (!matches!(
+            item,
+            Item::FencedWrite | Item::FencedClaim | Item::ClaimOnce
+        ))
+        .then_some(item)
     }
 
     /// The lock type a type names: `TableLock`, `&RedisLocker<C>`, `Arc<AdvisoryLocker>`,
@@ -592,6 +624,25 @@ mod tests {
              }\n",
         );
         assert_eq!(found, [("with_lock".to_string(), Item::RedisLocker)]);
+    }
+
+    #[test]
+    fn the_names_of_lock_types_a_file_declares_fields_with() {
+        let text = "use locklint_runtime::redis_lock::RedisLocker;\n\
+                    use locklint_runtime::fence::FencedWrite;\n\
+                    use other::TableLock;\n\
+                    pub type Locker = RedisLocker<M>;\n\
+                    pub struct State { pub locker: Locker, pub locks: TableLock }\n";
+        let file = SourceFile::new("x.rs".into(), text.to_string());
+        let mut types: Vec<(String, Item)> = of_file(&file).types.into_iter().collect();
+        types.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            types,
+            [
+                ("Locker".to_string(), Item::RedisLocker),
+                ("RedisLocker".to_string(), Item::RedisLocker),
+            ]
+        );
     }
 
     #[test]

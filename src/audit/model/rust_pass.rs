@@ -6,8 +6,8 @@ use crate::ir::FileIr;
 use crate::source::SourceFile;
 
 /// `pass` over every file `wanted` selects (the others get `T::default()`), by index in
-/// `files`. Files without functions are skipped (among them those the engine's depth guard
-/// refused), and files that do not parse.
+/// `files`. Files the engine could not parse are skipped (among them those its depth guard
+/// refused: nothing of them was analysed), and files that do not parse.
 pub(super) fn per_file<T: Default + Clone + Send>(
     files: &[FileIr],
     wanted: impl Fn(&FileIr) -> bool + Sync,
@@ -17,7 +17,7 @@ pub(super) fn per_file<T: Default + Clone + Send>(
         files
             .iter()
             .map(|f| {
-                if f.functions.is_empty() || !wanted(f) {
+                if (f.functions.is_empty() && !f.problems.is_empty()) || !wanted(f) {
                     return T::default();
                 }
                 let Ok(parsed) = syn::parse_file(&f.file.text) else {
