@@ -4,7 +4,8 @@
 //! the text, a `static LazyLock<Script>` or `once_cell` `Lazy` built from it, a struct field
 //! initialised with `Script::new(..)` ([`super::stored`]), or a local. The script is looked up
 //! among the scripts of the invocation's file by that name, then, for a constant's name
-//! (`RELEASE_LOCK`), among those of every file. When the name says nothing (or several
+//! (`RELEASE_LOCK`, or the constant a holder of the file is built from), among those of every
+//! file. When the name says nothing (or several
 //! scripts), the file's scripts are taken together: the invocation releases with an owner
 //! check only when every script of the file that deletes or expires a key checks the owner
 //! first.
@@ -92,9 +93,18 @@ impl<'a> Scripts<'a> {
             .into_iter()
             .map(|s| (fi, s))
             .collect();
-        if found.is_empty() && crate::ir::names::is_constant_name(name) {
-            for (fj, _) in self.files.iter().enumerate().filter(|(fj, _)| *fj != fi) {
-                found.extend(self.named_in(fj, name).into_iter().map(|s| (fj, s)));
+        // a constant of another file: the holder itself (`use crate::scripts::RELEASE;`), or
+        // the text a holder of this file is built from (`Script::new(scripts::RELEASE_LUA)`)
+        let elsewhere = match self.stores.get(fi).and_then(|s| s.scripts.get(name)) {
+            None => Some(name),
+            Some(ScriptText::Named(text)) => Some(text.as_str()),
+            Some(_) => None,
+        };
+        if let Some(wanted) = elsewhere.filter(|n| crate::ir::names::is_constant_name(n)) {
+            if found.is_empty() {
+                for (fj, _) in self.files.iter().enumerate().filter(|(fj, _)| *fj != fi) {
+                    found.extend(self.named_in(fj, wanted).into_iter().map(|s| (fj, s)));
+                }
             }
         }
         match found.as_slice() {
