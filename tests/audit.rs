@@ -201,6 +201,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("lock:refund:{}", "redis-set-nx-px", "broken"),
             ("lock:invoice-rebuild:{}", "redis-set-nx-px", "broken"),
             ("lock:period-close:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:export:{}", "redis-set-nx-px", "fine-for-efficiency"),
         ],
     ),
     (
@@ -596,9 +597,9 @@ fn releases(
 /// rate limiter's script that changes an expiry unchecked; a compare-and-pexpire script is a
 /// renewal whatever its function is called, and a lock-named one that deletes without a check
 /// carries `check`'s finding in its text. A guard that the acquiring function builds with the
-/// key releases the lock from `release(self)` and from `Drop` (also through a local taken from
-/// the field for a task the `Drop` spawns). The rate limit and the cache entry a guard deletes
-/// when dropped are not locks.
+/// key, or passes it to the constructor that does, releases the lock from `release(self)`,
+/// `unlock(self)` and `Drop` (also through a local taken from the field for a task the `Drop`
+/// spawns). The rate limit and the cache entry a guard deletes when dropped are not locks.
 #[test]
 fn held_scripts_and_guards_release_their_locks() {
     let f = "held-scripts";
@@ -631,6 +632,11 @@ fn held_scripts_and_guards_release_their_locks() {
     assert_eq!(
         releases(&doc, "lock:period-close:{}", f),
         [owned(&format!("{kit}:188"), "AsyncHeld::drop")]
+    );
+    // a guard built by its constructor (`ExportGuard::new(con, key, token)`)
+    assert_eq!(
+        releases(&doc, "lock:export:{}", f),
+        [owned(&format!("{kit}:241"), "unlock")]
     );
     // a compare-and-pexpire script run from `keep_alive` renews the lock, and what is written
     // after it is still written under the lock

@@ -29,6 +29,53 @@ pub(super) struct GuardRelease<'a> {
     pub(super) op: &'a Op,
 }
 
+/// The struct fields the key `var` of the acquire `o` is stored in after it: by a struct
+/// literal in the acquiring function, or through a constructor it calls (`Guard::new(con,
+/// key, token)`) whose literal stores that parameter.
+fn guard_fields(
+    project: &Project,
+    scripts: &Scripts,
+    o: &TraceOp,
+    var: &str,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let whole = o.func.whole;
+    let after = |at: usize| at > o.op.span.start && at < whole.end;
+    if let Some(stores) = scripts.stores(o.op.id.file) {
+        for s in stores
+            .stored
+            .iter()
+            .filter(|s| s.name == var && after(s.at))
+        {
+            out.push((s.ty.clone(), s.field.clone()));
+        }
+    }
+    let passed = scripts
+        .stores(o.op.id.file)
+        .map(|s| s.passed.as_slice())
+        .unwrap_or_default();
+    for c in passed.iter().filter(|p| p.name == var && after(p.at)) {
+        for (fi, file) in project.files.iter().enumerate() {
+            let Some(stores) = scripts.stores(fi) else {
+                continue;
+            };
+            for s in stores.stored.iter().filter(|s| s.ty == c.ty) {
+                let stores_param = file.functions.iter().any(|g| {
+                    g.impl_type.as_deref() == Some(c.ty.as_str())
+                        && g.name == c.func
+                        && g.whole.start <= s.at
+                        && s.at < g.whole.end
+                        && g.params.get(c.index) == Some(&s.name)
+                });
+                if stores_param {
+                    out.push((s.ty.clone(), s.field.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The releases guards run for the lock the acquire `o` takes.
 pub(super) fn guard_releases<'a>(
     project: &'a Project,
@@ -38,20 +85,15 @@ pub(super) fn guard_releases<'a>(
     let Some(var) = key_variable(&o.file, o.op) else {
         return Vec::new();
     };
-    let Some(stores) = scripts.stores(o.op.id.file) else {
-        return Vec::new();
-    };
-    let whole = o.func.whole;
+    let mut held: Vec<(String, String)> = guard_fields(project, scripts, o, &var);
+    held.dedup();
     let mut out = Vec::new();
-    for s in stores
-        .stored
-        .iter()
-        .filter(|s| s.name == var && s.at > o.op.span.start && s.at < whole.end)
-    {
+    for (ty, field) in held {
+        let s = (ty.as_str(), field.as_str());
         for (fi, file) in project.files.iter().enumerate() {
             for g in &file.functions {
                 let releases = g.name == "drop" || vocabulary::names_release(&g.name);
-                if g.impl_type.as_deref() != Some(s.ty.as_str()) || !releases {
+                if g.impl_type.as_deref() != Some(s.0) || !releases {
                     continue;
                 }
                 // the field's value in a local of the method (a `Drop` that hands the
@@ -61,7 +103,7 @@ pub(super) fn guard_releases<'a>(
                     .map(|st| {
                         st.from_fields
                             .iter()
-                            .filter(|x| x.ty == s.ty && x.func == g.name && x.field == s.field)
+                            .filter(|x| x.ty == s.0 && x.func == g.name && x.field == s.1)
                             .map(|x| x.local.as_str())
                             .collect()
                     })
@@ -76,7 +118,7 @@ pub(super) fn guard_releases<'a>(
                         .key
                         .field
                         .as_ref()
-                        .is_some_and(|(ty, field)| *ty == s.ty && *field == s.field)
+                        .is_some_and(|(ty, field)| ty == s.0 && field == s.1)
                         || key_variable(&file.file, op)
                             .is_some_and(|v| locals.contains(&v.as_str()));
                     if deletes && on_field {

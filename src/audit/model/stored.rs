@@ -2,7 +2,8 @@
 //! script holder runs (`static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(..))`,
 //! a `once_cell` `Lazy`, a struct field initialised with `Script::new(..)`), and the struct
 //! literals that store a local or parameter in a field (`Held { con, key, token }`), which is
-//! how a guard keeps the key of the lock it releases, and the locals a method of the guard
+//! how a guard keeps the key of the lock it releases (also through its constructor, with the
+//! names passed to a type's associated function), and the locals a method of the guard
 //! takes from that field again (`let key = std::mem::take(&mut self.key);` in a `Drop` that
 //! hands the release to a task).
 
@@ -48,12 +49,25 @@ pub(super) struct FromField {
     pub(super) field: String,
 }
 
+/// A plain name passed to a type's associated function: `Guard::new(con, key, token)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Passed {
+    /// The type (`Guard`; the impl's type for `Self::new`).
+    pub(super) ty: String,
+    pub(super) func: String,
+    /// The argument's position.
+    pub(super) index: usize,
+    pub(super) name: String,
+    pub(super) at: usize,
+}
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct FileStores {
     /// Script holders by name: statics, consts and struct fields.
     pub(super) scripts: HashMap<String, ScriptText>,
     pub(super) stored: Vec<Stored>,
     pub(super) from_fields: Vec<FromField>,
+    pub(super) passed: Vec<Passed>,
 }
 
 /// Methods that give the value they are called on, or a copy of it.
@@ -276,6 +290,32 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
         syn::visit::visit_local(self, l);
     }
 
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(p) = &*c.func {
+            let segments: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
+            if let [.., ty, func] = segments.as_slice() {
+                let ty = if ty.ident == "Self" {
+                    self.impl_type.last().cloned().flatten()
+                } else {
+                    Some(ty.ident.to_string())
+                };
+                let at = offset(self.file, func.ident.span());
+                for (index, a) in c.args.iter().enumerate() {
+                    if let (Some(ty), Some(name)) = (&ty, stored_name(a)) {
+                        self.out.passed.push(Passed {
+                            ty: ty.clone(),
+                            func: func.ident.to_string(),
+                            index,
+                            name,
+                            at,
+                        });
+                    }
+                }
+            }
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+
     fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
         let ty = match s.path.segments.last() {
             Some(seg) if seg.ident == "Self" => self.impl_type.last().cloned().flatten(),
@@ -346,5 +386,15 @@ mod tests {
             .map(|x| (x.func.as_str(), x.local.as_str(), x.field.as_str()))
             .collect();
         assert_eq!(locals, [("drop", "key", "key"), ("drop", "token", "token")]);
+        let s = of("fn f() { let g = Guard::new(con, key.clone(), 3); }");
+        let passed: Vec<(&str, &str, usize, &str)> = s
+            .passed
+            .iter()
+            .map(|x| (x.ty.as_str(), x.func.as_str(), x.index, x.name.as_str()))
+            .collect();
+        assert_eq!(
+            passed,
+            [("Guard", "new", 0, "con"), ("Guard", "new", 1, "key")]
+        );
     }
 }
