@@ -209,6 +209,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
         &[
             ("settlement", "runtime-redis", "unsafe-for-correctness"),
             ("sweeper", "runtime-redis", "unsafe-for-correctness"),
+            ("digest", "runtime-redis", "unsafe-for-correctness"),
             ("reindex", "runtime-advisory", "unsafe-for-correctness"),
             ("advisory(7301)", "advisory-session", "fine-for-correctness"),
         ],
@@ -675,7 +676,7 @@ fn held_scripts_and_guards_release_their_locks() {
 /// a locker kept in a field of a struct declared in another file. A name given
 /// to `AdvisoryLock::try_lock` as a const of another crate is resolved. A session advisory
 /// lock on a connection marked `close_on_drop()` is released when the connection is dropped:
-/// the session ends.
+/// the session ends; a lease the code never releases by name is released by its `Drop`.
 #[test]
 fn runtime_wrappers_and_session_ends_are_seen() {
     let f = "runtime-wrappers";
@@ -721,6 +722,16 @@ fn runtime_wrappers_and_session_ends_are_seen() {
             format!("{main}:57"),
             "compact".to_string(),
             "session ends: `conn` dropped (close_on_drop: it closes)".to_string(),
+            true
+        )]
+    );
+    // a lease never released by name releases itself when dropped
+    assert_eq!(
+        releases(&doc, "digest", f),
+        [(
+            format!("{main}:65"),
+            "send_digest".to_string(),
+            "lease dropped (Lease's Drop releases it)".to_string(),
             true
         )]
     );

@@ -314,6 +314,7 @@ fn add_acquisition(
         });
     }
     let start = c.id.index;
+    let released = lock.releases.len();
     for d in calls.iter().filter(|d| d.id.index > start) {
         let s = Site::new(&file.file, d.span);
         match d.name.as_str() {
@@ -334,8 +335,36 @@ fn add_acquisition(
             _ => {}
         }
     }
+    if lock.releases.len() == released {
+        if let Some(command) = released_when_dropped(c, mech) {
+            // nothing releases it by name: the lease or guard releases itself when dropped
+            lock.releases.push(Release {
+                site: Site::new(&file.file, c.span),
+                function: f.name.clone(),
+                command: command.to_string(),
+                atomic: true,
+                owner_checked: true,
+            });
+        }
+    }
     runtime_writes(file, f, c.span.start, rt, lock);
     writes_after(project, file, f, start, usize::MAX, session, lock);
+}
+
+/// What releases a lock of the runtime that the code never releases by name, if its type
+/// does: a `RedisLocker` lease deletes its key (owner-checked) when dropped, and an advisory
+/// guard's connection closes, ending the session. A `TableLock` lease is not released by
+/// dropping it (it expires), nor is a transaction lock released but by its transaction.
+fn released_when_dropped(c: &crate::ir::Call, mech: Mechanism) -> Option<&'static str> {
+    match mech {
+        Mechanism::RuntimeRedis if c.name != "with_lock" => {
+            Some("lease dropped (Lease's Drop releases it)")
+        }
+        Mechanism::RuntimeAdvisory if !c.name.ends_with("_xact") => {
+            Some("guard dropped (its connection closes: the session ends)")
+        }
+        _ => None,
+    }
 }
 
 /// The index of the first event of `f` after the call `call` (past its arguments, closures
