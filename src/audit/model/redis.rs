@@ -276,7 +276,11 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
             }
         }
         // releases run by a guard the acquiring function builds with the key
+        let mut guarded_acquires = HashSet::new();
         for (_, o) in ops.iter().filter(|(_, o)| o.op.kind.is_acquire()) {
+            if !guarded_acquires.insert(o.op.id) {
+                continue;
+            }
             for g in guard_releases(project, &scripts, o) {
                 let site = Site::new(&g.file.file, g.op.span);
                 push_site(&mut lock.op_sites, site.clone());
