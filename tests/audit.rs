@@ -210,6 +210,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("settlement", "runtime-redis", "unsafe-for-correctness"),
             ("sweeper", "runtime-redis", "unsafe-for-correctness"),
             ("digest", "runtime-redis", "unsafe-for-correctness"),
+            ("advisory(7302)", "advisory-session", "broken"),
             ("reindex", "runtime-advisory", "unsafe-for-correctness"),
             ("advisory(7301)", "advisory-session", "fine-for-correctness"),
         ],
@@ -676,7 +677,8 @@ fn held_scripts_and_guards_release_their_locks() {
 /// a locker kept in a field of a struct declared in another file. A name given
 /// to `AdvisoryLock::try_lock` as a const of another crate is resolved. A session advisory
 /// lock on a connection marked `close_on_drop()` is released when the connection is dropped:
-/// the session ends; a lease the code never releases by name is released by its `Drop`.
+/// the session ends (not when it goes back to its pool); a lease the code never releases by
+/// name is released by its `Drop`.
 #[test]
 fn runtime_wrappers_and_session_ends_are_seen() {
     let f = "runtime-wrappers";
@@ -725,6 +727,10 @@ fn runtime_wrappers_and_session_ends_are_seen() {
             true
         )]
     );
+    // a pooled connection that goes back to its pool keeps the session, and the lock
+    let vacuum = lock(&doc, "advisory(7302)");
+    assert_eq!(vacuum["releases"], serde_json::json!([]));
+    assert_eq!(vacuum["findings"][0]["rule"], "advisory-lock-unbalanced");
     // a lease never released by name releases itself when dropped
     assert_eq!(
         releases(&doc, "digest", f),
