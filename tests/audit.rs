@@ -525,8 +525,8 @@ fn keys_and_expiries_are_resolved() {
 }
 
 /// `locklint check` and `locklint audit` agree on every fixture: each finding of `check` is
-/// attached to a lock of the audit at the same place, and a release `check` reports as
-/// unconditional is listed in that lock's releases as not owner-checked.
+/// attached to a lock of the audit at the same place, and a release (renewal) `check` reports
+/// as unconditional is listed in that lock's releases (renewals) as not owner-checked.
 #[test]
 fn check_and_audit_agree() {
     for f in FIXTURES {
@@ -555,18 +555,21 @@ fn check_and_audit_agree() {
                 !holders.is_empty(),
                 "{f}: `{rule}` at {file}:{line} is on no lock of the audit"
             );
-            if rule == "unconditional-release" {
-                for l in &holders {
-                    assert!(
-                        l["releases"].as_array().unwrap().iter().any(|r| {
-                            r["site"]["path"] == *file
-                                && r["site"]["line"] == *line
-                                && r["owner_checked"] == false
-                        }),
-                        "{f}: `{}` does not list the unconditional release at {file}:{line}",
-                        l["name"]
-                    );
-                }
+            let listed_in = match rule.as_str() {
+                Some("unconditional-release") => "releases",
+                Some("unconditional-renew") => "renewals",
+                _ => continue,
+            };
+            for l in &holders {
+                assert!(
+                    l[listed_in].as_array().unwrap().iter().any(|r| {
+                        r["site"]["path"] == *file
+                            && r["site"]["line"] == *line
+                            && r["owner_checked"] == false
+                    }),
+                    "{f}: `{}` does not list the unconditional {listed_in} at {file}:{line}",
+                    l["name"]
+                );
             }
         }
     }
