@@ -220,6 +220,11 @@ const EXPECTED: &[(&str, &[Expected])] = &[
         &[
             ("lock:nightly-export", "redis-setnx-expire", "broken"),
             ("lock:key-rotation", "redis-setnx-expire", "broken"),
+            (
+                "lock:nightly-publish",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
         ],
     ),
 ];
@@ -755,7 +760,8 @@ fn runtime_wrappers_and_session_ends_are_seen() {
 /// Spin locks (`while !con.set_nx(..)`) in a lock helper crate and inline in a binary's
 /// `main`-adjacent function: each is one lock named by the caller's literal, reached through
 /// the call from the binary. The helper's release runs a compare-and-delete script kept in a
-/// `static` of another module: owner-checked.
+/// `static` of another module, and the binary's runs one read from a `.lua` file with
+/// `include_str!`: both owner-checked.
 #[test]
 fn spin_locks_and_helper_crates_are_seen() {
     let f = "spin-and-helper-crate";
@@ -771,7 +777,7 @@ fn spin_locks_and_helper_crates_are_seen() {
         .map(|s| at(s, f))
         .collect();
     assert!(
-        via.contains(&"crates/nightly/src/main.rs:18".to_string()),
+        via.contains(&"crates/nightly/src/main.rs:19".to_string()),
         "{via:?}"
     );
     assert_eq!(
@@ -786,7 +792,17 @@ fn spin_locks_and_helper_crates_are_seen() {
     let rotation = lock(&doc, "lock:key-rotation");
     assert_eq!(
         at(&rotation["acquires"][0]["site"], f),
-        "crates/nightly/src/main.rs:28"
+        "crates/nightly/src/main.rs:29"
+    );
+    // a script built in place from a `.lua` file of the crate (`include_str!`)
+    assert_eq!(
+        releases(&doc, "lock:nightly-publish", f),
+        [(
+            "crates/nightly/src/main.rs:58".to_string(),
+            "publish".to_string(),
+            "Lua script".to_string(),
+            true
+        )]
     );
 }
 

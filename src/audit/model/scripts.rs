@@ -57,6 +57,15 @@ impl<'a> Scripts<'a> {
 
     /// The scripts of file `fi` that `name` reaches: held under that name, or holding it.
     fn named_in(&self, fi: usize, name: &str) -> Vec<&'a Script> {
+        match self.stores.get(fi).and_then(|s| s.scripts.get(name)) {
+            Some(text) => self.of_text(fi, text),
+            None => self.of_text(fi, &ScriptText::Named(name.to_string())),
+        }
+    }
+
+    /// The scripts of file `fi` a holder's text is: a constant's, a literal's, or a `.lua`
+    /// file's (anywhere in the project).
+    fn of_text(&self, fi: usize, text: &ScriptText) -> Vec<&'a Script> {
         let Some(file) = self.files.get(fi) else {
             return Vec::new();
         };
@@ -67,9 +76,15 @@ impl<'a> Scripts<'a> {
                 .filter(|s| s.names.iter().any(|x| x == n))
                 .collect()
         };
-        match self.stores.get(fi).and_then(|s| s.scripts.get(name)) {
-            Some(ScriptText::Named(text)) => by_name(text),
-            Some(ScriptText::Literal(span)) => file
+        match text {
+            ScriptText::Named(text) => by_name(text),
+            ScriptText::File(path) => self
+                .files
+                .iter()
+                .filter(|f| crate::source::lexical(&f.file.path) == *path)
+                .flat_map(|f| &f.lua.scripts)
+                .collect(),
+            ScriptText::Literal(span) => file
                 .lua
                 .scripts
                 .iter()
@@ -79,15 +94,21 @@ impl<'a> Scripts<'a> {
                         .is_some_and(|e| e.span.start >= span.start && e.span.start < span.end)
                 })
                 .collect(),
-            Some(ScriptText::Ambiguous) => Vec::new(),
-            None => by_name(name),
+            ScriptText::Ambiguous => Vec::new(),
         }
     }
 
     /// The one script an invocation runs, when its name tells.
     fn script_of(&self, op: &Op) -> Option<(&'a FileIr, &'a Script)> {
-        let name = op.script.as_deref()?;
         let fi = op.id.file;
+        let Some(name) = op.script.as_deref() else {
+            // a script built in place, `Script::new(include_str!(..)).key(k)`
+            let text = self.stores.get(fi)?.invocations.get(&op.span.start)?;
+            return match self.of_text(fi, text).as_slice() {
+                [s] => Some((self.file_of(s)?, *s)),
+                _ => None,
+            };
+        };
         let mut found: Vec<(usize, &'a Script)> = self
             .named_in(fi, name)
             .into_iter()
@@ -108,9 +129,16 @@ impl<'a> Scripts<'a> {
             }
         }
         match found.as_slice() {
-            [(fj, s)] => Some((&self.files[*fj], *s)),
+            [(_, s)] => Some((self.file_of(s)?, *s)),
             _ => None,
         }
+    }
+
+    /// The file a script is in.
+    fn file_of(&self, script: &Script) -> Option<&'a FileIr> {
+        self.files
+            .iter()
+            .find(|f| f.lua.scripts.iter().any(|s| std::ptr::eq(s, script)))
     }
 
     /// What the script invocation `op`, written in `func`, does to its key.

@@ -22,6 +22,8 @@ pub(super) enum ScriptText {
     Named(String),
     /// The text is the string literal at this span.
     Literal(Span),
+    /// The text is this file, read with `include_str!` (its path, `.` and `..` resolved).
+    File(std::path::PathBuf),
     /// Holders of one name run different scripts.
     Ambiguous,
 }
@@ -65,6 +67,9 @@ pub(super) struct Passed {
 pub(super) struct FileStores {
     /// Script holders by name: statics, consts and struct fields.
     pub(super) scripts: HashMap<String, ScriptText>,
+    /// Invocations of a script built in place (`Script::new(include_str!(..)).key(k)`), by the
+    /// offset of each `key` method name.
+    pub(super) invocations: HashMap<usize, ScriptText>,
     pub(super) stored: Vec<Stored>,
     pub(super) from_fields: Vec<FromField>,
     pub(super) passed: Vec<Passed>,
@@ -220,6 +225,7 @@ fn script_in(file: &SourceFile, e: &syn::Expr) -> Option<ScriptText> {
                             .map(|s| ScriptText::Named(s.ident.to_string())),
                         _ => None,
                     },
+                    syn::Expr::Macro(m) => included(self.file, &m.mac),
                     _ => None,
                 };
                 return;
@@ -230,6 +236,39 @@ fn script_in(file: &SourceFile, e: &syn::Expr) -> Option<ScriptText> {
     let mut f = Find { file, found: None };
     f.visit_expr(e);
     f.found
+}
+
+/// The file `include_str!("..")` reads, relative to the file it is written in.
+fn included(file: &SourceFile, mac: &syn::Macro) -> Option<ScriptText> {
+    if !mac
+        .path
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "include_str")
+    {
+        return None;
+    }
+    let lit: syn::LitStr = mac.parse_body().ok()?;
+    let dir = file.path.parent()?;
+    Some(ScriptText::File(crate::source::lexical(
+        &dir.join(lit.value()),
+    )))
+}
+
+/// The `key` method names of a chain of calls rooted at `Script::new(..)`, with the script.
+fn invocation_keys(file: &SourceFile, m: &syn::ExprMethodCall) -> Option<(ScriptText, Vec<usize>)> {
+    let mut keys = Vec::new();
+    let mut cur = m;
+    loop {
+        if cur.method == "key" {
+            keys.push(offset(file, cur.method.span()));
+        }
+        match &*cur.receiver {
+            syn::Expr::MethodCall(inner) => cur = inner,
+            root @ syn::Expr::Call(_) => return Some((script_in(file, root)?, keys)),
+            _ => return None,
+        }
+    }
 }
 
 fn type_name(ty: &syn::Type) -> Option<String> {
@@ -288,6 +327,17 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
             }
         }
         syn::visit::visit_local(self, l);
+    }
+
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if m.method.to_string().starts_with("invoke") {
+            if let Some((text, keys)) = invocation_keys(self.file, m) {
+                for at in keys {
+                    self.out.invocations.insert(at, text.clone());
+                }
+            }
+        }
+        syn::visit::visit_expr_method_call(self, m);
     }
 
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
@@ -353,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn included_scripts_and_invocations_in_place() {
+        let text = "static R: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(\"../lua/r.lua\")));\n\
+                    fn f() { Script::new(include_str!(\"x.lua\")).key(a).arg(t).key(b).invoke_async(c); }\n";
+        let file = SourceFile::new("/p/src/lib.rs".into(), text.to_string());
+        let s = of_parsed(&file, &syn::parse_file(text).unwrap());
+        assert_eq!(
+            s.scripts["R"],
+            ScriptText::File(std::path::PathBuf::from("/p/lua/r.lua"))
+        );
+        let mut keys: Vec<(&str, &ScriptText)> = s
+            .invocations
+            .iter()
+            .map(|(at, t)| (&text[*at..*at + 6], t))
+            .collect();
+        keys.sort_by_key(|(k, _)| *k);
+        let x = ScriptText::File(std::path::PathBuf::from("/p/src/x.lua"));
+        assert_eq!(keys, [("key(a)", &x), ("key(b)", &x)]);
+    }
+
+    #[test]
     fn holders_of_scripts_and_stored_names() {
         let text = "static A: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));\n\
                     static B: Lazy<redis::Script> = Lazy::new(|| redis::Script::new(\"return 1\"));\n\
@@ -387,6 +457,7 @@ mod tests {
             .collect();
         assert_eq!(locals, [("drop", "key", "key"), ("drop", "token", "token")]);
         let s = of("fn f() { let g = Guard::new(con, key.clone(), 3); }");
+        assert!(s.invocations.is_empty());
         let passed: Vec<(&str, &str, usize, &str)> = s
             .passed
             .iter()
