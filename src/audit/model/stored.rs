@@ -240,11 +240,11 @@ fn script_in(file: &SourceFile, e: &syn::Expr) -> Option<ScriptText> {
 
 /// The file `include_str!("..")` reads, relative to the file it is written in.
 fn included(file: &SourceFile, mac: &syn::Macro) -> Option<ScriptText> {
-    if !mac
+    if mac
         .path
         .segments
         .last()
-        .is_some_and(|s| s.ident == "include_str")
+        .is_none_or(|s| s.ident != "include_str")
     {
         return None;
     }
