@@ -202,6 +202,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
             ("lock:invoice-rebuild:{}", "redis-set-nx-px", "broken"),
             ("lock:period-close:{}", "redis-set-nx-px", "no-lock-needed"),
             ("lock:export:{}", "redis-set-nx-px", "fine-for-efficiency"),
+            ("lock:import:{}", "redis-set-nx-px", "fine-for-efficiency"),
         ],
     ),
     (
@@ -647,6 +648,11 @@ fn held_scripts_and_guards_release_their_locks() {
     assert_eq!(
         releases(&doc, "lock:export:{}", f),
         [owned(&format!("{kit}:241"), "unlock")]
+    );
+    // a guard's `Drop` that deletes another field (a progress marker) releases nothing
+    assert_eq!(
+        lock(&doc, "lock:import:{}")["releases"],
+        serde_json::json!([])
     );
     // a compare-and-pexpire script run from `keep_alive` renews the lock, and what is written
     // after it is still written under the lock
