@@ -226,6 +226,12 @@ const EXPECTED: &[(&str, &[Expected])] = &[
                 "redis-set-nx-px",
                 "unsafe-for-correctness",
             ),
+            (
+                "lock:nightly-rollup",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:nightly-recount", "redis-set-nx-px", "no-lock-needed"),
         ],
     ),
 ];
@@ -767,14 +773,15 @@ fn runtime_wrappers_and_session_ends_are_seen() {
 /// `main`-adjacent function: each is one lock named by the caller's literal, reached through
 /// the call from the binary. The helper's release runs a compare-and-delete script kept in a
 /// `static` of another module, and the binary's runs one read from a `.lua` file with
-/// `include_str!`: both owner-checked.
+/// `include_str!`: both owner-checked. A helper that takes and releases the lock around the
+/// work it is handed protects that work (also what it calls), not what its caller does after.
 #[test]
 fn spin_locks_and_helper_crates_are_seen() {
     let f = "spin-and-helper-crate";
     let doc = json(f);
     let export = lock(&doc, "lock:nightly-export");
     let acquire = &export["acquires"][0];
-    assert_eq!(at(&acquire["site"], f), "crates/spinlock/src/lib.rs:15");
+    assert_eq!(at(&acquire["site"], f), "crates/spinlock/src/lib.rs:16");
     assert_eq!(acquire["checked"], true);
     let via: Vec<String> = acquire["called_from"]
         .as_array()
@@ -783,13 +790,13 @@ fn spin_locks_and_helper_crates_are_seen() {
         .map(|s| at(s, f))
         .collect();
     assert!(
-        via.contains(&"crates/nightly/src/main.rs:19".to_string()),
+        via.contains(&"crates/nightly/src/main.rs:21".to_string()),
         "{via:?}"
     );
     assert_eq!(
         releases(&doc, "lock:nightly-export", f),
         [(
-            "crates/spinlock/src/lib.rs:25".to_string(),
+            "crates/spinlock/src/lib.rs:26".to_string(),
             "unlock".to_string(),
             "Lua script".to_string(),
             true
@@ -798,13 +805,32 @@ fn spin_locks_and_helper_crates_are_seen() {
     let rotation = lock(&doc, "lock:key-rotation");
     assert_eq!(
         at(&rotation["acquires"][0]["site"], f),
-        "crates/nightly/src/main.rs:29"
+        "crates/nightly/src/main.rs:31"
+    );
+    // a helper that takes the lock, runs the closure it is handed and releases it: the
+    // closure's writes are under the lock, those after the call are not (for `check` either),
+    // and a write in a function the closure calls is
+    let targets = |name: &str| -> Vec<String> {
+        lock(&doc, name)["protects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| format!("{} at {}", w["target"].as_str().unwrap(), at(&w["site"], f)))
+            .collect()
+    };
+    assert_eq!(
+        targets("lock:nightly-rollup"),
+        ["INSERT rollups at crates/nightly/src/main.rs:71"]
+    );
+    assert_eq!(
+        targets("lock:nightly-recount"),
+        ["UPDATE counters at crates/nightly/src/main.rs:89"]
     );
     // a script built in place from a `.lua` file of the crate (`include_str!`)
     assert_eq!(
         releases(&doc, "lock:nightly-publish", f),
         [(
-            "crates/nightly/src/main.rs:58".to_string(),
+            "crates/nightly/src/main.rs:60".to_string(),
             "publish".to_string(),
             "Lua script".to_string(),
             true

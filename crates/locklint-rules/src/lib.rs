@@ -28,6 +28,10 @@ mod unconditional_release;
 mod unconditional_renew;
 mod unfenced_write;
 
+/// Where a call ends among its function's events: shared with the audit, which attributes
+/// writes to the lock held while they run as `unfenced-write` does.
+pub use matching::{after_call, after_call_at};
+
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::FileIr;
 use locklint_project::{LockFacts, Project, Trace};

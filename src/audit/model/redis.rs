@@ -347,12 +347,20 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                 continue;
             }
             let start = o.at.index;
+            // the first release after the acquire; one made in the same call of the trace's
+            // function (a helper that takes and releases the lock) ends the window where that
+            // call ends, past the work handed to it in its arguments
+            let order = |x: &TraceOp| t.ops.iter().position(|y| std::ptr::eq(x, y));
             let end = ops
                 .iter()
-                .filter(|(t2, r)| {
-                    std::ptr::eq(*t2, *t) && releases(&scripts, r) && r.at.index > start
+                .filter(|(t2, r)| std::ptr::eq(*t2, *t) && releases(&scripts, r))
+                .filter_map(|(_, r)| match r.at.index.cmp(&start) {
+                    std::cmp::Ordering::Greater => Some(r.at.index),
+                    std::cmp::Ordering::Equal if order(r) > order(o) => {
+                        Some(crate::rules::after_call_at(t.root, start))
+                    }
+                    _ => None,
                 })
-                .map(|(_, r)| r.at.index)
                 .min()
                 .unwrap_or(usize::MAX);
             for x in &t.ops {

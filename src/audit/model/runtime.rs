@@ -259,7 +259,7 @@ fn add_acquisition(
         let caller_file = &project.files[caller.file];
         let caller_fn = project.function(*caller);
         let end = if c.name == "with_lock" {
-            after_call(caller_fn, call)
+            crate::rules::after_call(caller_fn, call)
         } else {
             usize::MAX
         };
@@ -365,22 +365,6 @@ fn released_when_dropped(c: &crate::ir::Call, mech: Mechanism) -> Option<&'stati
         }
         _ => None,
     }
-}
-
-/// The index of the first event of `f` after the call `call` (past its arguments, closures
-/// included).
-fn after_call(f: &Function, call: &crate::ir::Call) -> usize {
-    f.events
-        .iter()
-        .filter(|e| e.id().index > call.id.index)
-        .find(|e| match e {
-            Event::Call(d) => d.span.start >= call.span.end,
-            Event::Op(o) => o.span.start >= call.span.end,
-            Event::ConnEnd(x) => x.span.start >= call.span.end,
-            // a statement's place is the call that runs it
-            Event::Sql { .. } => false,
-        })
-        .map_or(usize::MAX, |e| e.id().index)
 }
 
 /// `acquire`, `lock_xact` and `with_lock` of the runtime wait until they hold the lock: there
