@@ -24,15 +24,6 @@ pub struct RustNames {
     pub redis_traits: bool,
 }
 
-/// A `const`/`static` name (`RELEASE_LOCK`): spelt in capitals, it names one item across
-/// files, where a local's or a field's name (`release`) names one only where it is declared.
-pub fn is_constant_name(name: &str) -> bool {
-    name.chars().any(|c| c.is_ascii_uppercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
 /// What a `use redis::...` item names that brings redis-rs's command traits into scope: the four
 /// traits, then the imports that bring them all.
 pub const REDIS_TRAIT_IMPORTS: &[&str] = &[

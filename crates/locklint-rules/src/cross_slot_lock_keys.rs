@@ -270,7 +270,7 @@ fn untagged_declared(
             let same_file = o.file.path == file.file.path;
             let here = same_file && func.is_some_and(|f| std::ptr::eq(o.func, f));
             let named = o.op.script.as_ref().is_some_and(|n| {
-                script.names.contains(n) && (same_file || locklint_ir::names::is_constant_name(n))
+                script.names.contains(n) && (same_file || super::matching::is_constant_name(n))
             });
             if !(here || named) {
                 continue;

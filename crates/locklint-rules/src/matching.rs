@@ -164,3 +164,12 @@ pub fn after_call_at(f: &Function, index: usize) -> usize {
         })
         .unwrap_or(usize::MAX)
 }
+
+/// A `const`/`static` name (`RELEASE_LOCK`): spelt in capitals, it names one item across
+/// files, where a local's or a field's name (`release`) names one only where it is declared.
+pub fn is_constant_name(name: &str) -> bool {
+    name.chars().any(|c| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}

@@ -121,7 +121,7 @@ impl<'a> Scripts<'a> {
             Some(ScriptText::Named(text)) => Some(text.as_str()),
             Some(_) => None,
         };
-        if let Some(wanted) = elsewhere.filter(|n| crate::ir::names::is_constant_name(n)) {
+        if let Some(wanted) = elsewhere.filter(|n| crate::rules::is_constant_name(n)) {
             if found.is_empty() {
                 for (fj, _) in self.files.iter().enumerate().filter(|(fj, _)| *fj != fi) {
                     found.extend(self.named_in(fj, wanted).into_iter().map(|s| (fj, s)));
