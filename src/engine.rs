@@ -540,7 +540,9 @@ fn analyze_paths(
         opts.project_root.as_deref(),
     );
     let cache = opts.cache_dir.as_deref().and_then(Cache::open);
-    let (irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref());
+    let (mut irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref());
+    // each run afresh, after the cache: a write's table may be declared in another file
+    locks::resolve_entity_tables(&mut irs);
     for (ir, rebuilt) in irs.iter().zip(rebuilt) {
         if rebuilt && report.selected.contains(&ir.file.path) {
             report.notes.push(Note {

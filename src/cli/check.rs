@@ -273,48 +273,53 @@ pub fn run(
         color: use_color(args),
         width: width(),
     };
-    let mut stdout_text = String::new();
-    let mut stderr_text = String::new();
-    if let Some(path) = &args.output_file {
+    let statistics = args.statistics.then(|| output::statistics(&report));
+    let stats_on_stdout = args.format == Format::Human || args.output_file.is_some();
+    if let Some(stats) = statistics.as_ref().filter(|_| !stats_on_stdout) {
+        // keep stdout parseable
+        eprint!("{stats}");
+    }
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    // a closed pipe (`| head`) is not an error of the analysis: stdout's errors are ignored
+    let _ = if let Some(path) = &args.output_file {
         // the file gets the report without colour; the terminal the summary
         let plain = human::Style {
             color: false,
             ..style
         };
-        let report_text = output::render(&report, args.format, plain, args.quiet);
-        if let Err(e) = std::fs::write(path, report_text) {
+        if let Err(e) = write_report_file(path, &report, args.format, plain, args.quiet) {
             return fail(format!(
                 "{}: cannot write the report: {}",
                 path.display(),
                 crate::discover::describe_io(&e)
             ));
         }
-        if !args.quiet {
-            stdout_text.push_str(&human::summary(&report));
-            stdout_text.push('\n');
+        if args.quiet {
+            Ok(())
+        } else {
+            writeln!(stdout, "{}", human::summary(&report))
         }
     } else {
-        stdout_text = output::render(&report, args.format, style, args.quiet);
+        output::write(&report, args.format, style, args.quiet, &mut stdout)
+    };
+    if let Some(stats) = statistics.as_ref().filter(|_| stats_on_stdout) {
+        let _ = stdout.write_all(stats.as_bytes());
     }
-    if args.statistics {
-        let stats = output::statistics(&report);
-        if args.format == Format::Human || args.output_file.is_some() {
-            stdout_text.push_str(&stats);
-        } else {
-            // keep stdout parseable
-            stderr_text.push_str(&stats);
-        }
-    }
-    eprint!("{stderr_text}");
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(stdout_text.as_bytes())
-        .and_then(|_| stdout.flush())
-        .is_err()
-    {
-        // a closed pipe (`| head`) is not an error of the analysis
-    }
+    let _ = stdout.flush();
     exit_code(&report, write_failed)
+}
+
+/// Write the report to a file, one finding at a time where the format allows.
+fn write_report_file(
+    path: &std::path::Path,
+    report: &engine::Report,
+    format: Format,
+    style: human::Style,
+    quiet: bool,
+) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    output::write(report, format, style, quiet, &mut file)?;
+    file.flush()
 }
 
 /// Print what is not a finding, on stderr: named paths with nothing to analyse, paths that

@@ -245,11 +245,23 @@ fn plain(d: &Diagnostic) -> String {
 
 /// Render one finding.
 pub fn render_one(d: &Diagnostic, style: Style) -> String {
-    render_with(d, style, &mut Sources::default())
+    render_with(d, &handler(style), &mut Sources::default())
+}
+
+/// miette's report handler for a style (made once per output, not per finding).
+fn handler(style: Style) -> GraphicalReportHandler {
+    let theme = if style.color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    GraphicalReportHandler::new_themed(theme)
+        .with_width(style.width)
+        .with_links(false)
 }
 
 /// Render one finding, with the sources of the files already seen.
-fn render_with(d: &Diagnostic, style: Style, sources: &mut Sources) -> String {
+fn render_with(d: &Diagnostic, handler: &GraphicalReportHandler, sources: &mut Sources) -> String {
     let too_long = std::iter::once(&d.primary)
         .chain(d.related.iter().map(|r| &r.location))
         .any(|l| {
@@ -259,14 +271,6 @@ fn render_with(d: &Diagnostic, style: Style, sources: &mut Sources) -> String {
     if too_long {
         return plain(d);
     }
-    let theme = if style.color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let handler = GraphicalReportHandler::new_themed(theme)
-        .with_width(style.width)
-        .with_links(false);
     let mut out = String::new();
     if handler
         .render_report(&mut out, &rendered(d, sources))
@@ -370,17 +374,27 @@ pub fn summary(report: &Report) -> String {
 
 /// Render every finding followed by the summary line (unless `quiet`).
 pub fn render(report: &Report, style: Style, quiet: bool) -> String {
-    let mut out = String::new();
+    super::to_string(|out| write(report, style, quiet, out))
+}
+
+/// Write every finding, then (unless `quiet`) the summary, one finding at a time.
+pub fn write(
+    report: &Report,
+    style: Style,
+    quiet: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let mut sources = Sources::default();
+    let handler = handler(style);
     for d in &report.findings {
-        out.push_str(&render_with(d, style, &mut sources));
-        out.push('\n');
+        out.write_all(render_with(d, &handler, &mut sources).as_bytes())?;
+        out.write_all(b"\n")?;
     }
     if !quiet {
-        out.push_str(&summary(report));
-        out.push('\n');
+        out.write_all(summary(report).as_bytes())?;
+        out.write_all(b"\n")?;
     }
-    out
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,8 +10,17 @@ pub const VERSION: u32 = 1;
 #[derive(Serialize)]
 struct Doc<'a> {
     version: u32,
-    findings: Vec<Finding<'a>>,
+    findings: Findings<'a>,
     summary: Summary,
+}
+
+/// The findings of a report, each turned into its JSON shape as it is written.
+struct Findings<'a>(&'a [Diagnostic]);
+
+impl Serialize for Findings<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(finding))
+    }
 }
 
 #[derive(Serialize)]
@@ -131,28 +140,33 @@ fn finding(d: &Diagnostic) -> Finding<'_> {
 
 /// One finding per line, each with the same fields as in [`render`].
 pub fn render_lines(report: &Report) -> String {
-    let mut out = String::new();
+    super::to_string(|out| write_lines(report, out))
+}
+
+/// Write the report as JSON lines, one finding at a time.
+pub fn write_lines(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     for d in &report.findings {
-        if let Ok(line) = serde_json::to_string(&finding(d)) {
-            out.push_str(&line);
-            out.push('\n');
-        }
+        serde_json::to_writer(&mut *out, &finding(d))?;
+        out.write_all(b"\n")?;
     }
-    out
+    Ok(())
 }
 
 /// Render the report as pretty-printed JSON.
 pub fn render(report: &Report) -> String {
+    super::to_string(|out| write(report, out))
+}
+
+/// Write the report as pretty-printed JSON, one finding at a time.
+pub fn write(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let doc = Doc {
         version: VERSION,
-        findings: report.findings.iter().map(finding).collect(),
+        findings: Findings(&report.findings),
         summary: Summary {
             files: report.files,
             findings: report.findings.len(),
         },
     };
-    let mut s = serde_json::to_string_pretty(&doc)
-        .unwrap_or_else(|e| format!("{{\"version\":{VERSION},\"error\":{:?}}}", e.to_string()));
-    s.push('\n');
-    s
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")
 }

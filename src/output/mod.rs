@@ -28,14 +28,36 @@ pub enum Format {
 
 /// Render a machine-readable or human report.
 pub fn render(report: &Report, format: Format, style: human::Style, quiet: bool) -> String {
+    to_string(|out| write(report, format, style, quiet, out))
+}
+
+/// Write the report in `format` to `out`. Human output, JSON and JSON lines are written one
+/// finding at a time, so the text of every finding is never held at once.
+pub fn write(
+    report: &Report,
+    format: Format,
+    style: human::Style,
+    quiet: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     match format {
-        Format::Human => human::render(report, style, quiet),
-        Format::Json => json::render(report),
-        Format::JsonLines => json::render_lines(report),
-        Format::Sarif => sarif::render(report),
-        Format::Github => github::render(report),
-        Format::Gitlab => gitlab::render(report),
+        Format::Human => human::write(report, style, quiet, out),
+        Format::Json => json::write(report, out),
+        Format::JsonLines => json::write_lines(report, out),
+        Format::Sarif => out.write_all(sarif::render(report).as_bytes()),
+        Format::Github => out.write_all(github::render(report).as_bytes()),
+        Format::Gitlab => out.write_all(gitlab::render(report).as_bytes()),
     }
+}
+
+/// What a writer of UTF-8 text writes, as a string.
+pub(crate) fn to_string(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> String {
+    let mut bytes = Vec::new();
+    // writing to memory does not fail; the writers write UTF-8 only
+    let _ = write(&mut bytes);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Counts per rule and severity (a rule whose findings have different severities, through

@@ -47,6 +47,7 @@ fn whole_file(file: FileRef, language: Language) -> FileIr {
         origin: Origin::File,
         func: None,
         exec: None,
+        statement: None,
     };
     FileIr {
         embedded: vec![embedded],

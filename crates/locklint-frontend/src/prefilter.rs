@@ -6,7 +6,8 @@
 //! script invocations (`invoke`), and command methods (`get`, `set_nx`, `del` ...) only in files
 //! that name `redis`, `fred`, `set_nx` or `setnx`; SQL and Lua only where a library that takes
 //! such text is named (`sqlx`, `sql_query`, `from_string`, `from_sql_and_values`,
-//! `Script::new`, fred's `eval`), a string literal starts like SQL or a constant holds
+//! `Script::new`, fred's `eval`) or an ORM write is (`diesel`, `sea_orm` and a write's
+//! `update`, `insert_into`, `update_many` ...), a string literal starts like SQL or a constant holds
 //! `redis.call(`; suppressions and the runtime crate's types are spelled `locklint`, the
 //! Redlock crates `rslock` and `redlock`.
 //! A file that passes none of these tests gives an intermediate form with no operation, no
@@ -40,6 +41,24 @@ const SQLX_IDENTS: &[&str] = &[
     "query_unchecked",
     "query_as_unchecked",
     "query_scalar_unchecked",
+];
+
+/// Words (any case) that make the front-end read ORM writes (`walker::orm`).
+const ORM_WORDS: &[&str] = &["diesel", "sea_orm"];
+
+/// The calls an ORM write starts from or is run by (diesel's `update`, `insert_into` ...,
+/// sea-orm's `update_many`, `insert`, an active model's `update`), and the `table_name` a
+/// sea-orm entity declares its table with, in a file that names the ORM.
+const ORM_IDENTS: &[&str] = &[
+    "table_name",
+    "update",
+    "delete",
+    "insert",
+    "insert_into",
+    "replace_into",
+    "insert_or_ignore_into",
+    "update_many",
+    "delete_many",
 ];
 
 /// Words (any case) that make the front-end take command methods for Redis commands.
@@ -116,6 +135,8 @@ pub fn reason(text: &str) -> Option<&'static str> {
     static ANY_FILE: OnceLock<Mentions> = OnceLock::new();
     static COMMANDS: OnceLock<Mentions> = OnceLock::new();
     static QUERIES: OnceLock<Mentions> = OnceLock::new();
+    static ORM: OnceLock<AhoCorasick> = OnceLock::new();
+    static ORM_WRITES: OnceLock<Mentions> = OnceLock::new();
     let idents =
         |names: &'static [&'static str]| Mentions::new(names.iter().map(|n| (*n, Appears::Used)));
     if LIBRARY
@@ -139,6 +160,11 @@ pub fn reason(text: &str) -> Option<&'static str> {
         && QUERIES.get_or_init(|| idents(SQLX_IDENTS)).any(text)
     {
         return Some("names sqlx and a query");
+    }
+    if ORM.get_or_init(|| any_case(ORM_WORDS)).is_match(text)
+        && ORM_WRITES.get_or_init(|| idents(ORM_IDENTS)).any(text)
+    {
+        return Some("names an ORM and a write");
     }
     None
 }
@@ -410,6 +436,24 @@ mod tests {
         assert!(can_contribute("sqlx::query(Q).execute(&pool)"));
         assert!(can_contribute("use sqlx::query; let r = query!(Q);"));
         assert!(!can_contribute("pub const SQLX_SQL_QUERY_FLAGS: u32 = 1;"));
+        assert!(can_contribute(
+            "use diesel::prelude::*; diesel::update(locks::table).set(o).execute(c)"
+        ));
+        assert!(can_contribute(
+            "use sea_orm::EntityTrait; lock::Entity::delete_many().exec(db)"
+        ));
+        assert!(
+            !can_contribute("use sea_orm::EntityTrait; lock::Entity::find().all(db)"),
+            "an ORM read"
+        );
+        assert!(
+            can_contribute("use sea_orm::entity::prelude::*;\n#[sea_orm(table_name = \"locks\")]"),
+            "an entity's table"
+        );
+        assert!(
+            !can_contribute("fn update(x: u32) -> u32 { x }"),
+            "a write's name without an ORM"
+        );
         assert!(!can_contribute("fn main() { println!(\"hello\"); }"));
         assert!(!can_contribute(
             "struct Settings; // offset\nlet s = \"settings\";"

@@ -25,8 +25,9 @@ pub enum Part {
 
 /// Parts of a key template past which it is no longer tracked.
 const MAX_KEY_PARTS: usize = 64;
-/// Template text past which it is no longer tracked.
-const MAX_KEY_TEXT: usize = 1024;
+/// Template text past which it is no longer tracked (Redis keys in real code are far shorter;
+/// a longer text is a value built in a chain, not a key).
+const MAX_KEY_TEXT: usize = 256;
 /// Names a key keeps of those it passed through.
 const MAX_KEY_NAMES: usize = 16;
 
@@ -374,6 +375,11 @@ pub struct Op {
     /// The enclosing statement (`let .. = ..;` or `expr;`), when the command is the only
     /// operation of a plain statement of its block: what deleting the command deletes.
     pub stmt: Option<Span>,
+    /// The innermost `if`/`while` condition, match guard, block tail expression or returned
+    /// value holding the command: what a fix lays out again when the command is not a
+    /// statement of its own.
+    #[serde(default)]
+    pub expr: Option<Span>,
     /// Written inside a macro invocation's arguments (`join!(..)`, `dbg!(..)`).
     pub in_macro: bool,
     pub result: ResultUse,
@@ -636,6 +642,18 @@ pub struct Embedded {
     pub func: Option<usize>,
     /// The call that runs it.
     pub exec: Option<SqlExec>,
+    /// A write built with an ORM's query builder ([`Origin::Orm`]) has no text: the front-end
+    /// that read the call chain gives its statement here, and the SQL front-end moves it into
+    /// [`FileIr::sql`] in place of parsing a text.
+    #[serde(default)]
+    pub statement: Option<Box<sql::Statement>>,
+}
+
+impl Embedded {
+    /// Whether this is a statement read from an ORM call chain, with no SQL text to edit.
+    pub fn is_orm(&self) -> bool {
+        matches!(self.origin, Origin::Orm { .. })
+    }
 }
 
 /// Where an SQL or Lua text came from.
@@ -654,6 +672,15 @@ pub enum Origin {
     Method(String),
     /// The script of a Redis `EVAL` command.
     Eval,
+    /// A write built with an ORM's query builder (diesel's DSL, sea-orm's entities and active
+    /// models): no text, its statement read from the Rust call chain ([`Embedded::statement`]);
+    /// the embedded span is the chain. `entity`: the sea-orm entity module whose name the
+    /// statement's table stands in for, when the file does not declare that entity's table
+    /// (the project's [`FileIr::orm_tables`] may: `job_lock` → `job_locks`).
+    Orm {
+        library: Library,
+        entity: Option<String>,
+    },
 }
 
 /// The libraries whose functions take SQL or Lua text.
@@ -727,6 +754,10 @@ pub struct FileIr {
     pub problems: Vec<ParseProblem>,
     /// SQL and Lua texts in this file.
     pub embedded: Vec<Embedded>,
+    /// The tables this file's sea-orm entities declare (`#[sea_orm(table_name = "..")]`), by
+    /// the entity's module: an inline module's name, or the module the file is.
+    #[serde(default)]
+    pub orm_tables: Vec<(String, String)>,
     /// Parsed SQL (filled by the SQL front-end).
     pub sql: sql::SqlIr,
     /// Parsed Lua scripts (filled by the Lua front-end).
@@ -748,6 +779,7 @@ impl FileIr {
             field_types: Vec::new(),
             problems: Vec::new(),
             embedded: Vec::new(),
+            orm_tables: Vec::new(),
             sql: Default::default(),
             lua: Default::default(),
         }

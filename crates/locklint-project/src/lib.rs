@@ -4,6 +4,7 @@
 mod expand;
 pub mod lease;
 mod marking;
+mod orm;
 pub mod packages;
 pub mod reach;
 mod resolve;
@@ -16,6 +17,7 @@ pub mod ttl;
 use expand::Expander;
 use marking::{collect_facts, mark_locks};
 pub use marking::{key_matches, template_matches, LockFacts};
+pub use orm::resolve_entity_tables;
 pub use packages::{PackageSet, Packages};
 use resolve::Index;
 pub use settings::{parse_version, FixSettings, ProjectSettings};

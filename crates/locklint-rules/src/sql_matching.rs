@@ -98,7 +98,8 @@ pub fn sql_edit_fix(
 ) -> Option<locklint_ir::diagnostic::Fix> {
     use locklint_ir::diagnostic::{Applicability, Edit, Fix};
     let emb = file.embedded.get(st.embedded)?;
-    if span.start < emb.span.start || span.end > emb.span.end {
+    // a statement read from an ORM call chain has no SQL text to edit
+    if emb.is_orm() || span.start < emb.span.start || span.end > emb.span.end {
         return None;
     }
     let mut applicability = applicability;

@@ -93,6 +93,29 @@ struct Frame {
     prev: Prev,
 }
 
+/// The byte offset of the first opening bracket nested more than [`MAX_NESTING`] levels deep
+/// in a Rust text (strings, characters and comments skipped by the lexer), if any: the
+/// bracket [`check`] refuses, found without building token trees.
+pub fn bracket_excess(text: &str) -> Option<usize> {
+    use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
+    let mut depth = 0usize;
+    let mut at = 0usize;
+    for t in tokenize(text, FrontmatterAllowed::No) {
+        match t.kind {
+            K::OpenParen | K::OpenBrace | K::OpenBracket => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(at);
+                }
+            }
+            K::CloseParen | K::CloseBrace | K::CloseBracket => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += t.len as usize;
+    }
+    None
+}
+
 /// Check a token stream; `None` when it is shallow enough to parse and walk.
 pub fn check(tokens: TokenStream) -> Option<Excess> {
     let mut stack = vec![Frame {
@@ -249,6 +272,41 @@ mod tests {
             format!("fn f() {{ if a {{}}{} }}", " else if a {}".repeat(n)),
         ] {
             assert!(deep(&text), "{}", &text[..40]);
+        }
+    }
+
+    #[test]
+    fn brackets_past_the_limit_are_found_in_the_text_where_the_tokens_find_them() {
+        for text in [
+            format!(
+                "fn f() {{ {}0{} }}",
+                "(".repeat(MAX_NESTING + 5),
+                ")".repeat(MAX_NESTING + 5)
+            ),
+            format!(
+                "// {}\nfn f() {{ let s = \"{}\"; {}1{} }}",
+                "{".repeat(400),
+                "}".repeat(400),
+                "[".repeat(MAX_NESTING),
+                "]".repeat(MAX_NESTING)
+            ),
+            format!(
+                "const S: &str = r#\"{}\"#; fn f() {{ {}x{} }}",
+                "(".repeat(300),
+                "{".repeat(MAX_NESTING + 1),
+                "}".repeat(MAX_NESTING + 1)
+            ),
+        ] {
+            let tokens: TokenStream = text.parse().unwrap();
+            let from_tokens = match check(tokens) {
+                Some(Excess::Brackets(span)) => {
+                    let s = span.start();
+                    Some(locklint_ir::source::LineIndex::new(&text).offset(&text, s.line, s.column))
+                }
+                _ => None,
+            };
+            assert!(from_tokens.is_some(), "{text}");
+            assert_eq!(bracket_excess(&text), from_tokens, "{text}");
         }
     }
 

@@ -78,7 +78,13 @@ fn collect_consts(items: &[syn::Item], out: &mut HashMap<String, KeyRef>, order:
 }
 
 /// Fill `ir` with the file's consts and functions.
-pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut FileIr) {
+pub fn collect(
+    index: usize,
+    file: &SourceFile,
+    parsed: &syn::File,
+    bodies: &super::bodies::Bodies,
+    ir: &mut FileIr,
+) {
     let mut consts = HashMap::new();
     let mut order = Vec::new();
     collect_consts(&parsed.items, &mut consts, &mut order);
@@ -93,6 +99,8 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
         consts: &consts,
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
+        bodies,
+        orm: super::walker::orm::OrmFile::of(&lower, &file.path, &parsed.items),
     };
     let mut fns = Vec::new();
     walk_items(
@@ -105,6 +113,7 @@ pub fn collect(index: usize, file: &SourceFile, parsed: &syn::File, ir: &mut Fil
     embed_static_scripts(file, &parsed.items, ir);
     embed_text_consts(file, &const_spans, ir);
     ir.functions = fns;
+    ir.orm_tables = cx.orm.tables.clone();
     for name in order {
         if let Some(k) = consts.get(&name) {
             ir.consts.push((name, k.clone()));
@@ -183,6 +192,7 @@ fn embed_static_scripts(file: &SourceFile, items: &[syn::Item], ir: &mut FileIr)
                             origin: Origin::Library(Library::RedisScript),
                             func: None,
                             exec: None,
+                            statement: None,
                         });
                     }
                 }
@@ -245,6 +255,7 @@ fn embed_text_consts(
             origin: Origin::Const,
             func: None,
             exec: None,
+            statement: None,
         });
     }
 }
@@ -345,7 +356,13 @@ fn walk_fn(
     // reserve the slot so nested functions get later indexes
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
-    let (function, nested, inits, embedded) = walker.run(body);
+    let (function, nested, inits, embedded) = match cx.bodies.take(body) {
+        Some(tokens) => match walker.run_streamed(&tokens) {
+            Ok(walked) => walked,
+            Err(e) => return cx.bodies.failed(e),
+        },
+        None => walker.run(body),
+    };
     fns[func_idx] = locklint_ir::Function {
         item_slot: slot,
         whole: Span::new(spans::of(cx.file, sig).start, spans::of(cx.file, body).end),

@@ -1,14 +1,17 @@
 //! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
 
+mod bodies;
 mod commands;
 mod depth;
 mod embed;
 mod env;
 mod items;
 mod keys;
+mod laid_out;
 mod literal;
 pub mod names;
 mod spans;
+mod statements;
 mod types;
 mod walker;
 
@@ -42,15 +45,26 @@ pub fn block_like(e: &syn::Expr) -> bool {
 
 /// Parse one Rust file into the intermediate form.
 pub fn analyze(index: usize, file: FileRef) -> FileIr {
-    let ir = parse_and_walk(index, file);
+    analyze_with_large_bodies(index, file, bodies::LARGE_BODY)
+}
+
+/// [`analyze`], with function bodies of more than `large_body` bytes parsed one statement at a
+/// time as they are walked (see `bodies`): the result is the same whatever the size; tests
+/// compare them.
+pub fn analyze_with_large_bodies(index: usize, file: FileRef, large_body: usize) -> FileIr {
+    let ir = parse_and_walk(index, file, large_body);
     // spans refer to this thread's copy of the text until it is dropped
     proc_macro2::extra::invalidate_current_thread_spans();
     ir
 }
 
-fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
+fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
     let mut ir = FileIr::new(file.clone());
     if file.text.trim().is_empty() {
+        return ir;
+    }
+    if let Some(problem) = too_deep_text(&file.text) {
+        ir.problems.push(problem);
         return ir;
     }
     // the text is lexed once: the depth guard and the parser read the same tokens
@@ -69,6 +83,7 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
         ir.problems.push(problem);
         return ir;
     }
+    let (tokens, bodies) = bodies::hollow(tokens, large_body);
     let parsed: syn::File = match syn::parse2(tokens) {
         Ok(f) => f,
         Err(e) => {
@@ -77,7 +92,15 @@ fn parse_and_walk(index: usize, file: FileRef) -> FileIr {
             return ir;
         }
     };
-    items::collect(index, &file, &parsed, &mut ir);
+    items::collect(index, &file, &parsed, &bodies, &mut ir);
+    drop(parsed);
+    if let Some(e) = bodies.error() {
+        // a body parsed as it was walked does not parse: the file does not, as a whole
+        let mut ir = FileIr::new(file.clone());
+        let at = spans::to_span(&file, e.span());
+        ir.problems.push(unparsable(at, &e.to_string()));
+        return ir;
+    }
     ir
 }
 
@@ -106,26 +129,51 @@ fn unparsable(at: Span, what: &str) -> ParseProblem {
 
 /// Refuse pathological nesting before the recursive parser sees it.
 fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem> {
-    let (span, message) = match depth::check(tokens)? {
-        depth::Excess::Brackets(span) => (
-            span,
-            format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
-        ),
-        depth::Excess::Depth(span) => (
-            span,
-            format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
-        ),
+    let (span, excess) = match depth::check(tokens)? {
+        depth::Excess::Brackets(span) => (span, Nesting::Brackets),
+        depth::Excess::Depth(span) => (span, Nesting::Depth),
     };
     let idx = locklint_ir::source::LineIndex::new(text);
     let s = span.start();
-    let start = idx.offset(text, s.line, s.column);
+    Some(nesting_problem(
+        text,
+        idx.offset(text, s.line, s.column),
+        excess,
+    ))
+}
+
+/// Files larger than this have their bracket nesting checked on the text, before they are
+/// split into token trees (a tree per bracket: a megabyte of `{` would take a hundred).
+const NESTING_CHECKED_ON_TEXT: usize = 64 * 1024;
+
+/// Refuse bracket nesting past [`MAX_NESTING`] in a large text before it is tokenised.
+fn too_deep_text(text: &str) -> Option<ParseProblem> {
+    if text.len() <= NESTING_CHECKED_ON_TEXT {
+        return None;
+    }
+    let at = depth::bracket_excess(text)?;
+    Some(nesting_problem(text, at, Nesting::Brackets))
+}
+
+/// What nests too deep.
+enum Nesting {
+    Brackets,
+    Depth,
+}
+
+/// The problem of a file that nests too deep at byte `start`.
+fn nesting_problem(text: &str, start: usize, excess: Nesting) -> ParseProblem {
+    let message = match excess {
+        Nesting::Brackets => format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
+        Nesting::Depth => format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
+    };
     let end = text[start..]
         .chars()
         .next()
         .map_or(start, |c| start + c.len_utf8());
-    Some(ParseProblem {
+    ParseProblem {
         message,
         span: Span::new(start, end),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
-    })
+    }
 }

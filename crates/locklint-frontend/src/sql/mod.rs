@@ -22,11 +22,21 @@ pub fn analyze(ir: &mut FileIr) {
     let mut problems = Vec::new();
     let mut crash = Vec::new();
     let mut texts = vec![SqlText::default(); ir.embedded.len()];
-    for (idx, e) in ir.embedded.iter().enumerate() {
+    for (idx, e) in ir.embedded.iter_mut().enumerate() {
         if e.language != Language::Sql {
             continue;
         }
         let first = statements.len();
+        if e.is_orm() {
+            // an ORM call chain: its statement was read from the Rust code, there is no text
+            if let Some(mut st) = e.statement.take() {
+                st.embedded = idx;
+                statements.push(*st);
+            }
+            texts[idx].statements = first..statements.len();
+            continue;
+        }
+        let e = &*e;
         let whole_file = e.origin == Origin::File;
         // psql scripts: meta-commands and `COPY ... FROM stdin` data are not SQL
         let text = if whole_file {

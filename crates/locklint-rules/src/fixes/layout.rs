@@ -3,11 +3,6 @@
 
 use super::*;
 
-thread_local! {
-    /// The expressions of the function last asked about.
-    static EXPRESSIONS: std::cell::RefCell<Option<FunctionExpressions>> =
-        const { std::cell::RefCell::new(None) };
-}
 use locklint_ir::diagnostic::Edit;
 use locklint_ir::source::Span;
 use locklint_project::TraceOp;
@@ -30,7 +25,7 @@ pub(crate) fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     }
     let region = match o.op.stmt {
         Some(stmt) => Some((stmt, false)),
-        None => expression_of(o).map(|c| (c, true)),
+        None => o.op.expr.map(|c| (c, true)),
     };
     let Some((stmt, expression)) = region else {
         return edits;
@@ -78,112 +73,6 @@ pub(crate) fn reflow(o: &TraceOp, edits: Vec<Edit>) -> Vec<Edit> {
     out.push(edit(&o.file, stmt, laid_out));
     out.sort_by_key(|e| e.location.span.start);
     out
-}
-
-/// The `if`/`while` condition, match guard, tail expression or returned value the operation
-/// is in (the innermost one).
-pub(crate) fn expression_of(o: &TraceOp) -> Option<Span> {
-    let expressions = expressions_of_function(o)?;
-    let op = o.op.span;
-    // expressions that hold the operation nest: the one starting last is the innermost
-    let before = expressions.partition_point(|c| c.start <= op.start);
-    expressions[..before]
-        .iter()
-        .rev()
-        .take(64)
-        .find(|c| c.end >= op.end)
-        .copied()
-}
-
-/// The expressions of one function that [`reflow`] lays out: its file (address, length), its
-/// span, and the spans.
-pub(crate) type FunctionExpressions = (usize, usize, Span, std::rc::Rc<Vec<Span>>);
-
-/// Every `if`/`while` condition, match guard, block tail expression (not itself a block or
-/// control flow) and returned value of the operation's function, by start: parsed once for
-/// all the operations of a function.
-pub(crate) fn expressions_of_function(o: &TraceOp) -> Option<std::rc::Rc<Vec<Span>>> {
-    let key = (
-        std::sync::Arc::as_ptr(&o.file) as usize,
-        o.file.text.len(),
-        o.func.whole,
-    );
-    let cached = EXPRESSIONS.with(|c| {
-        c.borrow()
-            .as_ref()
-            .filter(|(p, l, w, _)| (*p, *l, *w) == key)
-            .map(|(_, _, _, v)| v.clone())
-    });
-    if let Some(v) = cached {
-        return Some(v);
-    }
-    struct Expressions<'a> {
-        text: &'a str,
-        lines: locklint_ir::source::LineIndex,
-        base: usize,
-        found: Vec<Span>,
-    }
-    impl Expressions<'_> {
-        fn consider(&mut self, e: &syn::Expr) {
-            let sp = syn::spanned::Spanned::span(e);
-            let at = |l: proc_macro2::LineColumn| {
-                self.base + self.lines.offset(self.text, l.line, l.column)
-            };
-            self.found.push(Span::new(at(sp.start()), at(sp.end())));
-        }
-    }
-    impl<'ast> syn::visit::Visit<'ast> for Expressions<'_> {
-        fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
-            self.consider(&i.cond);
-            syn::visit::visit_expr_if(self, i);
-        }
-        fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
-            self.consider(&w.cond);
-            syn::visit::visit_expr_while(self, w);
-        }
-        fn visit_arm(&mut self, a: &'ast syn::Arm) {
-            if let Some((_, guard)) = &a.guard {
-                self.consider(guard);
-            }
-            syn::visit::visit_arm(self, a);
-        }
-        fn visit_block(&mut self, b: &'ast syn::Block) {
-            if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last() {
-                if !locklint_frontend::rust::block_like(tail) {
-                    self.consider(tail);
-                }
-            }
-            syn::visit::visit_block(self, b);
-        }
-        fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
-            if let Some(value) = r
-                .expr
-                .as_deref()
-                .filter(|e| !locklint_frontend::rust::block_like(e))
-            {
-                self.consider(value);
-            }
-            syn::visit::visit_expr_return(self, r);
-        }
-    }
-    let func = o.func.whole;
-    let text = o.file.text.get(func.start..func.end)?;
-    let found = {
-        let item: syn::ItemFn = syn::parse_str(text).ok()?;
-        let mut v = Expressions {
-            text,
-            lines: locklint_ir::source::LineIndex::new(text),
-            base: func.start,
-            found: Vec::new(),
-        };
-        syn::visit::Visit::visit_item_fn(&mut v, &item);
-        v.found
-    };
-    let mut found = found;
-    found.sort_by_key(|s| s.start);
-    let found = std::rc::Rc::new(found);
-    EXPRESSIONS.with(|c| *c.borrow_mut() = Some((key.0, key.1, key.2, found.clone())));
-    Some(found)
 }
 
 /// An expression printed by prettyplease as it would be on the right of `let _ =`, its lines

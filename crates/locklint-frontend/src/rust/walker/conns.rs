@@ -132,9 +132,9 @@ impl FnWalker<'_> {
 
     /// The connections bound since `mark` go out of scope at `end`, except those the block
     /// hands on (returned from the function, or the block's value).
-    pub(super) fn conn_scope_ends(&mut self, mark: usize, block: &syn::Block, end: Span) {
+    pub(super) fn conn_scope_ends(&mut self, mark: usize, last: Option<&syn::Stmt>, end: Span) {
         let mut tail_names = HashSet::new();
-        if let Some(syn::Stmt::Expr(e, None)) = block.stmts.last() {
+        if let Some(syn::Stmt::Expr(e, None)) = last {
             idents_of(e, |i| {
                 tail_names.insert(i.to_string());
             });

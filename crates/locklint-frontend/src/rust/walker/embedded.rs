@@ -106,6 +106,7 @@ impl FnWalker<'_> {
             origin,
             func: Some(self.func_idx),
             exec: None,
+            statement: None,
         });
         Some(self.embedded_base + self.embedded.len() - 1)
     }

@@ -116,7 +116,7 @@ impl FnWalker<'_> {
                     self.env.push(
                         n,
                         Binding {
-                            key,
+                            key: key.map(Box::new),
                             ..Default::default()
                         },
                     );
@@ -227,9 +227,9 @@ impl FnWalker<'_> {
                     self.env.push(
                         n,
                         Binding {
-                            key: Some(key),
+                            key: Some(Box::new(key)),
                             value: Some(value),
-                            expr: Some((*a.right).clone()),
+                            expr: Some(a.right.clone()),
                             sources,
                             builder: None,
                             executor,
@@ -430,6 +430,9 @@ impl FnWalker<'_> {
                     "only success is checked (`is_ok()`/`is_err()`), not the reply".into(),
                 ),
             );
+            return;
+        }
+        if self.orm_write(m, &u) {
             return;
         }
         self.conn_method(m, &u);

@@ -68,10 +68,21 @@ pub(super) fn is_logging_macro(name: &str) -> bool {
     )
 }
 
-/// Identifier uses in a body with their offsets (including inside macros and format strings),
-/// leaving out what is only logged.
-pub(super) fn collect_uses(file: &SourceFile, body: &syn::Block, out: &mut Vec<(String, usize)>) {
-    let mut stack = vec![quote::ToTokens::to_token_stream(body)];
+/// Where a block's bindings and conditions start.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BlockMarks {
+    env: usize,
+    deps: usize,
+}
+
+/// Identifier uses in a body's tokens with their offsets (including inside macros and format
+/// strings), leaving out what is only logged.
+pub(super) fn collect_uses(
+    file: &SourceFile,
+    body: proc_macro2::TokenStream,
+    out: &mut Vec<(String, usize)>,
+) {
+    let mut stack = vec![body];
     while let Some(ts) = stack.pop() {
         let mut iter = ts.into_iter().peekable();
         while let Some(tt) = iter.next() {
@@ -164,44 +175,62 @@ impl FnWalker<'_> {
     }
 
     pub(super) fn walk_block(&mut self, block: &syn::Block, tail: ResultUse) {
-        let env_mark = self.env.len();
-        let deps_mark = self.deps.len();
+        let marks = self.block_start();
         let n = block.stmts.len();
         for (i, stmt) in block.stmts.iter().enumerate() {
-            let last = i + 1 == n;
-            let events_mark = self.events.len();
-            match stmt {
-                syn::Stmt::Local(l) => self.local(l),
-                syn::Stmt::Expr(e, semi) => {
-                    let u = if last && semi.is_none() {
-                        tail.clone()
-                    } else {
-                        ResultUse::Ignored("the reply is dropped".into())
-                    };
-                    let after = self.statement_expr(e, u);
-                    self.deps.extend(after);
-                }
-                syn::Stmt::Macro(m) => {
-                    self.mac(&m.mac, ResultUse::Ignored("the reply is dropped".into()))
-                }
-                syn::Stmt::Item(syn::Item::Fn(f)) => {
-                    self.nested
-                        .push((f.sig.clone(), (*f.block).clone(), self.impl_type.clone()));
-                }
-                syn::Stmt::Item(_) => {}
-            }
-            self.mark_statement(stmt, events_mark);
+            self.walk_stmt(stmt, i + 1 == n, &tail);
         }
         let close = self.span_of(&block.brace_token.span.close());
-        let end = match block.stmts.last() {
+        self.block_end(marks, block.stmts.last(), close);
+    }
+
+    /// Where the bindings and conditions of a block start: what [`Self::block_end`] unwinds.
+    pub(super) fn block_start(&self) -> BlockMarks {
+        BlockMarks {
+            env: self.env.len(),
+            deps: self.deps.len(),
+        }
+    }
+
+    /// One statement of a block; `last` for its last statement, whose value (without `;`)
+    /// is used as `tail` says.
+    pub(super) fn walk_stmt(&mut self, stmt: &syn::Stmt, last: bool, tail: &ResultUse) {
+        let events_mark = self.events.len();
+        match stmt {
+            syn::Stmt::Local(l) => self.local(l),
+            syn::Stmt::Expr(e, semi) => {
+                let u = if last && semi.is_none() {
+                    tail.clone()
+                } else {
+                    ResultUse::Ignored("the reply is dropped".into())
+                };
+                let after = self.statement_expr(e, u);
+                self.deps.extend(after);
+            }
+            syn::Stmt::Macro(m) => {
+                self.mac(&m.mac, ResultUse::Ignored("the reply is dropped".into()))
+            }
+            syn::Stmt::Item(syn::Item::Fn(f)) => {
+                self.nested
+                    .push((f.sig.clone(), (*f.block).clone(), self.impl_type.clone()));
+            }
+            syn::Stmt::Item(_) => {}
+        }
+        self.mark_statement(stmt, events_mark);
+    }
+
+    /// The end of a block whose last statement is `last` and whose closing brace is `close`:
+    /// connections in its scope end, its bindings and conditions are unwound.
+    pub(super) fn block_end(&mut self, marks: BlockMarks, last: Option<&syn::Stmt>, close: Span) {
+        let end = match last {
             Some(last) if close.is_empty() => {
                 Span::new(self.span_of(last).end, self.span_of(last).end)
             }
             _ => close,
         };
-        self.conn_scope_ends(env_mark, block, end);
-        self.env.truncate(env_mark);
-        self.deps.truncate(deps_mark);
+        self.conn_scope_ends(marks.env, last, end);
+        self.env.truncate(marks.env);
+        self.deps.truncate(marks.deps);
     }
 
     /// Record `stmt` as the statement of the one operation it produced, when it is a plain
@@ -335,9 +364,9 @@ impl FnWalker<'_> {
             self.env.push(
                 n,
                 Binding {
-                    key,
+                    key: key.map(Box::new),
                     value,
-                    expr,
+                    expr: expr.map(Box::new),
                     sources: sources.clone(),
                     builder,
                     executor,

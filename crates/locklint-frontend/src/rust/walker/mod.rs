@@ -11,6 +11,7 @@ use super::commands::{self, CmdArg, OptionSource};
 use super::embed;
 use super::env::Env;
 use super::keys::{key_of, macro_args, path_text, value_of, Scope};
+use super::laid_out;
 use super::spans;
 use locklint_ir::source::{SourceFile, Span};
 use locklint_ir::Origin;
@@ -24,11 +25,21 @@ mod conns;
 mod embedded;
 mod exprs;
 mod flow;
+pub(super) mod orm;
 mod redis;
 
 use flow::{bounded, collect_uses};
 use redis::{BaseKind, Builder};
 use syn::spanned::Spanned;
+
+/// What walking one function gives: the function, the `fn` items nested in it (to walk next),
+/// struct field initialisers and the SQL and Lua texts it hands to libraries.
+pub type Walked = (
+    Function,
+    Vec<(syn::Signature, syn::Block, Option<String>)>,
+    Vec<(String, String, KeyRef)>,
+    Vec<Embedded>,
+);
 
 /// Per-file context shared by every function walker.
 pub struct FileCtx<'a> {
@@ -44,6 +55,10 @@ pub struct FileCtx<'a> {
     pub sqlx: bool,
     /// Spans of string literals of `const`/`static` items, by name.
     pub const_spans: &'a HashMap<String, Span>,
+    /// Function bodies left out of the file's tree, parsed when walked.
+    pub bodies: &'a super::bodies::Bodies,
+    /// Whether the file names diesel or sea-orm, and its sea-orm entities' tables.
+    pub orm: orm::OrmFile,
 }
 
 /// Deeper expressions than this are not descended into.
@@ -55,9 +70,9 @@ const SHALLOW: usize = 12;
 
 #[derive(Debug, Clone, Default)]
 struct Binding {
-    key: Option<KeyRef>,
+    key: Option<Box<KeyRef>>,
     value: Option<Value>,
-    expr: Option<syn::Expr>,
+    expr: Option<Box<syn::Expr>>,
     sources: Vec<Dep>,
     builder: Option<usize>,
     executor: Option<Executor>,
@@ -106,7 +121,7 @@ pub struct FnWalker<'a> {
 
 impl Scope for FnWalker<'_> {
     fn local_key(&self, name: &str) -> Option<KeyRef> {
-        self.lookup(name).and_then(|b| b.key.clone())
+        self.lookup(name).and_then(|b| b.key.as_deref().cloned())
     }
     fn local_value(&self, name: &str) -> Option<Value> {
         self.lookup(name)
@@ -341,18 +356,59 @@ impl<'a> FnWalker<'a> {
     }
 
     /// Walk the body; returns the function, nested fn items to walk next, and struct field initialisers.
-    #[allow(clippy::type_complexity)]
-    pub fn run(
-        mut self,
-        body: &syn::Block,
-    ) -> (
-        Function,
-        Vec<(syn::Signature, syn::Block, Option<String>)>,
-        Vec<(String, String, KeyRef)>,
-        Vec<Embedded>,
-    ) {
+    pub fn run(mut self, body: &syn::Block) -> Walked {
         self.walk_block(body, ResultUse::Returned);
-        let returns_key = match body.stmts.last() {
+        let mut laid_out = laid_out::Expressions::new(self.cx.file);
+        laid_out.block(body);
+        self.finish(body.stmts.last(), laid_out, || {
+            quote::ToTokens::to_token_stream(body)
+        })
+    }
+
+    /// Walk a body given as its brace group's tokens, parsing one statement at a time and
+    /// dropping each statement's tree once it is walked: the same walk as [`Self::run`] over the
+    /// parsed block, with the syntax tree of one statement alive at a time. A syntax error is
+    /// the error parsing the whole block gives.
+    pub fn run_streamed(mut self, body: &proc_macro2::Group) -> syn::Result<Walked> {
+        let mut laid_out = laid_out::Expressions::new(self.cx.file);
+        let mut last = None;
+        let walk = |input: syn::parse::ParseStream| -> syn::Result<()> {
+            let content;
+            let brace = syn::braced!(content in input);
+            let marks = self.block_start();
+            let mut statements = super::statements::Statements::default();
+            let mut pending = statements.next(&content)?;
+            while let Some(stmt) = pending.take() {
+                let next = statements.next(&content)?;
+                let is_last = next.is_none();
+                self.walk_stmt(&stmt, is_last, &ResultUse::Returned);
+                laid_out.stmt(&stmt);
+                if is_last {
+                    last = Some(stmt);
+                }
+                pending = next;
+            }
+            laid_out.tail(last.as_ref());
+            let close = self.span_of(&brace.span.close());
+            self.block_end(marks, last.as_ref(), close);
+            Ok(())
+        };
+        let tokens = proc_macro2::TokenStream::from(proc_macro2::TokenTree::Group(body.clone()));
+        syn::parse::Parser::parse2(walk, tokens)?;
+        Ok(self.finish(last.as_ref(), laid_out, || body.stream()))
+    }
+
+    /// After the walk of a body whose last statement is `last`: replies bound to names are
+    /// resolved against the names' uses (read from the body's tokens, asked only then), each
+    /// operation gets the expression a fix lays out.
+    fn finish(
+        mut self,
+        last: Option<&syn::Stmt>,
+        laid_out: laid_out::Expressions,
+        tokens: impl FnOnce() -> proc_macro2::TokenStream,
+    ) -> Walked {
+        laid_out.mark(&mut self.events);
+        let returns_key = match last {
             Some(syn::Stmt::Expr(e, None)) => {
                 let k = key_of(e, &self);
                 k.has_literal().then_some(k)
@@ -370,7 +426,7 @@ impl<'a> FnWalker<'a> {
             .any(|e| e.exec.as_ref().is_some_and(|x| bound(&x.result)));
         let mut uses = Vec::new();
         if needs_uses {
-            collect_uses(self.cx.file, body, &mut uses);
+            collect_uses(self.cx.file, tokens(), &mut uses);
             uses.sort_unstable();
             // the last use of each name
             let mut last_use: HashMap<&str, usize> = HashMap::new();

@@ -284,6 +284,7 @@ impl FnWalker<'_> {
             value_param,
             span,
             stmt: None,
+            expr: None,
             in_macro: self.macro_depth > 0,
             result,
             deps: self.current_deps(),

@@ -1,0 +1,101 @@
+//! Function bodies parsed one statement at a time as they are walked (large bodies) give the
+//! same intermediate form as bodies parsed with the whole file: every Rust file of this
+//! repository (the fixtures, the tests' projects, the analyser's and the runtime's own code)
+//! is analysed both ways, and a generated file with a body far past the size where streaming
+//! starts is analysed with both thresholds.
+
+use locklint_frontend::rust::analyze_with_large_bodies;
+use locklint_ir::source::SourceFile;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file's intermediate form as JSON, with bodies larger than `large_body` streamed; on a
+/// thread with the stack the engine gives the front-ends.
+fn ir_json(path: &Path, text: &str, large_body: usize) -> String {
+    let file = SourceFile::new(path.to_path_buf(), text.to_string());
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            let ir = analyze_with_large_bodies(0, file, large_body);
+            serde_json::to_string(&ir).expect("the intermediate form serialises")
+        })
+        .expect("a thread")
+        .join()
+        .expect("the front-end does not panic")
+}
+
+#[test]
+fn every_rust_file_of_the_repository_gives_the_same_ir_with_every_body_streamed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for dir in [
+        "fixtures", "tests", "src", "crates", "runtime", "benches", "examples", "fuzz",
+    ] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 200, "found {} Rust files", files.len());
+    let mut streamed_functions = 0;
+    for path in &files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let whole = ir_json(path, &text, usize::MAX);
+        let streamed = ir_json(path, &text, 0);
+        assert_eq!(whole, streamed, "{}", path.display());
+        streamed_functions += whole.matches("\"item_slot\"").count();
+    }
+    assert!(streamed_functions > 1000, "{streamed_functions} functions");
+}
+
+#[test]
+fn a_syntax_error_in_a_streamed_body_is_the_file_s_syntax_error() {
+    for text in [
+        "fn a() { let x = 1 let y = 2; }\nfn b() {}\n",
+        "fn a() { f() g() }\n",
+        "impl S { fn a(&self) { m!(x) y } }\n",
+        "fn a() { ok(); }\nfn b() { let = ; }\n",
+    ] {
+        let path = Path::new("broken.rs");
+        let whole = ir_json(path, text, usize::MAX);
+        assert!(whole.contains("could not parse this Rust file"), "{whole}");
+        assert_eq!(whole, ir_json(path, text, 0), "{text}");
+    }
+}
+
+#[test]
+fn a_large_body_is_streamed_by_default_and_gives_the_same_ir() {
+    let mut text = String::from(
+        "use redis::AsyncCommands;\n\npub async fn big(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n",
+    );
+    for i in 0..2000 {
+        text.push_str(&format!(
+            "    let v{i}: bool = con.set_nx(\"lock:job:{i}\", \"1\").await?;\n    if !v{i} {{ return Ok(()); }}\n"
+        ));
+    }
+    text.push_str("    Ok(())\n}\n");
+    assert!(text.len() > 100_000);
+    let path = Path::new("big.rs");
+    let default = {
+        let file = SourceFile::new(path.to_path_buf(), text.clone());
+        serde_json::to_string(&locklint_frontend::rust::analyze(0, file)).unwrap()
+    };
+    assert_eq!(default, ir_json(path, &text, usize::MAX));
+    assert_eq!(default.matches("\"set_nx\"").count(), 2000);
+}
