@@ -49,6 +49,9 @@ const FIXTURES: &[&str] = &[
     "one-entry-per-lock",
     "facts-per-lock",
     "external-effects",
+    "held-scripts",
+    "runtime-wrappers",
+    "spin-and-helper-crate",
 ];
 
 /// (fixture, [(lock, mechanism, verdict)]): every lock the fixture holds, nothing else.
@@ -183,6 +186,52 @@ const EXPECTED: &[(&str, &[Expected])] = &[
                 "advisory-transaction",
                 "unsafe-for-correctness",
             ),
+        ],
+    ),
+    (
+        "held-scripts",
+        &[
+            (
+                "lock:billing-run",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:ledger:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:payout:{}", "redis-set-nx-px", "fine-for-efficiency"),
+            ("lock:refund:{}", "redis-set-nx-px", "broken"),
+            ("lock:invoice-rebuild:{}", "redis-set-nx-px", "broken"),
+            ("lock:period-close:{}", "redis-set-nx-px", "no-lock-needed"),
+            ("lock:export:{}", "redis-set-nx-px", "fine-for-efficiency"),
+            ("lock:import:{}", "redis-set-nx-px", "fine-for-efficiency"),
+        ],
+    ),
+    (
+        "runtime-wrappers",
+        &[
+            ("settlement", "runtime-redis", "unsafe-for-correctness"),
+            ("sweeper", "runtime-redis", "unsafe-for-correctness"),
+            ("digest", "runtime-redis", "unsafe-for-correctness"),
+            ("advisory(7302)", "advisory-session", "broken"),
+            ("reindex", "runtime-advisory", "unsafe-for-correctness"),
+            ("advisory(7301)", "advisory-session", "fine-for-correctness"),
+        ],
+    ),
+    (
+        "spin-and-helper-crate",
+        &[
+            ("lock:nightly-export", "redis-setnx-expire", "broken"),
+            ("lock:key-rotation", "redis-setnx-expire", "broken"),
+            (
+                "lock:nightly-publish",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            (
+                "lock:nightly-rollup",
+                "redis-set-nx-px",
+                "unsafe-for-correctness",
+            ),
+            ("lock:nightly-recount", "redis-set-nx-px", "no-lock-needed"),
         ],
     ),
 ];
@@ -488,8 +537,8 @@ fn keys_and_expiries_are_resolved() {
 }
 
 /// `locklint check` and `locklint audit` agree on every fixture: each finding of `check` is
-/// attached to a lock of the audit at the same place, and a release `check` reports as
-/// unconditional is listed in that lock's releases as not owner-checked.
+/// attached to a lock of the audit at the same place, and a release (renewal) `check` reports
+/// as unconditional is listed in that lock's releases (renewals) as not owner-checked.
 #[test]
 fn check_and_audit_agree() {
     for f in FIXTURES {
@@ -518,21 +567,309 @@ fn check_and_audit_agree() {
                 !holders.is_empty(),
                 "{f}: `{rule}` at {file}:{line} is on no lock of the audit"
             );
-            if rule == "unconditional-release" {
-                for l in &holders {
-                    assert!(
-                        l["releases"].as_array().unwrap().iter().any(|r| {
-                            r["site"]["path"] == *file
-                                && r["site"]["line"] == *line
-                                && r["owner_checked"] == false
-                        }),
-                        "{f}: `{}` does not list the unconditional release at {file}:{line}",
-                        l["name"]
-                    );
-                }
+            let listed_in = match rule.as_str() {
+                Some("unconditional-release") => "releases",
+                Some("unconditional-renew") => "renewals",
+                _ => continue,
+            };
+            for l in &holders {
+                assert!(
+                    l[listed_in].as_array().unwrap().iter().any(|r| {
+                        r["site"]["path"] == *file
+                            && r["site"]["line"] == *line
+                            && r["owner_checked"] == false
+                    }),
+                    "{f}: `{}` does not list the unconditional {listed_in} at {file}:{line}",
+                    l["name"]
+                );
             }
         }
     }
+}
+
+/// `(site, function, command, owner-checked)` of each release of a lock, sites relative to the
+/// fixture.
+fn releases(
+    doc: &serde_json::Value,
+    name: &str,
+    fixture: &str,
+) -> Vec<(String, String, String, bool)> {
+    lock(doc, name)["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                at(&r["site"], fixture),
+                r["function"].as_str().unwrap().to_string(),
+                r["command"].as_str().unwrap().to_string(),
+                r["owner_checked"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A compare-and-delete script kept in a `static LazyLock`, a `once_cell` `Lazy` or a struct
+/// field is the release of the lock it is run on, owner-checked, though the same file keeps a
+/// rate limiter's script that changes an expiry unchecked; a compare-and-pexpire script is a
+/// renewal whatever its function is called, and a lock-named one that deletes without a check
+/// carries `check`'s finding in its text. A guard that the acquiring function builds with the
+/// key, or passes it to the constructor that does, releases the lock from `release(self)`,
+/// `unlock(self)` and `Drop` (also through a local taken from the field for a task the `Drop`
+/// spawns). The rate limit and the cache entry a guard deletes when dropped are not locks.
+#[test]
+fn held_scripts_and_guards_release_their_locks() {
+    let f = "held-scripts";
+    let doc = json(f);
+    let kit = "crates/lockkit/src/lib.rs";
+    let owned = |s: &str, func: &str| {
+        (
+            s.to_string(),
+            func.to_string(),
+            "Lua script".to_string(),
+            true,
+        )
+    };
+    assert_eq!(
+        releases(&doc, "lock:billing-run", f),
+        [owned(&format!("{kit}:59"), "give_back")]
+    );
+    assert_eq!(
+        releases(&doc, "lock:ledger:{}", f),
+        [owned(&format!("{kit}:108"), "unlock")]
+    );
+    assert_eq!(
+        releases(&doc, "lock:payout:{}", f),
+        [
+            owned(&format!("{kit}:138"), "release"),
+            owned(&format!("{kit}:148"), "Held::drop"),
+        ]
+    );
+    // a `Drop` that takes the key out of the field and hands the release to a task
+    assert_eq!(
+        releases(&doc, "lock:period-close:{}", f),
+        [owned(&format!("{kit}:188"), "AsyncHeld::drop")]
+    );
+    // a guard built by its constructor (`ExportGuard::new(con, key, token)`)
+    assert_eq!(
+        releases(&doc, "lock:export:{}", f),
+        [owned(&format!("{kit}:241"), "unlock")]
+    );
+    // a guard's `Drop` that deletes another field (a progress marker) releases nothing
+    assert_eq!(
+        lock(&doc, "lock:import:{}")["releases"],
+        serde_json::json!([])
+    );
+    // a compare-and-pexpire script run from `keep_alive` renews the lock, and what is written
+    // after it is still written under the lock
+    let billing = lock(&doc, "lock:billing-run");
+    assert_eq!(billing["renewals"][0]["function"], "keep_alive");
+    assert_eq!(billing["renewals"][0]["owner_checked"], true);
+    let targets: Vec<&str> = billing["protects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["INSERT billing_runs", "UPDATE billing_accounts"]);
+    let billing = lock(&doc, "lock:billing-run");
+    assert_eq!(
+        billing["acquires"][0]["checked"], true,
+        "`if try_take(..).await? {{`"
+    );
+    let names: Vec<&str> = doc["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("ratelimit") && !n.contains("cache")),
+        "{names:?}"
+    );
+}
+
+/// A `locklint-runtime` locker used in a wrapper of another crate: the lock is the name the
+/// wrapper's caller passes (through the call, from `main`), `with_lock` releases it on every
+/// exit and keeps it alive, and the work the caller hands it is what it protects; the same for
+/// a locker kept in a field of a struct declared in another file. A name given
+/// to `AdvisoryLock::try_lock` as a const of another crate is resolved. A session advisory
+/// lock on a connection marked `close_on_drop()` is released when the connection is dropped:
+/// the session ends (not when it goes back to its pool); a lease the code never releases by
+/// name is released by its `Drop`.
+#[test]
+fn runtime_wrappers_and_session_ends_are_seen() {
+    let f = "runtime-wrappers";
+    let doc = json(f);
+    let main = "crates/app/src/main.rs";
+    let settlement = lock(&doc, "settlement");
+    let acquire = &settlement["acquires"][0];
+    assert_eq!(at(&acquire["site"], f), "crates/platform/src/lib.rs:21");
+    assert_eq!(at(&acquire["called_from"][0], f), format!("{main}:17"));
+    assert_eq!(
+        releases(&doc, "settlement", f),
+        [(
+            "crates/platform/src/lib.rs:21".to_string(),
+            "exclusively".to_string(),
+            "with_lock (release on every exit)".to_string(),
+            true
+        )]
+    );
+    assert_eq!(settlement["renewed"], true);
+    assert_eq!(settlement["protects"][0]["target"], "UPDATE settlements");
+    assert_eq!(
+        at(&settlement["protects"][0]["site"], f),
+        format!("{main}:18")
+    );
+
+    // a locker kept in a field of a struct another file declares
+    let sweeper = lock(&doc, "sweeper");
+    assert_eq!(
+        at(&sweeper["acquires"][0]["site"], f),
+        "crates/app/src/jobs.rs:11"
+    );
+    assert_eq!(sweeper["renewed"], true);
+    assert_eq!(sweeper["releases"][0]["owner_checked"], true);
+    assert_eq!(sweeper["protects"][0]["target"], "DELETE sessions");
+
+    let reindex = lock(&doc, "reindex");
+    assert_eq!(reindex["acquires"][0]["command"], "try_lock");
+    assert_eq!(at(&reindex["releases"][0]["site"], f), format!("{main}:36"));
+
+    assert_eq!(
+        releases(&doc, "advisory(7301)", f),
+        [(
+            format!("{main}:57"),
+            "compact".to_string(),
+            "session ends: `conn` dropped (close_on_drop: it closes)".to_string(),
+            true
+        )]
+    );
+    // a pooled connection that goes back to its pool keeps the session, and the lock
+    let vacuum = lock(&doc, "advisory(7302)");
+    assert_eq!(vacuum["releases"], serde_json::json!([]));
+    assert_eq!(vacuum["findings"][0]["rule"], "advisory-lock-unbalanced");
+    // a lease never released by name releases itself when dropped
+    assert_eq!(
+        releases(&doc, "digest", f),
+        [(
+            format!("{main}:65"),
+            "send_digest".to_string(),
+            "lease dropped (Lease's Drop releases it)".to_string(),
+            true
+        )]
+    );
+    let table = audit(f, "table");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("advisory(7301) "))
+        .unwrap();
+    assert!(row.contains("owner-checked"), "{row}");
+}
+
+/// Spin locks (`while !con.set_nx(..)`) in a lock helper crate and inline in a binary's
+/// `main`-adjacent function: each is one lock named by the caller's literal, reached through
+/// the call from the binary. The helper's release runs a compare-and-delete script kept in a
+/// `static` of another module, and the binary's runs one read from a `.lua` file with
+/// `include_str!`: both owner-checked. A helper that takes and releases the lock around the
+/// work it is handed protects that work (also what it calls), not what its caller does after.
+#[test]
+fn spin_locks_and_helper_crates_are_seen() {
+    let f = "spin-and-helper-crate";
+    let doc = json(f);
+    let export = lock(&doc, "lock:nightly-export");
+    let acquire = &export["acquires"][0];
+    assert_eq!(at(&acquire["site"], f), "crates/spinlock/src/lib.rs:16");
+    assert_eq!(acquire["checked"], true);
+    let via: Vec<String> = acquire["called_from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| at(s, f))
+        .collect();
+    assert!(
+        via.contains(&"crates/nightly/src/main.rs:21".to_string()),
+        "{via:?}"
+    );
+    assert_eq!(
+        releases(&doc, "lock:nightly-export", f),
+        [(
+            "crates/spinlock/src/lib.rs:26".to_string(),
+            "unlock".to_string(),
+            "Lua script".to_string(),
+            true
+        )]
+    );
+    let rotation = lock(&doc, "lock:key-rotation");
+    assert_eq!(
+        at(&rotation["acquires"][0]["site"], f),
+        "crates/nightly/src/main.rs:31"
+    );
+    // a helper that takes the lock, runs the closure it is handed and releases it: the
+    // closure's writes are under the lock, those after the call are not (for `check` either),
+    // and a write in a function the closure calls is
+    let targets = |name: &str| -> Vec<String> {
+        lock(&doc, name)["protects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| format!("{} at {}", w["target"].as_str().unwrap(), at(&w["site"], f)))
+            .collect()
+    };
+    assert_eq!(
+        targets("lock:nightly-rollup"),
+        ["INSERT rollups at crates/nightly/src/main.rs:71"]
+    );
+    assert_eq!(
+        targets("lock:nightly-recount"),
+        ["UPDATE counters at crates/nightly/src/main.rs:89"]
+    );
+    // a script built in place from a `.lua` file of the crate (`include_str!`)
+    assert_eq!(
+        releases(&doc, "lock:nightly-publish", f),
+        [(
+            "crates/nightly/src/main.rs:60".to_string(),
+            "publish".to_string(),
+            "Lua script".to_string(),
+            true
+        )]
+    );
+}
+
+/// Where `check` reports `unconditional-release`, the audit lists that release under the
+/// lock, not owner-checked: a plain `DEL` after a spin lock, and one in a guard's `Drop`.
+#[test]
+fn the_audit_shows_each_release_check_reports_unconditional() {
+    let mut seen = 0;
+    for f in ["spin-and-helper-crate", "held-scripts"] {
+        let path = format!("fixtures/audit/{f}");
+        let o = locklint(
+            &root(),
+            &["check", &path, "--project-root", &path, "--format", "json"],
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let doc = json(f);
+        for finding in report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["rule"] == "unconditional-release")
+        {
+            seen += 1;
+            let (file, line) = (&finding["path"], &finding["line"]);
+            let listed = doc["locks"].as_array().unwrap().iter().any(|l| {
+                l["releases"].as_array().unwrap().iter().any(|r| {
+                    r["site"]["path"] == *file
+                        && r["site"]["line"] == *line
+                        && r["owner_checked"] == false
+                })
+            });
+            assert!(listed, "{f}: no lock lists the release at {file}:{line}");
+        }
+    }
+    assert_eq!(seen, 2, "one unconditional release in each fixture");
 }
 
 /// Next steps name the site, what to write there and the `locklint-runtime` type, never

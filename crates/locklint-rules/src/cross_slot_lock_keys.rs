@@ -269,10 +269,9 @@ fn untagged_declared(
             }
             let same_file = o.file.path == file.file.path;
             let here = same_file && func.is_some_and(|f| std::ptr::eq(o.func, f));
-            let named =
-                o.op.script.as_ref().is_some_and(|n| {
-                    script.names.contains(n) && (same_file || is_constant_name(n))
-                });
+            let named = o.op.script.as_ref().is_some_and(|n| {
+                script.names.contains(n) && (same_file || super::matching::is_constant_name(n))
+            });
             if !(here || named) {
                 continue;
             }
@@ -290,12 +289,4 @@ fn untagged_declared(
         }
     }
     untagged
-}
-
-/// A `const`/`static` name (`RELEASE_LOCK`), which names one script across files.
-fn is_constant_name(name: &str) -> bool {
-    name.chars().any(|c| c.is_ascii_uppercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }

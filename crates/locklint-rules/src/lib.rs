@@ -28,6 +28,11 @@ mod unconditional_release;
 mod unconditional_renew;
 mod unfenced_write;
 
+/// Where a call ends among its function's events (shared with the audit, which attributes
+/// writes to the lock held while they run as `unfenced-write` does), and whether a script's
+/// name is a constant's (shared with the audit's script look-up).
+pub use matching::{after_call, after_call_at, is_constant_name};
+
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::FileIr;
 use locklint_project::{LockFacts, Project, Trace};

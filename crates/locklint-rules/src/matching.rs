@@ -4,7 +4,7 @@
 use super::RuleInfo;
 use locklint_ir::diagnostic::{Diagnostic, Location, Related};
 use locklint_ir::source::{FileRef, Span};
-use locklint_ir::{Channel, OpKind};
+use locklint_ir::{Call, Channel, Event, Function, OpKind};
 use locklint_project::{Trace, TraceOp};
 
 /// A diagnostic for `info` at a span, with the helper call chain as related spans.
@@ -137,3 +137,39 @@ pub const RENEW_HELP: &str = concat!(
     crate::scripts::compare_and_renew!("pexpire"),
     "`"
 );
+
+/// The index of the first event of `f` after the call `call` (past its arguments, closures
+/// included).
+pub fn after_call(f: &Function, call: &Call) -> usize {
+    f.events
+        .iter()
+        .filter(|e| e.id().index > call.id.index)
+        .find(|e| match e {
+            Event::Call(d) => d.span.start >= call.span.end,
+            Event::Op(o) => o.span.start >= call.span.end,
+            Event::ConnEnd(x) => x.span.start >= call.span.end,
+            // a statement's place is the call that runs it
+            Event::Sql { .. } => false,
+        })
+        .map_or(usize::MAX, |e| e.id().index)
+}
+
+/// [`after_call`] for the call at event index `index` of `f` (`usize::MAX` when there is none).
+pub fn after_call_at(f: &Function, index: usize) -> usize {
+    f.events
+        .iter()
+        .find_map(|e| match e {
+            Event::Call(c) if c.id.index == index => Some(after_call(f, c)),
+            _ => None,
+        })
+        .unwrap_or(usize::MAX)
+}
+
+/// A `const`/`static` name (`RELEASE_LOCK`): spelt in capitals, it names one item across
+/// files, where a local's or a field's name (`release`) names one only where it is declared.
+pub fn is_constant_name(name: &str) -> bool {
+    name.chars().any(|c| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}

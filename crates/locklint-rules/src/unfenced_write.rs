@@ -94,26 +94,34 @@ impl Rule for UnfencedWrite {
             let mut holds: Vec<(Hold, Option<usize>)> = Vec::new();
             if let Some(t) = trace {
                 let key_of = |o: &locklint_project::TraceOp| Held::Redis(o.identity.clone());
-                let mut releases: HashMap<Held, Vec<usize>> = HashMap::new();
-                for o in &t.ops {
+                // (event index in `f`, place in the trace) of each release
+                let mut releases: HashMap<Held, Vec<(usize, usize)>> = HashMap::new();
+                for (n, o) in t.ops.iter().enumerate() {
                     if matches!(
                         o.op.kind,
                         OpKind::Delete | OpKind::CompareDelete | OpKind::Script
                     ) {
-                        releases.entry(key_of(o)).or_default().push(o.at.index);
+                        releases.entry(key_of(o)).or_default().push((o.at.index, n));
                     }
                 }
-                for v in releases.values_mut() {
-                    v.sort_unstable();
-                }
-                for o in &t.ops {
+                for (n, o) in t.ops.iter().enumerate() {
                     if o.is_lock && o.op.kind.is_acquire() && !project.is_efficiency_lock(&o.key) {
                         let (rf, rs) = o.reply_site();
                         let key = key_of(o);
                         let at = o.at.index;
-                        let released = releases
-                            .get(&key)
-                            .and_then(|v| v.get(v.partition_point(|&i| i <= at)).copied());
+                        // the next release; one in the same call as the acquire (a helper
+                        // that takes and releases the lock) releases it where the call ends
+                        let released = releases.get(&key).and_then(|v| {
+                            v.iter()
+                                .filter_map(|&(i, m)| match i.cmp(&at) {
+                                    std::cmp::Ordering::Greater => Some(i),
+                                    std::cmp::Ordering::Equal if m > n => {
+                                        Some(super::matching::after_call_at(f, at))
+                                    }
+                                    _ => None,
+                                })
+                                .min()
+                        });
                         holds.push((
                             Hold {
                                 key,

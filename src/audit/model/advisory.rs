@@ -2,7 +2,7 @@
 
 use super::advisory_keys::{self, KeyOrigin};
 use super::*;
-use crate::ir::FnId;
+use crate::ir::{EndKind, FnId};
 
 /// Whether advisory-lock arguments hold a bind parameter (`$1`, `?`, `:name`), outside quotes.
 pub(super) fn parametric(args: &str) -> bool {
@@ -159,6 +159,22 @@ fn add_call(
         .map(|r| r.at.index)
         .min()
         .unwrap_or(usize::MAX);
+    if end == usize::MAX && a.session {
+        // no unlock: the lock ends with the session, when its connection closes
+        if let Some((conn_end, command)) = exec.and_then(|e| session_end(f, e, at)) {
+            let site = Site::new(&file.file, conn_end.span);
+            push_site(&mut lock.op_sites, site.clone());
+            if !lock.releases.iter().any(|r| r.site.same(&site)) {
+                lock.releases.push(Release {
+                    site,
+                    function: f.name.clone(),
+                    command,
+                    atomic: true,
+                    owner_checked: true,
+                });
+            }
+        }
+    }
     let session = Some(exec.map_or(Executor::Unknown, |e| e.executor));
     writes_after(project, file, f, at, end, session, lock);
     // what the callers do between the wrapper's call and the call that unlocks
@@ -181,6 +197,46 @@ fn add_call(
             .map_or(usize::MAX, |c| c.id.index);
         writes_after(project, caller_file, caller_fn, start, end, session, lock);
     }
+}
+
+/// Where the connection a session lock was taken on (`exec.conn`) closes after event `at`,
+/// ending the session and its locks: `close()`, or dropped (`drop(conn)`, the end of its
+/// scope) when it does not go back to a pool (marked `close_on_drop()`, detached, or a
+/// connection of its own), with the release as the inventory names it. A connection handed
+/// back to its pool keeps the session, and the lock, alive: no release.
+fn session_end<'f>(
+    f: &'f Function,
+    exec: &crate::ir::SqlExec,
+    at: usize,
+) -> Option<(&'f crate::ir::ConnEnd, String)> {
+    let var = exec.conn.as_deref()?;
+    let ends: Vec<&crate::ir::ConnEnd> = f
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ConnEnd(c) if c.var == var => Some(c),
+            _ => None,
+        })
+        .collect();
+    let marked = ends
+        .iter()
+        .find(|c| matches!(c.kind, EndKind::CloseOnDrop | EndKind::Detach))
+        .map(|c| match c.kind {
+            EndKind::Detach => "detached",
+            _ => "close_on_drop",
+        });
+    let closes = exec.conn_closes == Some(true);
+    ends.into_iter().filter(|c| c.id.index > at).find_map(|c| {
+        let how = match c.kind {
+            EndKind::Close => format!("`{var}.close()`"),
+            EndKind::Drop | EndKind::ScopeEnd if !c.to_pool || closes => match marked {
+                Some(m) => format!("`{var}` dropped ({m}: it closes)"),
+                None => format!("`{var}` dropped (its own connection: it closes)"),
+            },
+            _ => return None,
+        };
+        Some((c, format!("session ends: {how}")))
+    })
 }
 
 #[cfg(test)]

@@ -2,75 +2,19 @@
 //! (`pg_advisory_lock($1)`): the value bound to each `$n` (a literal, a const of any file),
 //! and for a parameter of a wrapper function, the value each caller passes, caller by caller.
 
+use super::callers::values;
+pub(super) use super::callers::KeyOrigin;
 use super::*;
-use crate::ir::{Call, FnId, KeyRef, Part};
-
-/// How deep wrapper parameters are followed up the callers.
-const MAX_WRAPPERS: usize = 4;
-
-/// One way an advisory call's arguments resolve.
-pub(super) struct KeyOrigin<'a> {
-    /// The arguments with every bind parameter replaced by its value (`7001`,
-    /// `hashtext('nightly')`), or by the caller's expression when it has no fixed value
-    /// (`{job_id}`); `None` when they stay unresolved.
-    pub args: Option<String>,
-    /// Whether every parameter has a fixed value.
-    pub fixed: bool,
-    /// The calls through which the key came, from the call of the wrapper outwards.
-    pub via: Vec<(FnId, &'a Call)>,
-}
+use crate::ir::{FnId, KeyRef};
 
 /// A value as SQL writes it: numbers as they are, anything else as a string literal.
-fn sql_value(text: &str) -> String {
+pub(super) fn sql_value(text: &str) -> String {
     let numeric = text.strip_prefix('-').unwrap_or(text);
     if !numeric.is_empty() && numeric.chars().all(|c| c.is_ascii_digit()) {
         text.to_string()
     } else {
         format!("'{}'", text.replace('\'', "''"))
     }
-}
-
-/// What one bound value is, from the function that binds it: fixed values, or the caller's
-/// expressions, per chain of callers.
-fn values<'a>(project: &Project<'a>, func: FnId, key: &KeyRef, depth: usize) -> Vec<KeyOrigin<'a>> {
-    let k = project.resolve_key(key);
-    if let Some(t) = k.constant_text() {
-        return vec![KeyOrigin {
-            args: Some(sql_value(&t)),
-            fixed: true,
-            via: Vec::new(),
-        }];
-    }
-    let whole_param = matches!(k.parts.as_slice(), [Part::Hole(_)]);
-    if let (true, Some((index, _))) = (whole_param, &k.param) {
-        if depth < MAX_WRAPPERS {
-            let callers = project.callers_of(func);
-            if !callers.is_empty() {
-                let mut out = Vec::new();
-                for (caller, call) in callers {
-                    let Some(arg) = call.args.get(*index) else {
-                        continue;
-                    };
-                    for mut v in values(project, caller, arg, depth + 1) {
-                        // the caller's own expression when nothing above it fixes the value
-                        if v.args.is_none() {
-                            v.args = Some(project.resolve_key(arg).display());
-                        }
-                        v.via.insert(0, (caller, call));
-                        out.push(v);
-                    }
-                }
-                if !out.is_empty() {
-                    return out;
-                }
-            }
-        }
-    }
-    vec![KeyOrigin {
-        args: None,
-        fixed: false,
-        via: Vec::new(),
-    }]
 }
 
 /// The ways the arguments of an advisory call resolve, given what the statement's
@@ -113,7 +57,7 @@ pub(super) fn resolve<'a>(
         let Some(key) = n.checked_sub(1).and_then(|i| bind_keys.get(i)) else {
             return unresolved();
         };
-        per_param.push(values(project, func, key, 0));
+        per_param.push(values(project, func, key, sql_value));
     }
     let through_callers = per_param
         .iter()

@@ -5,11 +5,16 @@
 
 mod advisory;
 mod advisory_keys;
+mod callers;
 mod chains;
 mod effects;
+mod guards;
 mod redis;
 mod runtime;
 mod runtime_calls;
+mod rust_pass;
+mod scripts;
+mod stored;
 mod table;
 mod writes;
 

@@ -2,6 +2,8 @@
 //! acquires, releases, renewals, fences and the writes made while the lock is held.
 
 use super::chains::Chains;
+use super::guards::guard_releases;
+use super::scripts::{ScriptRole, Scripts};
 use super::*;
 use crate::ir::KeyIdentity;
 
@@ -38,10 +40,27 @@ fn is_bookkeeping(o: &TraceOp) -> bool {
     vocabulary::has_bookkeeping_word(&words_of(o))
 }
 
+/// Whether an operation ends the lock it is on: a delete, or a script that deletes (not one
+/// that only extends it).
+fn releases(scripts: &Scripts, o: &TraceOp) -> bool {
+    match o.op.kind {
+        OpKind::Delete | OpKind::CompareDelete => true,
+        OpKind::Script => scripts.facts(o.op, o.func).role == ScriptRole::Release,
+        _ => false,
+    }
+}
+
 /// Whether a fence minted at `x` (in trace `t`, inside the window of lock `name` opened at
 /// `start`) belongs to another lock: one of another name acquired after `start` and not
 /// released before `x` (the innermost lock held when it is minted).
-fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: &TraceOp) -> bool {
+fn fence_of_inner_lock(
+    chains: &Chains,
+    scripts: &Scripts,
+    t: &Trace,
+    name: &str,
+    start: usize,
+    x: &TraceOp,
+) -> bool {
     let group = |y: &TraceOp| redis_group(y, &chains.naming_key(y));
     t.ops.iter().any(|y| {
         y.is_lock && y.op.kind.is_acquire() && y.at.index > start && y.at.index <= x.at.index && {
@@ -49,10 +68,7 @@ fn fence_of_inner_lock(chains: &Chains, t: &Trace, name: &str, start: usize, x: 
             other != name
                 && !t.ops.iter().any(|r| {
                     r.is_lock
-                        && matches!(
-                            r.op.kind,
-                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                        )
+                        && releases(scripts, r)
                         && r.at.index > y.at.index
                         && r.at.index < x.at.index
                         && group(r) == other
@@ -87,6 +103,15 @@ fn ttl_of(chains: &Chains, o: &TraceOp) -> String {
     }
 }
 
+/// The function a release runs in, as the inventory names it: a `Drop` impl's `drop` with its
+/// type (`Held::drop`), any other by its name.
+fn release_function(f: &Function) -> String {
+    match &f.impl_type {
+        Some(ty) if f.name == "drop" => format!("{ty}::drop"),
+        _ => f.name.clone(),
+    }
+}
+
 fn op_site(o: &TraceOp) -> Site {
     Site::new(&o.file, o.op.span)
 }
@@ -96,10 +121,6 @@ fn client_compared(t: &Trace, o: &TraceOp) -> bool {
     t.ops
         .iter()
         .any(|r| r.op.kind == OpKind::Read && t.same_key(r, o) && o.deps.contains(&r.op.id))
-}
-
-fn script_is_renewal(o: &TraceOp) -> bool {
-    vocabulary::names_renewal(&o.func.name)
 }
 
 pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
@@ -113,6 +134,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         }
     }
     let chains = Chains::new(project);
+    let scripts = Scripts::new(project.files);
     let mut groups: BTreeMap<String, Vec<(&Trace, &TraceOp)>> = BTreeMap::new();
     for t in &project.traces {
         for o in &t.ops {
@@ -199,31 +221,43 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     let client = client_compared(t, o);
                     lock.releases.push(Release {
                         site,
-                        function: o.func.name.clone(),
+                        function: release_function(o.func),
                         command: o.op.command.clone(),
                         atomic: compare || o.op.watched,
                         owner_checked: compare || o.op.watched || client,
                     });
                 }
                 OpKind::Script => {
-                    let guarded = script_guarded(project, o);
-                    if script_is_renewal(o) {
-                        if !lock.renewals.iter().any(|r| r.site.same(&site)) {
-                            lock.renewals.push(Renewal {
-                                site,
-                                function: o.func.name.clone(),
-                                command: "Lua script".to_string(),
-                                owner_checked: guarded,
-                            });
+                    let facts = scripts.facts(o.op, o.func);
+                    if let Some((file, script)) = facts.script {
+                        // findings in the script's text are on this lock's path
+                        for (_, span) in &script.writes {
+                            push_site(&mut lock.op_sites, Site::new(&file.file, *span));
                         }
-                    } else if !lock.releases.iter().any(|r| r.site.same(&site)) {
-                        lock.releases.push(Release {
-                            site,
-                            function: o.func.name.clone(),
-                            command: "Lua script".to_string(),
-                            atomic: true,
-                            owner_checked: guarded,
-                        });
+                    }
+                    match facts.role {
+                        ScriptRole::Renewal => {
+                            if !lock.renewals.iter().any(|r| r.site.same(&site)) {
+                                lock.renewals.push(Renewal {
+                                    site,
+                                    function: o.func.name.clone(),
+                                    command: "Lua script".to_string(),
+                                    owner_checked: facts.guarded,
+                                });
+                            }
+                        }
+                        ScriptRole::Release => {
+                            if !lock.releases.iter().any(|r| r.site.same(&site)) {
+                                lock.releases.push(Release {
+                                    site,
+                                    function: release_function(o.func),
+                                    command: "Lua script".to_string(),
+                                    atomic: true,
+                                    owner_checked: facts.guarded,
+                                });
+                            }
+                        }
+                        ScriptRole::Other => {}
                     }
                 }
                 OpKind::Expire if project.facts.expiries_after_acquire.contains(&o.op.id) => {}
@@ -239,6 +273,34 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     });
                 }
                 _ => {}
+            }
+        }
+        // releases run by a guard the acquiring function builds with the key
+        let mut guarded_acquires = HashSet::new();
+        for (_, o) in ops.iter().filter(|(_, o)| o.op.kind.is_acquire()) {
+            if !guarded_acquires.insert(o.op.id) {
+                continue;
+            }
+            for g in guard_releases(project, &scripts, o) {
+                let site = Site::new(&g.file.file, g.op.span);
+                push_site(&mut lock.op_sites, site.clone());
+                if lock.releases.iter().any(|r| r.site.same(&site)) {
+                    continue;
+                }
+                let (command, atomic, owner_checked) = match g.op.kind {
+                    OpKind::Script => ("Lua script".to_string(), true, {
+                        scripts.facts(g.op, g.func).guarded
+                    }),
+                    OpKind::CompareDelete => (g.op.command.clone(), true, true),
+                    _ => (g.op.command.clone(), false, false),
+                };
+                lock.releases.push(Release {
+                    site,
+                    function: release_function(g.func),
+                    command,
+                    atomic,
+                    owner_checked,
+                });
             }
         }
         // the worst mechanism seen wins (one lock, several styles of taking it)
@@ -285,17 +347,20 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                 continue;
             }
             let start = o.at.index;
+            // the first release after the acquire; one made in the same call of the trace's
+            // function (a helper that takes and releases the lock) ends the window where that
+            // call ends, past the work handed to it in its arguments
+            let order = |x: &TraceOp| t.ops.iter().position(|y| std::ptr::eq(x, y));
             let end = ops
                 .iter()
-                .filter(|(t2, r)| {
-                    std::ptr::eq(*t2, *t)
-                        && matches!(
-                            r.op.kind,
-                            OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                        )
-                        && r.at.index > start
+                .filter(|(t2, r)| std::ptr::eq(*t2, *t) && releases(&scripts, r))
+                .filter_map(|(_, r)| match r.at.index.cmp(&start) {
+                    std::cmp::Ordering::Greater => Some(r.at.index),
+                    std::cmp::Ordering::Equal if order(r) > order(o) => {
+                        Some(crate::rules::after_call_at(t.root, start))
+                    }
+                    _ => None,
                 })
-                .map(|(_, r)| r.at.index)
                 .min()
                 .unwrap_or(usize::MAX);
             for x in &t.ops {
@@ -303,7 +368,7 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
                     continue;
                 }
                 if x.op.kind == OpKind::Incr && is_fence_key(x) {
-                    if !fence_of_inner_lock(&chains, t, &lock.name, start, x) {
+                    if !fence_of_inner_lock(&chains, &scripts, t, &lock.name, start, x) {
                         push_site(&mut lock.fencing.minted, op_site(x));
                     }
                     continue;
@@ -339,22 +404,4 @@ pub(super) fn redis_locks(project: &Project) -> Vec<Lock> {
         out.push(lock);
     }
     out
-}
-
-/// Whether the Lua scripts of the file that holds a script op compare the lock's value before
-/// every `DEL`/expiry (taken per file: scripts are bound to keys at run time).
-fn script_guarded(project: &Project, o: &TraceOp) -> bool {
-    let Some(file) = project.files.get(o.op.id.file) else {
-        return false;
-    };
-    let scripts: Vec<_> = file
-        .lua
-        .scripts
-        .iter()
-        .filter(|s| !s.writes.is_empty())
-        .collect();
-    !scripts.is_empty()
-        && scripts
-            .iter()
-            .all(|s| s.writes.iter().all(|(w, _)| w.guarded))
 }

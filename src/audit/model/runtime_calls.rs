@@ -73,44 +73,47 @@ pub(super) struct RuntimeCalls {
     /// `FencedWrite::new(..)`, `FencedClaim::new(..)` and `claim_once(..)`: the writes the
     /// crate protects, with the span of the whole call.
     pub(super) writes: Vec<(Span, Item)>,
+    /// The names that stand for the crate's lock types in this file (imports, aliases), for
+    /// the fields other files call methods on.
+    pub(super) types: HashMap<String, Item>,
 }
 
 /// The runtime calls of each file (by index in `files`). Files that cannot name the crate
 /// are not parsed, nor files without functions (among them those the engine's depth guard
 /// refused).
 pub(super) fn runtime_calls(files: &[FileIr]) -> Vec<RuntimeCalls> {
-    let work = || {
-        files
-            .iter()
-            .map(|f| {
-                if f.functions.is_empty() {
-                    return RuntimeCalls::default();
-                }
-                let calls = of_file(&f.file);
-                // the spans of this parse are no longer needed
-                proc_macro2::extra::invalidate_current_thread_spans();
-                calls
-            })
-            .collect()
-    };
-    crate::engine::on_large_stack(work)
-        .unwrap_or_else(|| vec![RuntimeCalls::default(); files.len()])
+    super::rust_pass::per_file(files, |f| f.file.text.contains(CRATE), of_parsed)
 }
 
+#[cfg(test)]
 fn of_file(file: &SourceFile) -> RuntimeCalls {
-    if !file.text.contains(CRATE) {
-        return RuntimeCalls::default();
-    }
-    let Ok(parsed) = syn::parse_file(&file.text) else {
-        return RuntimeCalls::default();
-    };
+    syn::parse_file(&file.text)
+        .map(|parsed| of_parsed(file, &parsed))
+        .unwrap_or_default()
+}
+
+fn of_parsed(file: &SourceFile, parsed: &syn::File) -> RuntimeCalls {
     let mut scope = Scope::default();
-    scope.visit_file(&parsed);
+    scope.visit_file(parsed);
+    // aliases of the file's top level, once the imports they name are known
+    for item in &parsed.items {
+        if let syn::Item::Type(t) = item {
+            if let Some(lock) = scope.type_item(&t.ty, &HashMap::new()) {
+                scope.aliases.insert(t.ident.to_string(), lock);
+            }
+        }
+    }
+    let types: HashMap<String, Item> = scope
+        .names
+        .keys()
+        .chain(scope.aliases.keys())
+        .filter_map(|name| Some((name.clone(), scope.lock_type_named(name)?)))
+        .collect();
     let mut fields = Fields {
         scope: &scope,
         types: HashMap::new(),
     };
-    fields.visit_file(&parsed);
+    fields.visit_file(parsed);
     let mut calls = Calls {
         scope: &scope,
         fields: &fields.types,
@@ -118,7 +121,8 @@ fn of_file(file: &SourceFile) -> RuntimeCalls {
         frames: Vec::new(),
         out: RuntimeCalls::default(),
     };
-    calls.visit_file(&parsed);
+    calls.visit_file(parsed);
+    calls.out.types = types;
     calls.out
 }
 
@@ -132,6 +136,8 @@ struct Scope {
     names: HashMap<String, Vec<String>>,
     /// Paths whose items are all imported (`use locklint_runtime::table::*`).
     globs: Vec<Vec<String>>,
+    /// Type aliases of a lock type (`type Locker = RedisLocker<ConnectionManager>;`).
+    aliases: HashMap<String, Item>,
 }
 
 impl Scope {
@@ -217,6 +223,28 @@ impl Scope {
             .map(|(_, _, item)| (*item, rest.to_vec()))
     }
 
+    /// The lock type a name stands for in this file (`RedisLocker`, an alias of it).
+    fn lock_type_named(&self, name: &str) -> Option<Item> {
+        let item = match self.aliases.get(name) {
+            Some(item) => *item,
+            None => {
+                let (item, rest) = self.resolve(&syn::Path::from(syn::Ident::new(
+                    name,
+                    proc_macro2::Span::call_site(),
+                )))?;
+                if !rest.is_empty() {
+                    return None;
+                }
+                item
+            }
+        };
+        (!matches!(
+            item,
+            Item::FencedWrite | Item::FencedClaim | Item::ClaimOnce
+        ))
+        .then_some(item)
+    }
+
     /// The lock type a type names: `TableLock`, `&RedisLocker<C>`, `Arc<AdvisoryLocker>`,
     /// `impl Lock`, or a generic parameter bound by `Lock` (`generics`).
     fn type_item(&self, ty: &syn::Type, generics: &HashMap<String, Item>) -> Option<Item> {
@@ -228,6 +256,11 @@ impl Scope {
             syn::Type::Path(p) if p.qself.is_none() => {
                 if let Some(ident) = p.path.get_ident() {
                     if let Some(item) = generics.get(&ident.to_string()) {
+                        return Some(*item);
+                    }
+                }
+                if let [only] = p.path.segments.iter().collect::<Vec<_>>().as_slice() {
+                    if let Some(item) = self.aliases.get(&only.ident.to_string()) {
                         return Some(*item);
                     }
                 }
@@ -577,6 +610,39 @@ mod tests {
         );
         // only the constructor spelled from the crate
         assert_eq!(found, [("locklint_runtime".to_string(), Item::TableLock)]);
+    }
+
+    #[test]
+    fn aliases_of_a_lock_type_name_it() {
+        let found = locks(
+            "use locklint_runtime::redis_lock::RedisLocker;\n\
+             pub type Locker<C> = RedisLocker<C>;\n\
+             type Other = other::RedisLocker;\n\
+             async fn f(locker: &Locker<M>, other: &Other) {\n\
+                 locker.with_lock(\"a\", ttl, |l| async {}).await;\n\
+                 other.with_lock(\"b\", ttl, |l| async {}).await;\n\
+             }\n",
+        );
+        assert_eq!(found, [("with_lock".to_string(), Item::RedisLocker)]);
+    }
+
+    #[test]
+    fn the_names_of_lock_types_a_file_declares_fields_with() {
+        let text = "use locklint_runtime::redis_lock::RedisLocker;\n\
+                    use locklint_runtime::fence::FencedWrite;\n\
+                    use other::TableLock;\n\
+                    pub type Locker = RedisLocker<M>;\n\
+                    pub struct State { pub locker: Locker, pub locks: TableLock }\n";
+        let file = SourceFile::new("x.rs".into(), text.to_string());
+        let mut types: Vec<(String, Item)> = of_file(&file).types.into_iter().collect();
+        types.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            types,
+            [
+                ("Locker".to_string(), Item::RedisLocker),
+                ("RedisLocker".to_string(), Item::RedisLocker),
+            ]
+        );
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub(super) fn target(st: &Statement) -> String {
 }
 
 /// Collect the SQL writes `func` runs between event indexes `start` and `end`, and its
-/// external effects ([`super::effects`]); mint sites of fencing tokens go to the fencing
-/// section. `session`: the executor holding a non-expiring lock, for writes that run on it.
+/// external effects ([`super::effects`]), with those of the functions it calls there (a few
+/// levels down); mint sites of fencing tokens go to the fencing section. `session`: the
+/// executor holding a non-expiring lock, for writes that run on it.
 pub(super) fn writes_after(
     project: &Project,
     file: &FileIr,
@@ -65,7 +66,24 @@ pub(super) fn writes_after(
     session: Option<Executor>,
     lock: &mut Lock,
 ) {
+    let mut stack = vec![func as *const Function];
+    writes_in(project, file, func, start, end, session, lock, &mut stack);
+}
+
+/// [`writes_after`], with the functions whose calls are being followed (`stack`).
+#[allow(clippy::too_many_arguments)]
+fn writes_in(
+    project: &Project,
+    file: &FileIr,
+    func: &Function,
+    start: usize,
+    end: usize,
+    session: Option<Executor>,
+    lock: &mut Lock,
+    stack: &mut Vec<*const Function>,
+) {
     super::effects::effects_between(file, func, start, end, lock);
+    called_writes(project, func, start, end, lock, stack);
     let schema = &project.schema;
     // tables read under the lock so far
     let mut reads: Vec<&str> = Vec::new();
@@ -117,5 +135,43 @@ pub(super) fn writes_after(
                 after_read: st.table.as_deref().is_some_and(|t| reads.contains(&t)),
             },
         );
+    }
+}
+
+/// How deep calls made while the lock is held are followed.
+const MAX_CALL_DEPTH: usize = 3;
+
+/// The writes of the functions `func` calls between event indexes `start` and `end` (the lock
+/// is held while they run), and of those they call, a few levels down. What a callee writes
+/// is never taken to run on the lock's own session.
+fn called_writes(
+    project: &Project,
+    func: &Function,
+    start: usize,
+    end: usize,
+    lock: &mut Lock,
+    stack: &mut Vec<*const Function>,
+) {
+    if stack.len() > MAX_CALL_DEPTH {
+        return;
+    }
+    for e in &func.events {
+        let Event::Call(c) = e else { continue };
+        if c.id.index <= start || c.id.index >= end {
+            continue;
+        }
+        let Some(id) = project.callee(c) else {
+            continue;
+        };
+        let callee = project.function(id);
+        if stack.contains(&(callee as *const Function)) {
+            continue;
+        }
+        let Some(file) = project.files.get(id.file) else {
+            continue;
+        };
+        stack.push(callee);
+        writes_in(project, file, callee, 0, usize::MAX, None, lock, stack);
+        stack.pop();
     }
 }
