@@ -126,6 +126,13 @@ fn cases(size: usize) -> Vec<Case> {
             stage,
         });
     }
+    // one finding with a related location per call site of its helper, rendered
+    out.push(Case {
+        name: "rust/many_helper_calls+human".to_string(),
+        file: "big.rs",
+        text: p::many_helper_calls(per_line(p::many_helper_calls)),
+        stage: Stage::Human,
+    });
     out.push(Case {
         name: "rust/long_line_ascii".to_string(),
         file: "line.rs",

@@ -146,6 +146,12 @@ fn span(start: usize, end: usize) -> miette::SourceSpan {
     miette::SourceSpan::new(start.into(), end.saturating_sub(start))
 }
 
+/// Related locations drawn with a finding; the others are counted (all are in the JSON output).
+/// A helper's defect reached from thousands of call sites is one finding with a related
+/// location per call site, which no reader follows and the renderer lays out in time that
+/// grows faster than their number.
+pub(crate) const MAX_RELATED_SHOWN: usize = 16;
+
 fn rendered(d: &Diagnostic, sources: &mut Sources) -> Rendered {
     let file = d.primary.file.clone();
     let mut labels = vec![LabeledSpan::new_primary_with_span(
@@ -153,7 +159,7 @@ fn rendered(d: &Diagnostic, sources: &mut Sources) -> Rendered {
         span(d.primary.span.start, d.primary.span.end),
     )];
     let mut related = Vec::new();
-    for r in &d.related {
+    for r in d.related.iter().take(MAX_RELATED_SHOWN) {
         if r.location.file.path == file.path {
             labels.push(LabeledSpan::new_with_span(
                 Some(r.label.clone()),
@@ -182,14 +188,26 @@ fn rendered(d: &Diagnostic, sources: &mut Sources) -> Rendered {
             Severity::Warning => miette::Severity::Warning,
         },
         help: Some(format!(
-            "{}{}\nsee `locklint explain {}` for details",
+            "{}{}{}\nsee `locklint explain {}` for details",
             d.help,
             fix_line(d),
+            more_related(d),
             d.rule
         )),
         source: NamedSource::new(d.primary.path(), sources.of(&file)).with_language("Rust"),
         labels,
         related,
+    }
+}
+
+/// `and N more related locations` when a finding has more than are drawn.
+fn more_related(d: &Diagnostic) -> String {
+    match d.related.len().checked_sub(MAX_RELATED_SHOWN) {
+        Some(n) if n > 0 => format!(
+            "\n{} not shown (every one is in `--format json`)",
+            plural(n, "more related location")
+        ),
+        _ => String::new(),
     }
 }
 
@@ -224,7 +242,7 @@ fn plain(d: &Diagnostic) -> String {
         s.line,
         s.column
     );
-    for r in &d.related {
+    for r in d.related.iter().take(MAX_RELATED_SHOWN) {
         let rs = r.location.start();
         out.push_str(&format!(
             "  --> {}:{}:{}: {}\n",
@@ -235,9 +253,10 @@ fn plain(d: &Diagnostic) -> String {
         ));
     }
     out.push_str(&format!(
-        "  help: {}{}\n  see `locklint explain {}` for details\n",
+        "  help: {}{}{}\n  see `locklint explain {}` for details\n",
         d.help,
         fix_line(d).replace('\n', "\n  "),
+        more_related(d).replace('\n', "\n  "),
         d.rule
     ));
     out
@@ -454,5 +473,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_finding_with_many_related_locations_shows_the_first_and_counts_the_rest() {
+        use crate::diagnostic::{Location, Related};
+        let text: String = (0..40)
+            .map(|i| format!("release(con, \"lock:{i}\");\n"))
+            .collect();
+        let file = SourceFile::new(PathBuf::from("a.rs"), text.clone());
+        let at = |i: usize| {
+            let start = text.match_indices("release").nth(i).unwrap().0;
+            Location::new(file.clone(), crate::source::Span::new(start, start + 7))
+        };
+        let d = Diagnostic {
+            rule: "unconditional-release",
+            severity: Severity::Error,
+            primary: at(0),
+            label: "deletes the key".to_string(),
+            message: "the lock is deleted without checking its holder".to_string(),
+            help: "compare and delete".to_string(),
+            related: (1..40)
+                .map(|i| Related {
+                    location: at(i),
+                    label: format!("called here ({i})"),
+                })
+                .collect(),
+            fix: None,
+        };
+        let style = Style {
+            color: false,
+            width: 100,
+        };
+        let out = render_one(&d, style);
+        assert!(out.contains("called here (16)"), "{out}");
+        assert!(!out.contains("called here (17)"), "{out}");
+        assert!(out.contains("23 more related locations not shown"), "{out}");
+        let mut long = d.clone();
+        long.related.truncate(3);
+        assert!(!render_one(&long, style).contains("not shown"));
     }
 }
