@@ -380,6 +380,11 @@ pub struct Op {
     /// statement of its own.
     #[serde(default)]
     pub expr: Option<Span>,
+    /// The operator switch the command runs behind: the boolean an enclosing `if` tests on
+    /// its own (`if force {`, `if args.force_unlock {`) when its name says it switches on a
+    /// deliberate override (`vocabulary::is_override_switch`).
+    #[serde(default)]
+    pub switch: Option<String>,
     /// Written inside a macro invocation's arguments (`join!(..)`, `dbg!(..)`).
     pub in_macro: bool,
     pub result: ResultUse,

@@ -358,6 +358,23 @@ pub const TOKEN_NAMES: &[&str] = &[
     "lock_value",
 ];
 
+/// Words of a boolean that switches a deliberate override on (`force`, `args.force_unlock`,
+/// `steal_lock`, `override_holder`, `takeover`).
+const OVERRIDE_WORDS: &[&str] = &[
+    "force", "forced", "forcibly", "override", "steal", "takeover",
+];
+
+/// Whether a boolean's name says it switches on a deliberate override of a lock held by
+/// someone else: one of its words is `force`, `override`, `steal`, `takeover`, or it says
+/// `take over` / `break lock`.
+pub fn is_override_switch(name: &str) -> bool {
+    let w: Vec<String> = words(name).iter().map(|w| w.to_ascii_lowercase()).collect();
+    let has = |a: &str, b: &str| w.windows(2).any(|p| p[0] == a && p[1] == b);
+    w.iter().any(|x| OVERRIDE_WORDS.contains(&x.as_str()))
+        || has("take", "over")
+        || has("break", "lock")
+}
+
 /// Whether a variable or field name says it holds the holder's token.
 pub fn is_token_name(name: &str) -> bool {
     TOKEN_NAMES.contains(&name) || name.ends_with("_token")
@@ -379,6 +396,36 @@ pub fn is_lock_script_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn override_switches_are_named_for_forcing_or_taking_over() {
+        for name in [
+            "force",
+            "forced",
+            "force_unlock",
+            "forceRelease",
+            "steal_lock",
+            "override_holder",
+            "takeover",
+            "take_over",
+            "break_lock",
+        ] {
+            assert!(is_override_switch(name), "{name}");
+        }
+        for name in [
+            "enforce",
+            "reinforce",
+            "forecast",
+            "overridden_at",
+            "breaks",
+            "take",
+            "lock",
+            "dry_run",
+            "overtake",
+        ] {
+            assert!(!is_override_switch(name), "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

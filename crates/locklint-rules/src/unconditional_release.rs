@@ -38,6 +38,10 @@ impl Rule for UnconditionalRelease {
             let key = key_text(o);
             let cmd = command_name(o);
             let compared = dependent_read(trace, i);
+            if let Some(switch) = &o.op.switch {
+                out.push(forced_release(o, &key, &cmd, switch));
+                continue;
+            }
             let message = match compared {
                 Some(_) => format!(
                     "lock `{key}` is compared in the client and then deleted by a separate {cmd}; the lock can expire and pass to another holder between the two commands"
@@ -60,6 +64,23 @@ impl Rule for UnconditionalRelease {
             out.push(d);
         }
     }
+}
+
+/// A plain delete behind an operator switch (`if force { con.del(&key) }`): a deliberate
+/// take-over, worth a note that says so, with no fix (comparing the holder would turn the
+/// override off).
+fn forced_release(o: &TraceOp, key: &str, cmd: &str, switch: &str) -> Diagnostic {
+    let mut d = diagnostic(
+        &INFO,
+        site(o),
+        "deletes whatever lock is there",
+        format!(
+            "lock `{key}` is broken open by a plain {cmd} behind the operator switch `{switch}`: a deliberate take-over deletes a live holder's lock too, and that holder goes on as if it still held it"
+        ),
+        format!("keep the switch for operators who know the holder is gone (a crashed worker), and protect the writes the lock guards with a fencing token, so that a holder whose lock was broken cannot write after the take-over; {RELEASE_HELP}"),
+    );
+    d.severity = Severity::Warning;
+    with_related(d, comparison_and_chain(None, o))
 }
 
 /// Replace a plain `DEL` / `UNLINK` of a lock with an atomic compare-and-delete: `DELEX key

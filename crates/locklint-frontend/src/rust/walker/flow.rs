@@ -68,6 +68,21 @@ pub(super) fn is_logging_macro(name: &str) -> bool {
     )
 }
 
+/// The name of a boolean an `if` tests on its own (`force`, `self.force`, `args.force_unlock`),
+/// when it names a deliberate override.
+fn override_switch(cond: &syn::Expr) -> Option<String> {
+    let name = match cond {
+        syn::Expr::Paren(p) => return override_switch(&p.expr),
+        syn::Expr::Path(p) => p.path.get_ident()?.to_string(),
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Named(i) => i.to_string(),
+            syn::Member::Unnamed(_) => return None,
+        },
+        _ => return None,
+    };
+    locklint_ir::vocabulary::is_override_switch(&name).then_some(name)
+}
+
 /// Where a block's bindings and conditions start.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BlockMarks {
@@ -382,7 +397,13 @@ impl FnWalker<'_> {
         let deps = self.condition_deps(&i.cond);
         let deps_mark = self.deps.len();
         self.deps.extend(deps.iter().copied());
+        let switch = override_switch(&i.cond);
+        let switched = switch.is_some();
+        self.switches.extend(switch);
         self.walk_block(&i.then_branch, u.clone());
+        if switched {
+            self.switches.pop();
+        }
         self.env.truncate(env_mark);
         if let Some((_, els)) = &i.else_branch {
             self.expr(els, u);

@@ -117,6 +117,8 @@ pub struct FnWalker<'a> {
     param_receivers: Vec<(String, String)>,
     /// How many macro invocations the walk is inside.
     macro_depth: usize,
+    /// Operator switches (`if force {`) the walk is inside, innermost last.
+    switches: Vec<String>,
 }
 
 impl Scope for FnWalker<'_> {
@@ -336,6 +338,7 @@ impl<'a> FnWalker<'a> {
             param_types,
             param_receivers,
             macro_depth: 0,
+            switches: Vec::new(),
         }
     }
 

@@ -285,6 +285,7 @@ impl FnWalker<'_> {
             span,
             stmt: None,
             expr: None,
+            switch: self.switches.last().cloned(),
             in_macro: self.macro_depth > 0,
             result,
             deps: self.current_deps(),
