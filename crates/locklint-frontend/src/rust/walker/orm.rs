@@ -250,8 +250,9 @@ fn segments(p: &syn::Path) -> Vec<String> {
 /// The comparison an ORM method makes.
 fn cmp_op(method: &str) -> Option<CmpOp> {
     Some(match method {
-        "eq" | "eq_any" | "is_in" => CmpOp::Eq,
-        "ne" => CmpOp::NotEq,
+        // diesel's `is` / `is_not` are `IS [NOT] DISTINCT FROM`: equalities that match NULL
+        "eq" | "eq_any" | "is_in" | "is" | "is_not_distinct_from" => CmpOp::Eq,
+        "ne" | "is_not" | "is_distinct_from" => CmpOp::NotEq,
         "lt" => CmpOp::Lt,
         "le" | "lte" => CmpOp::LtEq,
         "gt" => CmpOp::Gt,
@@ -1019,8 +1020,19 @@ impl FnWalker<'_> {
                 // diesel's interval DSL: `30.seconds()`
                 syn::Expr::MethodCall(m)
                     if m.args.is_empty() && matches!(strip(&m.receiver), syn::Expr::Lit(_)) => {}
-                // SQL `NULL`: `None`, `Option::<String>::None`
-                syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "None") => {
+                // SQL `NULL`: `None`, `Option::<String>::None`; a named constant
+                // (`NaiveDateTime::UNIX_EPOCH`)
+                syn::Expr::Path(p)
+                    if p.path.segments.last().is_some_and(|s| {
+                        let n = s.ident.to_string();
+                        n == "None" || is_constant_name(&n)
+                    }) => {}
+                // a constant taken out of its `Option`/`Result`: `from_timestamp_opt(0, 0).unwrap()`
+                syn::Expr::MethodCall(m)
+                    if m.args.len() <= 1
+                        && matches!(m.method.to_string().as_str(), "unwrap" | "expect") =>
+                {
+                    todo.push(&m.receiver)
                 }
                 // `diesel::dsl::now` whatever the locals; a bare `now` unless a local holds it
                 syn::Expr::Path(p)
@@ -1038,6 +1050,11 @@ impl FnWalker<'_> {
                             _ => v.call = true,
                         }
                     }
+                    // a value made of constants (`Some(false)`, `NaiveDateTime::from_timestamp(0,
+                    // 0)`): no client value; a call without arguments (`Utc::now()`) is one
+                    _ if !c.args.is_empty() && matches!(strip(&c.func), syn::Expr::Path(_)) => {
+                        todo.extend(c.args.iter())
+                    }
                     _ => rust_value = true,
                 },
                 _ => rust_value = true,
@@ -1049,6 +1066,13 @@ impl FnWalker<'_> {
         v.named_literal = matches!(whole, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if !s.value().is_empty());
         v
     }
+}
+
+/// A name written like a constant: upper case letters, digits and `_`, with a letter.
+fn is_constant_name(n: &str) -> bool {
+    n.chars().any(|c| c.is_ascii_uppercase())
+        && n.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// diesel's `now` (`diesel::dsl::now`, `dsl::now`, `now` from a glob import).
