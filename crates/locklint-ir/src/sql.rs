@@ -259,6 +259,14 @@ pub struct Statement {
     /// the embedded text). The statements of one body run in one transaction.
     #[serde(default)]
     pub body: Option<usize>,
+    /// Inside the body of a named function or procedure: its name (lower case, without its
+    /// schema).
+    #[serde(default)]
+    pub routine: Option<String>,
+    /// A statement that is nothing but one call of a function (`PERFORM f(..)`, `SELECT
+    /// f(..)`): the function's name (lower case).
+    #[serde(default)]
+    pub call: Option<String>,
 }
 
 /// The rows a `SELECT ... FOR UPDATE` locks.

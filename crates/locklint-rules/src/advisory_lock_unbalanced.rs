@@ -4,6 +4,7 @@
 use super::sql_matching::{related, sql_diagnostic};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::source::Span;
 use locklint_ir::sql::{Advisory, Statement, StatementKind};
 use locklint_ir::Origin;
 use locklint_ir::{ConnEnd, EndKind, Event, FileIr, Function, NodeId};
@@ -52,16 +53,27 @@ fn never_unlocked(file: &FileIr, a: &Advisory) -> Diagnostic {
     )
 }
 
-/// A session lock of a PL/pgSQL body that is unlocked later in the body, with an error raised
+/// A session lock of a PL/pgSQL body (taken there, or through a call of a function of the
+/// file that takes it, `through`) that is unlocked later in the body, with an error raised
 /// between the two: the error ends the routine before its unlock.
-fn raised_before_unlock(file: &FileIr, a: &Advisory, raise: &Statement) -> Diagnostic {
+fn raised_before_unlock(
+    file: &FileIr,
+    a: &Advisory,
+    at: Span,
+    through: Option<&str>,
+    raise: &Statement,
+) -> Diagnostic {
     let unlock = unlock_name(a);
+    let taken = match through {
+        Some(f) => format!("session-level `{}` taken through `{f}()`", a.name),
+        None => format!("session-level `{}`", a.name),
+    };
     let mut d = sql_diagnostic(
         &INFO,
         file,
-        a.span,
+        at,
         "still held if the body raises",
-        format!("session-level `{}` is still held when the function raises an error before its `{unlock}`: the error ends the function, and a session lock is not released by the rollback; it stays held for the life of the connection", a.name),
+        format!("{taken} is still held when the function raises an error before its `{unlock}`: the error ends the function, and a session lock is not released by the rollback; it stays held for the life of the connection"),
         if a.named {
             format!("release it with `{unlock}` in an `EXCEPTION` handler before raising again")
         } else {
@@ -76,29 +88,75 @@ fn raised_before_unlock(file: &FileIr, a: &Advisory, raise: &Statement) -> Diagn
     d
 }
 
-/// The first error-raising statement after `statements[at]` in its PL/pgSQL body, before an
-/// unlock that releases `lock`.
-fn raise_before_unlock<'s>(
-    statements: &'s [Statement],
-    at: usize,
-    lock: &Advisory,
-) -> Option<&'s Statement> {
-    let st = &statements[at];
-    st.body?;
-    for later in statements.iter().skip(at + 1) {
-        if later.embedded != st.embedded || later.body != st.body {
-            break;
+/// The PL/pgSQL functions of a file that take a session lock and leave it held for their
+/// caller (`bigbang_lock()`), and those that unlock (`bigbang_unlock()`), by name.
+#[derive(Default)]
+struct Helpers<'f> {
+    lockers: HashMap<&'f str, &'f Advisory>,
+    unlockers: HashMap<&'f str, UnlockSet>,
+}
+
+impl<'f> Helpers<'f> {
+    fn of(statements: &'f [Statement]) -> Self {
+        let mut h = Helpers::default();
+        for st in statements {
+            let Some(name) = st.routine.as_deref() else {
+                continue;
+            };
+            for u in st.advisory.iter().filter(|a| a.unlock) {
+                h.unlockers.entry(name).or_default().add(u);
+            }
         }
-        let mut unlocks = UnlockSet::default();
-        later.advisory.iter().for_each(|u| unlocks.add(u));
-        if unlocks.releases(lock) {
-            return None;
+        for st in statements {
+            let Some(name) = st.routine.as_deref() else {
+                continue;
+            };
+            for a in st.advisory.iter().filter(|a| a.is_session_lock()) {
+                let kept = !h.unlockers.get(name).is_some_and(|u| u.releases(a));
+                if kept {
+                    h.lockers.entry(name).or_insert(a);
+                }
+            }
         }
-        if later.kind == StatementKind::Raise {
-            return Some(later);
-        }
+        h
     }
-    None
+
+    /// Whether a statement releases `lock`: by its own unlock or by calling an unlocking
+    /// function.
+    fn releases(&self, st: &Statement, lock: &Advisory) -> bool {
+        let mut unlocks = UnlockSet::default();
+        st.advisory.iter().for_each(|u| unlocks.add(u));
+        unlocks.releases(lock)
+            || st
+                .call
+                .as_deref()
+                .and_then(|f| self.unlockers.get(f))
+                .is_some_and(|u| u.releases(lock))
+    }
+
+    /// The first error-raising statement after `statements[at]` in its PL/pgSQL body, before
+    /// a statement that releases `lock`.
+    fn raise_before_unlock(
+        &self,
+        statements: &'f [Statement],
+        at: usize,
+        lock: &Advisory,
+    ) -> Option<&'f Statement> {
+        let st = &statements[at];
+        st.body?;
+        for later in statements.iter().skip(at + 1) {
+            if later.embedded != st.embedded || later.body != st.body {
+                break;
+            }
+            if self.releases(later, lock) {
+                return None;
+            }
+            if later.kind == StatementKind::Raise {
+                return Some(later);
+            }
+        }
+        None
+    }
 }
 
 fn unlock_name(a: &Advisory) -> &'static str {
@@ -182,6 +240,7 @@ impl Rule for AdvisoryLockUnbalanced {
         };
         let collections: Vec<bool> = file.embedded.iter().map(is_query_collection).collect();
         // SQL files (and PL/pgSQL bodies anywhere)
+        let helpers = Helpers::of(&file.sql.statements);
         for (at, st) in file.sql.statements.iter().enumerate() {
             let Some(e) = file.embedded.get(st.embedded) else {
                 continue;
@@ -196,8 +255,19 @@ impl Rule for AdvisoryLockUnbalanced {
                     out.push(ignored(file, a, how));
                 } else if !released(a, e.func) {
                     out.push(never_unlocked(file, a));
-                } else if let Some(raise) = raise_before_unlock(&file.sql.statements, at, a) {
-                    out.push(raised_before_unlock(file, a, raise));
+                } else if let Some(raise) = helpers.raise_before_unlock(&file.sql.statements, at, a)
+                {
+                    out.push(raised_before_unlock(file, a, a.span, None, raise));
+                }
+            }
+            // a lock taken by calling a function of the file that keeps it for its caller
+            let through = st
+                .call
+                .as_deref()
+                .filter(|f| st.routine.as_deref() != Some(*f));
+            if let Some((f, a)) = through.and_then(|f| Some((f, *helpers.lockers.get(f)?))) {
+                if let Some(raise) = helpers.raise_before_unlock(&file.sql.statements, at, a) {
+                    out.push(raised_before_unlock(file, a, st.span, Some(f), raise));
                 }
             }
         }

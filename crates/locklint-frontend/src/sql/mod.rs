@@ -68,6 +68,7 @@ pub fn analyze(ir: &mut FileIr) {
             body_depth: 0,
             body: None,
             handler: false,
+            routine: None,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))

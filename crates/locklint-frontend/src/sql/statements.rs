@@ -103,6 +103,8 @@ pub struct Context<'a> {
     pub body: Option<usize>,
     /// The body being split has an `EXCEPTION` handler.
     pub handler: bool,
+    /// The name of the function or procedure whose body is being split.
+    pub routine: Option<String>,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -189,6 +191,8 @@ impl Context<'_> {
             }
             self.body_depth += 1;
             let outer = self.body.replace(toks.first().map_or(0, |t| t.start));
+            let name = self.routine_name(toks);
+            let outer_routine = std::mem::replace(&mut self.routine, name);
             let outer_handler = std::mem::replace(&mut self.handler, false);
             let first = self.statements.len();
             for t in toks {
@@ -206,6 +210,7 @@ impl Context<'_> {
                 });
             }
             self.handler = outer_handler;
+            self.routine = outer_routine;
             self.body = outer;
             self.body_depth -= 1;
             return;
@@ -225,6 +230,7 @@ impl Context<'_> {
         };
         let w0 = self.word(Some(first));
         let bare_call = self.bare_call(toks, &w0);
+        let call = bare_call.map(|_| lex::ident(toks[1].text(self.text)));
         let advisory: Vec<Advisory> = advisory_all
             .into_iter()
             .map(|mut a| {
@@ -247,6 +253,7 @@ impl Context<'_> {
             let mut st = self.blank(toks, in_body);
             st.kind = StatementKind::Perform;
             st.advisory = advisory;
+            st.call = call;
             self.statements.push(st);
             return;
         }
@@ -265,6 +272,7 @@ impl Context<'_> {
             Ok(ast) => {
                 let mut st = self.blank(toks, in_body);
                 st.advisory = advisory;
+                st.call = call;
                 if self.facts(&mut st, &ast, toks, start) {
                     self.statements.push(st);
                 } else {
@@ -323,6 +331,8 @@ impl Context<'_> {
             placeholders: self.placeholders(toks),
             row_lock: None,
             body: if in_body { self.body } else { None },
+            routine: if in_body { self.routine.clone() } else { None },
+            call: None,
         }
     }
 
@@ -388,6 +398,23 @@ impl Context<'_> {
             }
         }
         (self.span(start, end), msg)
+    }
+
+    /// The name of the function or procedure a `CREATE [OR REPLACE] FUNCTION|PROCEDURE`
+    /// statement defines (lower case, without its schema).
+    fn routine_name(&self, toks: &[Token]) -> Option<String> {
+        let at = toks
+            .iter()
+            .position(|t| t.is_word(self.text, "function") || t.is_word(self.text, "procedure"))?;
+        let mut name = None;
+        for t in &toks[at + 1..] {
+            if t.kind == Tk::Word {
+                name = Some(lex::ident(t.text(self.text)));
+            } else if !t.is_punct(self.text, ".") {
+                break;
+            }
+        }
+        name
     }
 
     /// Whether a PL/pgSQL `RAISE` ends the routine with an error: a bare `RAISE` (re-raise),

@@ -329,6 +329,8 @@ impl Write {
             placeholders: Placeholders::default(),
             row_lock: None,
             body: None,
+            routine: None,
+            call: None,
         }
     }
 }
