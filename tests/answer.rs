@@ -2,7 +2,8 @@
 //! as a run without cache, in every format and selection; a file edited (even within the same
 //! second, keeping its length), a configuration edited, a file added or removed gives a new
 //! answer; a touched file keeps it; a broken or foreign answer is rebuilt with a note; runs
-//! sharing a cache never read half of one; `--no-cache` neither reads nor writes it.
+//! sharing a cache never read half of one; `--no-cache` neither reads nor writes it; a baseline
+//! applies afresh.
 //!
 //! A run that reads the files' cache entries instead of the answer says so when the entries are
 //! spoiled ("could not be read and was rebuilt"), which tells the two paths apart.
@@ -484,4 +485,46 @@ fn a_changed_file_falls_back_to_the_entries_and_stores_a_new_answer() {
     assert_ne!(std::fs::read(&answer).unwrap(), stored);
     // and the next run answers from the new answer
     same_run(&locklint(&root, &args), &uncached, "after the change");
+}
+
+#[test]
+fn a_baseline_applies_afresh_to_a_stored_answer_and_other_rules_have_their_own() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    locklint(&root, &["check", "--cache-dir", &c]);
+    spoil_entries(cache.path());
+    // a baseline of one file's findings hides them from the whole tree's run
+    let baseline = root.join("baseline.json");
+    let b = baseline.display().to_string();
+    let o = locklint(
+        &root,
+        &[
+            "check",
+            "crates/billing",
+            "--no-cache",
+            "--write-baseline",
+            &b,
+        ],
+    );
+    assert!(baseline.is_file(), "{}", stderr(&o));
+    set_mtime(&baseline, long_ago());
+    let args = ["check", "--format", "json", "--baseline", &b];
+    let uncached = locklint(&root, &[args.as_slice(), &["--no-cache"]].concat());
+    let cached = locklint(&root, &[args.as_slice(), &["--cache-dir", &c]].concat());
+    same_run(&cached, &uncached, "with a baseline");
+    assert!(rules_in(&stdout(&cached), "invoices.rs").is_empty());
+    assert!(!rules_in(&stdout(&cached), "worker.rs").is_empty());
+    // a rule ignored on the command line is another set of options: its own answer
+    let ignoring = [
+        "check",
+        "--format",
+        "json",
+        "--ignore",
+        "constant-lock-value",
+    ];
+    let uncached = locklint(&root, &[ignoring.as_slice(), &["--no-cache"]].concat());
+    let cached = locklint(&root, &[ignoring.as_slice(), &["--cache-dir", &c]].concat());
+    assert_eq!(stdout(&cached), stdout(&uncached));
+    assert_eq!(answers(cache.path()).len(), 2);
 }
