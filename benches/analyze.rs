@@ -3,12 +3,16 @@
 //! their dependencies). Prints, side by side, wall time, lines per second, the ratio to the
 //! floor and peak RSS for: a bare `syn::parse_file` + `syn::visit` pass over the same files
 //! (the floor), `locklint` without its analysis cache, with a cold cache (entries written),
-//! with a warm cache and nothing changed, and with one file changed (the editor's case); then
+//! with a warm cache and nothing changed (the project's stored answer), with one file changed
+//! on disk and with one file touched (its time changed, not its bytes); then
 //! the run without cache over 25, 50 and 100 % of the corpus (whole crates, hard-linked into
 //! `target/bench-subsets/`), to show whether time and memory grow linearly with lines.
 //!
 //! Each figure is a separate process (this binary re-run with `--child`), so peak RSS
-//! (`VmHWM`) is that run's alone; each is the best of three runs (peak RSS: the largest).
+//! (`VmHWM`) is that run's alone; each is the best of three runs (peak RSS: the largest), with
+//! the CPU time (user + system) of that run: on a shared machine the steadier figure. The runs
+//! are the command line's: `engine::run` with the options `locklint check DIR --project-root DIR`
+//! gives it, the files changed on disk.
 //!
 //! `cargo bench --bench analyze` vendors the corpus into `target/bench-corpus` on first use
 //! (`cargo vendor`, needs crates.io); set `LOCKLINT_BENCH_CORPUS=/some/dir` to analyse another tree.
@@ -86,6 +90,7 @@ enum Mode {
     Cold,
     Warm,
     OneChanged,
+    OneTouched,
 }
 
 impl Mode {
@@ -97,6 +102,7 @@ impl Mode {
             Mode::Cold => "cold",
             Mode::Warm => "warm",
             Mode::OneChanged => "one-changed",
+            Mode::OneTouched => "one-touched",
         }
     }
 
@@ -108,6 +114,7 @@ impl Mode {
             Mode::Cold,
             Mode::Warm,
             Mode::OneChanged,
+            Mode::OneTouched,
         ]
         .into_iter()
         .find(|m| m.name() == s)
@@ -121,6 +128,21 @@ fn largest(files: &[PathBuf]) -> PathBuf {
         .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .cloned()
         .unwrap()
+}
+
+/// The CPU time (user + system, every thread) the process has used, in seconds.
+fn cpu_seconds() -> f64 {
+    // /proc/self/stat: the fields after the command's closing parenthesis; utime and stime
+    // are the 12th and 13th, in clock ticks (100 per second on Linux)
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(ticks / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 /// The process's peak resident set, in KiB.
@@ -160,7 +182,9 @@ fn digest(findings: &[locklint::diagnostic::Diagnostic]) -> u64 {
 }
 
 /// In the child: one measured run of `mode` over `dir`; prints `RESULT wall_s rss_kib lines
-/// findings parse_errors digest`.
+/// findings parse_errors digest cpu_s`. One changed: the largest file gets a new last line on
+/// disk (the stored answer and that file's entry no longer fit) and is put back afterwards;
+/// one touched: its time changes, not its bytes.
 fn child(mode: Mode, dir: &Path, cache: &Path) {
     let files = rust_files(dir);
     // the tree is a project of its own (the corpus sits inside this repository)
@@ -170,22 +194,33 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         cache_dir: (!matches!(mode, Mode::NoCache | Mode::NoPrefilter))
             .then(|| cache.to_path_buf()),
         parse_all: mode == Mode::NoPrefilter,
+        // as the command line reads configuration
+        config: engine::ConfigSource::Discover,
         ..Default::default()
     };
-    let opts = if mode == Mode::OneChanged {
-        let changed = largest(&files);
-        let mut text = std::fs::read_to_string(&changed).unwrap();
-        text.push_str("\n// changed\n");
-        Options {
-            overlay: Some(std::sync::Arc::new([(changed, text)].into())),
-            ..opts
-        }
-    } else {
-        opts
+    let changed = largest(&files);
+    let original = std::fs::read(&changed).unwrap();
+    let original_time = std::fs::metadata(&changed).unwrap().modified().unwrap();
+    let set_time = |t: std::time::SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(&changed)
+            .and_then(|f| f.set_modified(t))
+            .unwrap();
     };
+    match mode {
+        Mode::OneChanged => {
+            let mut text = original.clone();
+            text.extend_from_slice(format!("\n// changed {}\n", std::process::id()).as_bytes());
+            std::fs::write(&changed, text).unwrap();
+        }
+        Mode::OneTouched => set_time(std::time::SystemTime::now()),
+        _ => {}
+    }
     if mode == Mode::Cold {
         let _ = std::fs::remove_dir_all(cache);
     }
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let report = if mode == Mode::Floor {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -198,6 +233,11 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         Some(engine::run(&opts))
     };
     let wall = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    if mode == Mode::OneChanged {
+        std::fs::write(&changed, &original).unwrap();
+        set_time(original_time);
+    }
     let (lines, findings, parse_errors, sum) = report.map_or((0, 0, 0, 0), |r| {
         let parse_errors = r
             .findings
@@ -207,7 +247,7 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         (r.lines, r.findings.len(), parse_errors, digest(&r.findings))
     });
     println!(
-        "RESULT {wall} {} {lines} {findings} {parse_errors} {sum}",
+        "RESULT {wall} {} {lines} {findings} {parse_errors} {sum} {cpu}",
         peak_rss_kib()
     );
 }
@@ -220,6 +260,7 @@ struct Measured {
     findings: usize,
     parse_errors: usize,
     digest: u64,
+    cpu: f64,
 }
 
 fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
@@ -231,6 +272,7 @@ fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
         findings: 0,
         parse_errors: 0,
         digest: 0,
+        cpu: 0.0,
     };
     for _ in 0..runs {
         let out = Command::new(&exe)
@@ -257,6 +299,7 @@ fn measure(mode: Mode, dir: &Path, cache: &Path, runs: usize) -> Measured {
             best.findings = v[3].parse().unwrap();
             best.parse_errors = v[4].parse().unwrap();
             best.digest = v[5].parse().unwrap();
+            best.cpu = v[6].parse().unwrap();
         }
     }
     best
@@ -331,6 +374,9 @@ fn main() {
     let cold = measure(Mode::Cold, &dir, &cache, runs);
     let warm = measure(Mode::Warm, &dir, &cache, runs);
     let one = measure(Mode::OneChanged, &dir, &cache, runs);
+    // the tree as it was: a warm run stores its answer again before the touched runs
+    measure(Mode::Warm, &dir, &cache, 1);
+    let touched = measure(Mode::OneTouched, &dir, &cache, runs);
     let _ = std::fs::remove_dir_all(&cache);
     let lines = no_cache.lines as f64;
     println!("corpus:        {}", dir.display());
@@ -352,8 +398,8 @@ fn main() {
     );
     println!();
     println!(
-        "{:<34} {:>9} {:>12} {:>9} {:>10}",
-        "run", "wall s", "lines/s", "x floor", "peak MiB"
+        "{:<34} {:>9} {:>9} {:>12} {:>9} {:>10}",
+        "run", "wall s", "cpu s", "lines/s", "x floor", "peak MiB"
     );
     for (name, m) in [
         ("syn parse + visit (floor)", &floor),
@@ -362,16 +408,27 @@ fn main() {
         ("locklint, cold cache (writing)", &cold),
         ("locklint, warm cache, no change", &warm),
         ("locklint, warm cache, one changed", &one),
+        ("locklint, warm cache, one touched", &touched),
     ] {
         println!(
-            "{name:<34} {:>9.3} {:>12.0} {:>9.2} {:>10.1}",
+            "{name:<34} {:>9.3} {:>9.2} {:>12.0} {:>9.2} {:>10.1}",
             m.wall,
+            m.cpu,
             lines / m.wall,
             m.wall / floor.wall,
             m.rss_kib as f64 / 1024.0
         );
     }
-    println!("(one changed: {})", largest(&rust_files(&dir)).display());
+    println!(
+        "(one changed and one touched: {}; load average {})",
+        largest(&rust_files(&dir)).display(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     println!();
     println!(
         "{:<20} {:>10} {:>9} {:>12} {:>10}",

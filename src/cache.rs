@@ -48,6 +48,11 @@ impl Cache {
         Some(Cache { entries })
     }
 
+    /// This build's directory in the cache (where [`crate::answer`] keeps the project's answer).
+    pub fn dir(&self) -> &Path {
+        &self.entries
+    }
+
     /// The entry of `file`: where its analysis is stored (the file's text is hashed once, for
     /// the lookup and the store that may follow).
     pub fn entry(&self, file: &FileRef) -> Entry {

@@ -1,6 +1,7 @@
 //! Runs an analysis: load files in parallel, run the front-ends, derive project facts,
 //! run the rules over every trace, and return sorted, de-duplicated findings.
 
+use crate::answer::{Answers, FileState, Found, Kind};
 use crate::baseline::Baseline;
 use crate::cache::{Cache, Lookup};
 use crate::config::{self, Mode, Resolver, Settings};
@@ -121,12 +122,14 @@ enum Loaded {
 }
 
 /// Read one file; `parse_all` keeps the text of every file, else only of those that
-/// [`crate::parsing::needs_parse`] admits.
+/// [`crate::parsing::needs_parse`] admits. With `record`, also how the file was found, for the
+/// project's stored answer (`None` for a file that could not be read or is not on disk).
 fn load(
     path: PathBuf,
     overlay: Option<&std::collections::HashMap<PathBuf, String>>,
     parse_all: bool,
-) -> Loaded {
+    record: bool,
+) -> (Loaded, Option<FileState>) {
     let kept = |path: PathBuf, text: String| {
         if parse_all || crate::parsing::needs_parse(&path, &text) {
             Loaded::File(SourceFile::new(path, text))
@@ -136,52 +139,84 @@ fn load(
         }
     };
     if let Some(text) = overlay.and_then(|o| o.get(&path)) {
-        return kept(path, text.clone());
+        return (kept(path, text.clone()), None);
     }
+    read(path, record, kept)
+}
+
+/// [`load`] from the disk.
+fn read(
+    path: PathBuf,
+    record: bool,
+    kept: impl Fn(PathBuf, String) -> Loaded,
+) -> (Loaded, Option<FileState>) {
+    let state = |meta: &std::fs::Metadata, bytes: Option<&[u8]>, l: &Loaded| {
+        let kind = match l {
+            Loaded::File(f) => Kind::Analysed {
+                lines: f.lines.line_count(),
+            },
+            Loaded::Unread(_, lines) => Kind::Analysed { lines: *lines },
+            Loaded::Skipped(n) => Kind::Skipped(n.message.clone()),
+            Loaded::Failed(_) => return None,
+        };
+        record.then(|| FileState::of(meta, bytes, kind))
+    };
     let shown = display_path(&path);
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) => {
-            return Loaded::Failed(PathError {
-                path,
-                message: describe_io(&e),
-            })
+            return (
+                Loaded::Failed(PathError {
+                    path,
+                    message: describe_io(&e),
+                }),
+                None,
+            )
         }
     };
     if meta.len() > MAX_FILE_BYTES {
-        return Loaded::Skipped(Note {
+        let l = Loaded::Skipped(Note {
             path: shown,
             message: format!(
                 "skipped: larger than {} MiB",
                 MAX_FILE_BYTES / (1024 * 1024)
             ),
         });
+        let s = state(&meta, None, &l);
+        return (l, s);
     }
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) => {
-            return Loaded::Failed(PathError {
-                path,
-                message: describe_io(&e),
-            })
+            return (
+                Loaded::Failed(PathError {
+                    path,
+                    message: describe_io(&e),
+                }),
+                None,
+            )
         }
     };
-    if bytes.iter().take(8192).any(|&b| b == 0) {
-        return Loaded::Skipped(Note {
+    let hashed = record.then(|| crate::answer::hash(&bytes));
+    let l = if bytes.iter().take(8192).any(|&b| b == 0) {
+        Loaded::Skipped(Note {
             path: shown,
             message: "skipped: binary file".to_string(),
-        });
-    }
-    match String::from_utf8(bytes) {
-        Ok(text) => kept(path, text),
-        Err(e) => Loaded::Skipped(Note {
-            path: shown,
-            message: format!(
-                "skipped: not valid UTF-8 (invalid byte at offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        }),
-    }
+        })
+    } else {
+        match String::from_utf8(bytes) {
+            Ok(text) => kept(path, text),
+            Err(e) => Loaded::Skipped(Note {
+                path: shown,
+                message: format!(
+                    "skipped: not valid UTF-8 (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            }),
+        }
+    };
+    let s = state(&meta, None, &l).map(|s| FileState { hash: hashed, ..s });
+    (l, s)
 }
 
 fn pool() -> rayon::ThreadPool {
@@ -246,9 +281,11 @@ pub struct Analysis<'a> {
     pub report: &'a Report,
 }
 
-/// Analyse the project of `opts` and report the findings of its selection.
+/// Analyse the project of `opts` and report the findings of its selection. With a cache and
+/// nothing in memory, the project's stored answer is used while it fits (see
+/// [`crate::answer`]).
 pub fn run(opts: &Options) -> Report {
-    run_with(opts, |_| ()).0
+    run_answering(opts, true, |_| ()).0
 }
 
 /// [`run`], then hand the whole analysis to `consume` (on the analysis threads, while the
@@ -259,6 +296,17 @@ pub fn run_with<T: Send>(
     opts: &Options,
     consume: impl FnOnce(&Analysis) -> T + Send,
 ) -> (Report, Option<T>) {
+    run_answering(opts, false, consume)
+}
+
+/// [`run_with`]; `reuse`: a stored answer of the project may stand for the analysis (the
+/// consumer is then not called).
+fn run_answering<T: Send>(
+    opts: &Options,
+    reuse: bool,
+    consume: impl FnOnce(&Analysis) -> T + Send,
+) -> (Report, Option<T>) {
+    let started = crate::answer::now();
     let resolver = match resolver(opts) {
         Ok(r) => r,
         Err(e) => {
@@ -331,7 +379,7 @@ pub fn run_with<T: Send>(
             None,
         );
     }
-    let files = project_files(opts, kept, &excluded_dir, &resolver);
+    let (files, keys) = project_files(opts, kept, &excluded_dir, &resolver);
     let mut project_settings = settings_path(opts)
         .and_then(|p| resolver.for_file(p).ok())
         .unwrap_or_default();
@@ -345,10 +393,39 @@ pub fn run_with<T: Send>(
         }
         project_settings = Arc::new(s);
     }
+    // the project's stored answer: not for an editor's unsaved text
+    let answers = opts
+        .overlay
+        .is_none()
+        .then(|| opts.cache_dir.as_deref().and_then(Cache::open))
+        .flatten()
+        .map(|c| Answers::new(&c, opts));
+    let mut answer_note = None;
+    if let Some(a) = answers.as_ref().filter(|_| reuse && !files.is_empty()) {
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        match a.find(started, &paths, &keys, &resolver) {
+            Found::Valid(states, findings) => {
+                let mut report = answered(&files, &states, findings);
+                report.help_uri = project_settings.help_uri.clone();
+                report.errors.splice(0..0, errors);
+                report.notes.splice(0..0, config_notes);
+                report.empty_paths = empty_paths;
+                finish(&mut report, opts, &resolver);
+                return (report, None);
+            }
+            Found::Stale => {}
+            Found::Unreadable(note) => answer_note = Some(note),
+        }
+    }
     pool().install(|| {
-        let (mut report, irs, packages) = analyze_paths(files, opts);
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let (mut report, irs, packages, states) = analyze_paths(files, opts, answers.is_some());
         let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
+        if let Some(a) = &answers {
+            a.store(started, &paths, &keys, states, &report.findings, &resolver);
+        }
+        report.notes.extend(answer_note);
         // findings are reported for the selected files only; the others gave facts
         if report.selected.len() < irs.len() {
             report
@@ -368,6 +445,37 @@ pub fn run_with<T: Send>(
         });
         (report, Some(out))
     })
+}
+
+/// The report of a stored answer (see [`crate::answer`]), as [`analyze_paths`] and the
+/// selection make it: the selected files counted, the notes of those skipped, the findings of
+/// the selected files.
+fn answered(files: &[(PathBuf, bool)], states: &[FileState], findings: Vec<Diagnostic>) -> Report {
+    let mut report = Report::default();
+    for ((path, selected), state) in files.iter().zip(states) {
+        match &state.kind {
+            Kind::Analysed { lines } => {
+                report.project_files += 1;
+                if *selected {
+                    report.files += 1;
+                    report.lines += lines;
+                    report.selected.insert(path.clone());
+                }
+            }
+            Kind::Skipped(message) if *selected => report.notes.push(Note {
+                path: display_path(path),
+                message: message.clone(),
+            }),
+            Kind::Skipped(_) => {}
+        }
+    }
+    report.findings = findings;
+    if report.selected.len() < report.project_files {
+        report
+            .findings
+            .retain(|d| report.selected.contains(&d.primary.file.path));
+    }
+    report
 }
 
 /// Per-file configuration (rule selection, severities), the baseline and `--changed-since`,
@@ -418,7 +526,7 @@ fn project_files(
     selected: Vec<PathBuf>,
     prune: &crate::discover::Prune,
     resolver: &Resolver,
-) -> Vec<(PathBuf, bool)> {
+) -> (Vec<(PathBuf, bool)>, Vec<PathBuf>) {
     let mut files: Vec<(PathBuf, PathBuf, bool)> = selected
         .into_iter()
         .map(|p| (file_key(&p), p, true))
@@ -443,7 +551,10 @@ fn project_files(
         }
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    files.into_iter().map(|(_, p, sel)| (p, sel)).collect()
+    files
+        .into_iter()
+        .map(|(key, p, sel)| ((p, sel), key))
+        .unzip()
 }
 
 /// The roots that exist but yield no file to analyse.
@@ -499,18 +610,28 @@ fn filter_reported(report: &mut Report, opts: &Options) {
 /// Redis or runs SQL and its callers or namesakes, in the packages that can see it). The
 /// others get an empty intermediate form: they hold nothing the analysis reads, so the
 /// findings are those of parsing every file ([`Options::parse_all`]).
+/// With `record`, also how each file was found (for the project's stored answer).
+#[allow(clippy::type_complexity)]
 fn analyze_paths(
     paths: Vec<(PathBuf, bool)>,
     opts: &Options,
-) -> (Report, Vec<FileIr>, locks::Packages) {
+    record: bool,
+) -> (Report, Vec<FileIr>, locks::Packages, Vec<Option<FileState>>) {
     let overlay = opts.overlay.as_deref();
-    let loaded: Vec<(Loaded, bool)> = paths
+    let loaded: Vec<(Loaded, Option<FileState>, bool)> = paths
         .into_par_iter()
-        .map(|(p, selected)| (load(p, overlay, opts.parse_all), selected))
+        .map(|(p, selected)| {
+            let (l, state) = load(p, overlay, opts.parse_all, record);
+            (l, state, selected)
+        })
         .collect();
     let mut report = Report::default();
     let mut sources = Vec::new();
-    for (l, selected) in loaded {
+    let mut states = Vec::with_capacity(if record { loaded.len() } else { 0 });
+    for (l, state, selected) in loaded {
+        if record {
+            states.push(state);
+        }
         match l {
             Loaded::File(f) => {
                 if selected {
@@ -552,7 +673,7 @@ fn analyze_paths(
             });
         }
     }
-    (report, irs, packages)
+    (report, irs, packages, states)
 }
 
 /// [`analyze_file`] through the cache: a stored analysis of the same path and text is used,

@@ -6,6 +6,7 @@
 //! their call sites, each rule in [`rules`] reads those traces and emits
 //! [`diagnostic::Diagnostic`]s for the selected files, and [`output`] renders them.
 
+pub mod answer;
 pub mod audit;
 pub mod baseline;
 pub mod cache;

@@ -29,7 +29,15 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Every entry file under a cache directory (not its `.gitignore`).
+/// Whether a cache file is a project's stored answer (`project-*.json`), not a file's entry.
+fn is_answer(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("project-") && n.ends_with(".json"))
+}
+
+/// Every file entry under a cache directory (not its `.gitignore`, nor the projects' stored
+/// answers).
 fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -41,13 +49,24 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 todo.push(p);
-            } else if p.file_name().is_some_and(|n| n != ".gitignore") {
+            } else if p.file_name().is_some_and(|n| n != ".gitignore") && !is_answer(&p) {
                 out.push(p);
             }
         }
     }
     out.sort();
     out
+}
+
+/// Remove the projects' stored answers from a cache directory.
+fn remove_answers(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            remove_answers(&e.path());
+        } else if is_answer(&e.path()) {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
 }
 
 fn repo_root() -> PathBuf {
@@ -215,11 +234,14 @@ fn a_broken_cache_entry_is_rebuilt_with_a_note_and_the_same_answer() {
     let first = locklint(tmp.path(), &args, &[]);
     let stored = entries(cache.path());
     assert_eq!(stored.len(), 2, "{stored:?}");
+    // without the project's stored answer, the next run reads the entries
+    remove_answers(cache.path());
     // one entry truncated, the other garbage
     let whole = std::fs::read(&stored[0]).unwrap();
     std::fs::write(&stored[0], &whole[..whole.len() / 2]).unwrap();
     std::fs::write(&stored[1], b"\x00\xffnot an analysis").unwrap();
     let second = locklint(tmp.path(), &args, &[]);
+    remove_answers(cache.path());
     assert_eq!(stdout(&second), stdout(&first));
     let notes = stderr(&second);
     assert_eq!(

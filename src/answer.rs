@@ -1,0 +1,609 @@
+//! The project's stored answer: the findings of a whole run (every file of the project, before
+//! the selection, per-file configuration, the baseline and `--changed-since` are applied), kept
+//! in the analysis cache with everything they rest on, so that a run over an unchanged project
+//! reads no file, parses nothing and runs no rule.
+//!
+//! What the answer rests on, all of it compared before it is used:
+//! - the options that change findings (rules selected or ignored, `--no-prefilter`, the
+//!   configuration source, the fix flavour, the project root) and the build of locklint (the
+//!   answer sits in the build's directory of the cache);
+//! - the list of the project's files (canonical paths, in order): a file added or removed
+//!   gives another list;
+//! - each file's length and modification time, and the hash of the bytes the run read. A file
+//!   whose length or time differs, or whose time is too close to the start of the run that
+//!   stored the answer to tell a later write apart ([`RACY_NANOS`]), is read and hashed again:
+//!   the same bytes (a file only touched) keep the answer, other bytes discard it;
+//! - the content of every configuration file that can govern a project file or name its
+//!   package (`locklint.toml`, `.locklint.toml`, `Cargo.toml` in each directory holding a
+//!   project file and in every directory above it) and of every file a configuration extends.
+//!
+//! An answer that does not read back, or was written for other options, is rebuilt with a
+//! note. Answers are written to a temporary file and renamed, so runs sharing a cache never
+//! read half of one.
+
+use crate::cache::Cache;
+use crate::config::Resolver;
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Related, Severity};
+use crate::engine::{Note, Options};
+use crate::source::{display_path, FileRef, SourceFile, Span};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The layout of a stored answer; another layout is not read.
+const FORMAT: u32 = 1;
+
+/// A file modified less than this before the start of the run that stored the answer (or
+/// after it) may have been written again within the same tick of the file system's clock
+/// without its time changing: its bytes are compared, its time is not trusted.
+pub const RACY_NANOS: u128 = 2_000_000_000;
+
+/// The configuration files looked for in each directory (as the configuration and the
+/// package reader look for them).
+const CONFIG_NAMES: [&str; 3] = ["locklint.toml", ".locklint.toml", "Cargo.toml"];
+
+/// Nanoseconds since the epoch of a time (0 before it).
+fn nanos(t: SystemTime) -> u128 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Now, as an answer records the start of a run.
+pub fn now() -> u128 {
+    nanos(SystemTime::now())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hash of a file's bytes.
+pub fn hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// How a run found one file of the project.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileState {
+    /// Length and modification time, taken before the file was read.
+    pub len: u64,
+    pub mtime: u128,
+    /// The hash of the bytes read; `None` when they were not read (a file too large).
+    pub hash: Option<String>,
+    pub kind: Kind,
+}
+
+/// What the file was to the run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum Kind {
+    /// Analysed (parsed or left out by the prefilter), with its line count.
+    Analysed { lines: usize },
+    /// Skipped with this note (binary, not UTF-8, too large).
+    Skipped(String),
+}
+
+impl FileState {
+    /// The state of a file from its metadata (taken before reading) and the bytes read.
+    pub fn of(meta: &std::fs::Metadata, bytes: Option<&[u8]>, kind: Kind) -> FileState {
+        FileState {
+            len: meta.len(),
+            mtime: meta.modified().map_or(0, nanos),
+            hash: bytes.map(hash),
+            kind,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Loc {
+    file: usize,
+    span: Span,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredFix {
+    message: String,
+    applicability: String,
+    edits: Vec<(Loc, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredDiagnostic {
+    rule: String,
+    error: bool,
+    primary: Loc,
+    label: String,
+    message: String,
+    help: String,
+    related: Vec<(Loc, String)>,
+    fix: Option<StoredFix>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    format: u32,
+    /// The options the answer was computed with ([`key_of`]).
+    key: String,
+    /// When the run that computed it started.
+    started: u128,
+    /// Every project file (canonical path) with how the run found it.
+    files: Vec<(PathBuf, FileState)>,
+    /// Every configuration file that can matter, with the hash of its content.
+    configs: Vec<(PathBuf, String)>,
+    /// The files findings point into whose text the run had (by index in `files`).
+    texts: Vec<usize>,
+    findings: Vec<StoredDiagnostic>,
+}
+
+/// The options that change the findings of a whole project, as one string.
+fn key_of(opts: &Options) -> String {
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let config = match &opts.config {
+        crate::engine::ConfigSource::Discover => "discover".to_string(),
+        crate::engine::ConfigSource::Isolated => "isolated".to_string(),
+        crate::engine::ConfigSource::File(p) => format!("file {}", canonical(p).display()),
+    };
+    // without a project root, the first named path gives the project-wide settings
+    let settings_from = match &opts.project_root {
+        Some(root) => format!("root {}", canonical(root).display()),
+        None => format!(
+            "first {:?}",
+            opts.paths
+                .first()
+                .map(|p| canonical(p).display().to_string())
+        ),
+    };
+    format!(
+        "{FORMAT}\n{:?}\n{:?}\n{}\n{config}\n{:?}\n{:?}\n{settings_from}",
+        opts.select, opts.ignore, opts.parse_all, opts.redis_version, opts.default_ttl
+    )
+}
+
+/// The stored answer for one set of options, in one cache.
+pub struct Answers {
+    path: PathBuf,
+    key: String,
+}
+
+/// What looking for a stored answer found.
+pub enum Found {
+    /// Still valid: how each file was found (in the order of the project's files) and the
+    /// findings of the whole project.
+    Valid(Vec<FileState>, Vec<Diagnostic>),
+    /// None, or one that no longer fits the project.
+    Stale,
+    /// One that does not read back or was written for other options: rebuilt, with this note.
+    Unreadable(Note),
+}
+
+/// One project file whose stored state must be checked against the disk.
+enum Check {
+    Same,
+    /// Read again: the same bytes (its new state), or other bytes.
+    Reread(FileState),
+    Changed,
+}
+
+impl Answers {
+    pub fn new(cache: &Cache, opts: &Options) -> Answers {
+        let key = key_of(opts);
+        let name = format!("project-{}.json", &hash(key.as_bytes())[..16]);
+        Answers {
+            path: cache.dir().join(name),
+            key,
+        }
+    }
+
+    /// The stored answer, if it still fits the project's files `files` (paths as this run
+    /// names them, with their canonical `keys`) and the configuration. A file only touched
+    /// (same bytes) keeps it, and the answer is stored again with the file's new state.
+    pub fn find(
+        &self,
+        started: u128,
+        files: &[PathBuf],
+        keys: &[PathBuf],
+        resolver: &Resolver,
+    ) -> Found {
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return Found::Stale;
+        };
+        let unreadable = || {
+            Found::Unreadable(Note {
+                path: display_path(&self.path),
+                message: "the stored answer of the project could not be read and was rebuilt"
+                    .to_string(),
+            })
+        };
+        let Ok(mut stored) = serde_json::from_slice::<Stored>(&bytes) else {
+            return unreadable();
+        };
+        if stored.format != FORMAT || stored.key != self.key {
+            return unreadable();
+        }
+        if stored.files.len() != keys.len()
+            || stored.files.iter().zip(keys).any(|((k, _), key)| k != key)
+        {
+            return Found::Stale;
+        }
+        let Some((configs, newest)) = configs(keys, resolver) else {
+            return Found::Stale;
+        };
+        if configs != stored.configs {
+            return Found::Stale;
+        }
+        let checks: Vec<Check> = files
+            .par_iter()
+            .zip(&stored.files)
+            .map(|(path, (_, state))| check(path, state, stored.started))
+            .collect();
+        let mut reread = false;
+        for (c, (_, state)) in checks.into_iter().zip(stored.files.iter_mut()) {
+            match c {
+                Check::Same => {}
+                Check::Reread(new) => {
+                    reread = true;
+                    *state = new;
+                }
+                Check::Changed => return Found::Stale,
+            }
+        }
+        let Some(findings) = findings_of(&stored, files) else {
+            return Found::Stale;
+        };
+        // the files read again are now known by their new times (unless a configuration file
+        // is too new to be sure of what this run read)
+        if reread && newest.saturating_add(RACY_NANOS) <= started {
+            stored.started = started;
+            self.write(&stored);
+        }
+        let states = stored.files.into_iter().map(|(_, s)| s).collect();
+        Found::Valid(states, findings)
+    }
+
+    /// Store the answer of a run that started at `started`: the project's files (as named,
+    /// with their canonical `keys`) with how the run found each, and the findings of the
+    /// whole project. Nothing is stored when a file could not be read, a finding points
+    /// outside the project, or a configuration file changed while the run went on.
+    pub fn store(
+        &self,
+        started: u128,
+        files: &[PathBuf],
+        keys: &[PathBuf],
+        states: Vec<Option<FileState>>,
+        findings: &[Diagnostic],
+        resolver: &Resolver,
+    ) {
+        let Some(states) = states.into_iter().collect::<Option<Vec<FileState>>>() else {
+            return;
+        };
+        if states.len() != files.len() || files.is_empty() {
+            return;
+        }
+        let Some((configs, _)) = configs_of_run(keys, resolver, started) else {
+            return;
+        };
+        let index: HashMap<&Path, usize> = files
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_path(), i))
+            .collect();
+        let mut texts: BTreeMap<usize, FileRef> = BTreeMap::new();
+        let mut loc = |l: &Location| -> Option<Loc> {
+            let file = *index.get(l.file.path.as_path())?;
+            if !l.file.text.is_empty() {
+                texts.entry(file).or_insert_with(|| l.file.clone());
+            }
+            Some(Loc { file, span: l.span })
+        };
+        let mut stored_findings = Vec::with_capacity(findings.len());
+        for d in findings {
+            let Some(primary) = loc(&d.primary) else {
+                return;
+            };
+            let mut related = Vec::with_capacity(d.related.len());
+            for r in &d.related {
+                let Some(l) = loc(&r.location) else { return };
+                related.push((l, r.label.clone()));
+            }
+            let fix = match &d.fix {
+                None => None,
+                Some(f) => {
+                    let mut edits = Vec::with_capacity(f.edits.len());
+                    for e in &f.edits {
+                        let Some(l) = loc(&e.location) else { return };
+                        edits.push((l, e.replacement.clone()));
+                    }
+                    Some(StoredFix {
+                        message: f.message.clone(),
+                        applicability: applicability_name(f.applicability).to_string(),
+                        edits,
+                    })
+                }
+            };
+            stored_findings.push(StoredDiagnostic {
+                rule: d.rule.to_string(),
+                error: d.severity == Severity::Error,
+                primary,
+                label: d.label.clone(),
+                message: d.message.clone(),
+                help: d.help.clone(),
+                related,
+                fix,
+            });
+        }
+        // the text a finding shows must be the text whose hash is recorded
+        for (&i, file) in &texts {
+            if states[i].hash.as_deref() != Some(hash(file.text.as_bytes()).as_str()) {
+                return;
+            }
+        }
+        let stored = Stored {
+            format: FORMAT,
+            key: self.key.clone(),
+            started,
+            files: keys.iter().cloned().zip(states).collect(),
+            configs,
+            texts: texts.into_keys().collect(),
+            findings: stored_findings,
+        };
+        self.write(&stored);
+    }
+
+    fn write(&self, stored: &Stored) {
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        let Ok(bytes) = serde_json::to_vec(stored) else {
+            return;
+        };
+        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+            return;
+        };
+        if tmp.write_all(&bytes).is_ok() {
+            let _ = tmp.persist(&self.path);
+        }
+    }
+}
+
+fn applicability_name(a: Applicability) -> &'static str {
+    match a {
+        Applicability::Safe => "safe",
+        Applicability::Unsafe => "unsafe",
+        Applicability::DisplayOnly => "display-only",
+    }
+}
+
+/// Whether a file still is what the stored state says, reading it only when its length or
+/// time differs or its time cannot be trusted.
+fn check(path: &Path, state: &FileState, started: u128) -> Check {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Check::Changed;
+    };
+    let mtime = meta.modified().map_or(0, nanos);
+    let racy = state.mtime.saturating_add(RACY_NANOS) > started;
+    if meta.len() == state.len && mtime == state.mtime && !racy {
+        return Check::Same;
+    }
+    // a file too large to be read is not read now either
+    let Some(stored_hash) = &state.hash else {
+        return Check::Changed;
+    };
+    let Ok(bytes) = std::fs::read(path) else {
+        return Check::Changed;
+    };
+    let h = hash(&bytes);
+    if &h != stored_hash {
+        return Check::Changed;
+    }
+    Check::Reread(FileState {
+        len: meta.len(),
+        mtime,
+        hash: Some(h),
+        kind: state.kind.clone(),
+    })
+}
+
+/// The stored findings, pointing at the files as this run names them; `None` when a file a
+/// finding shows no longer has the text it had, or the findings do not read back.
+fn findings_of(stored: &Stored, files: &[PathBuf]) -> Option<Vec<Diagnostic>> {
+    let mut refs: HashMap<usize, FileRef> = HashMap::new();
+    for &i in &stored.texts {
+        let path = files.get(i)?;
+        let text = std::fs::read_to_string(path).ok()?;
+        if stored.files[i].1.hash.as_deref() != Some(hash(text.as_bytes()).as_str()) {
+            return None;
+        }
+        refs.insert(i, SourceFile::new(path.clone(), text));
+    }
+    let mut file = |i: usize| -> Option<FileRef> {
+        if let Some(f) = refs.get(&i) {
+            return Some(f.clone());
+        }
+        let f = SourceFile::new(files.get(i)?.clone(), String::new());
+        refs.insert(i, f.clone());
+        Some(f)
+    };
+    let mut location = |l: &Loc| -> Option<Location> {
+        let f = file(l.file)?;
+        (l.span.end <= f.text.len() || f.text.is_empty()).then(|| Location::new(f, l.span))
+    };
+    let mut out = Vec::with_capacity(stored.findings.len());
+    for d in &stored.findings {
+        let rule = crate::rules::find(&d.rule)?.name;
+        let primary = location(&d.primary)?;
+        let mut related = Vec::with_capacity(d.related.len());
+        for (l, label) in &d.related {
+            related.push(Related {
+                location: location(l)?,
+                label: label.clone(),
+            });
+        }
+        let fix = match &d.fix {
+            None => None,
+            Some(f) => {
+                let applicability = [
+                    Applicability::Safe,
+                    Applicability::Unsafe,
+                    Applicability::DisplayOnly,
+                ]
+                .into_iter()
+                .find(|a| applicability_name(*a) == f.applicability)?;
+                let mut edits = Vec::with_capacity(f.edits.len());
+                for (l, replacement) in &f.edits {
+                    edits.push(Edit {
+                        location: location(l)?,
+                        replacement: replacement.clone(),
+                    });
+                }
+                Some(Fix {
+                    message: f.message.clone(),
+                    applicability,
+                    edits,
+                })
+            }
+        };
+        out.push(Diagnostic {
+            rule,
+            severity: if d.error {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+            primary,
+            label: d.label.clone(),
+            message: d.message.clone(),
+            help: d.help.clone(),
+            related,
+            fix,
+        });
+    }
+    // the order a run gives: by the paths as this run shows them
+    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    Some(out)
+}
+
+/// Every configuration file that can matter to the project's files (canonical `keys`): those
+/// in each directory holding a file and above it, and those the governing configurations
+/// extend, each with the hash of its content; and the newest modification time among them.
+/// `None` when one cannot be read.
+fn configs(keys: &[PathBuf], resolver: &Resolver) -> Option<(Vec<(PathBuf, String)>, u128)> {
+    let mut dirs: BTreeSet<&Path> = BTreeSet::new();
+    let mut parents: BTreeSet<&Path> = BTreeSet::new();
+    for k in keys {
+        let Some(parent) = k.parent() else { continue };
+        if !parents.insert(parent) {
+            continue;
+        }
+        for d in parent.ancestors() {
+            if !dirs.insert(d) {
+                break;
+            }
+        }
+    }
+    let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+    for d in &dirs {
+        for name in CONFIG_NAMES {
+            let p = d.join(name);
+            if p.is_file() {
+                found.insert(p);
+            }
+        }
+    }
+    for parent in &parents {
+        if let Ok(s) = resolver.for_file(parent) {
+            for source in &s.sources {
+                found.insert(source.canonicalize().unwrap_or_else(|_| source.clone()));
+            }
+        }
+    }
+    let mut newest = 0;
+    let mut out = Vec::with_capacity(found.len());
+    for p in found {
+        let meta = std::fs::metadata(&p).ok()?;
+        newest = newest.max(meta.modified().map_or(0, nanos));
+        let bytes = std::fs::read(&p).ok()?;
+        out.push((p, hash(&bytes)));
+    }
+    Some((out, newest))
+}
+
+/// [`configs`], `None` as well when one of them was modified since (or just before) the run
+/// started at `started`: the run may have read another content than the one hashed now.
+fn configs_of_run(
+    keys: &[PathBuf],
+    resolver: &Resolver,
+    started: u128,
+) -> Option<(Vec<(PathBuf, String)>, u128)> {
+    configs(keys, resolver).filter(|(_, newest)| newest.saturating_add(RACY_NANOS) <= started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn state_of(path: &Path, hash: &str) -> FileState {
+        let meta = std::fs::metadata(path).unwrap();
+        FileState {
+            hash: Some(hash.to_string()),
+            ..FileState::of(&meta, None, Kind::Analysed { lines: 1 })
+        }
+    }
+
+    #[test]
+    fn a_file_is_read_only_when_its_time_or_length_differs_or_cannot_be_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.rs");
+        std::fs::write(&path, "fn a() {}\n").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let right = hash(b"fn a() {}\n");
+        // a stored hash that matches nothing shows whether the bytes were compared
+        let wrong = state_of(&path, "not the hash");
+        assert!(matches!(check(&path, &wrong, now()), Check::Same));
+        // the time too close to the answer's run: compared by bytes
+        let close = nanos(old) + RACY_NANOS / 2;
+        assert!(matches!(check(&path, &wrong, close), Check::Changed));
+        assert!(matches!(
+            check(&path, &state_of(&path, &right), close),
+            Check::Reread(_)
+        ));
+        // another time, the same bytes (touched): read again, kept
+        let touched = FileState {
+            mtime: nanos(old) - 1,
+            ..state_of(&path, &right)
+        };
+        match check(&path, &touched, now()) {
+            Check::Reread(s) => assert_eq!(s, state_of(&path, &right)),
+            _ => panic!("a touched file is read and kept"),
+        }
+        // another length: other bytes
+        let longer = FileState {
+            len: 1,
+            ..state_of(&path, &right)
+        };
+        assert!(matches!(
+            check(
+                &path,
+                &FileState {
+                    hash: Some("x".into()),
+                    ..longer
+                },
+                now()
+            ),
+            Check::Changed
+        ));
+        // gone
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(check(&path, &wrong, now()), Check::Changed));
+    }
+}

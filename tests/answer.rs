@@ -1,0 +1,530 @@
+//! The project's stored answer: a run over an unchanged project answers from it, byte for byte
+//! as a run without cache, in every format and selection; a file edited (even within the same
+//! second, keeping its length), a configuration edited, a file added or removed gives a new
+//! answer; a touched file keeps it; a broken or foreign answer is rebuilt with a note; runs
+//! sharing a cache never read half of one; `--no-cache` neither reads nor writes it; a baseline
+//! applies afresh.
+//!
+//! A run that reads the files' cache entries instead of the answer says so when the entries are
+//! spoiled ("could not be read and was rebuilt"), which tells the two paths apart.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+#[path = "support/bin.rs"]
+mod bin;
+#[path = "support/sources.rs"]
+mod sources;
+use sources::try_lock_helper;
+
+const REBUILT_ENTRY: &str = "its entry in the analysis cache could not be read";
+const REBUILT_ANSWER: &str = "the stored answer of the project could not be read";
+
+fn locklint(dir: &Path, args: &[&str]) -> Output {
+    bin::command(env!("CARGO_BIN_EXE_locklint"), dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run locklint")
+}
+
+fn cargo_locklint(dir: &Path, args: &[&str]) -> Output {
+    bin::command(env!("CARGO_BIN_EXE_cargo-locklint"), dir)
+        .arg("locklint")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cargo-locklint")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn set_mtime(p: &Path, t: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+fn mtime(p: &Path) -> SystemTime {
+    std::fs::metadata(p).unwrap().modified().unwrap()
+}
+
+/// An hour ago: a time no run can mistake for a write during it.
+fn long_ago() -> SystemTime {
+    SystemTime::now() - Duration::from_secs(3600)
+}
+
+/// Every file of a project written an hour ago, as in a tree nobody is editing.
+fn age(root: &Path) {
+    for p in files_under(root) {
+        set_mtime(&p, long_ago());
+    }
+}
+
+fn is_answer(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("project-") && n.ends_with(".json"))
+}
+
+/// The stored answers in a cache directory.
+fn answers(cache: &Path) -> Vec<PathBuf> {
+    files_under(cache)
+        .into_iter()
+        .filter(|p| is_answer(p))
+        .collect()
+}
+
+/// Overwrite every file entry of a cache: a run that reads them notes each one it rebuilds.
+fn spoil_entries(cache: &Path) {
+    for p in files_under(cache) {
+        if !is_answer(&p) && p.file_name().is_some_and(|n| n != ".gitignore") {
+            std::fs::write(&p, b"not an analysis").unwrap();
+        }
+    }
+}
+
+/// A copy of `tests/projects/workspace` (a Cargo workspace whose findings rest on other
+/// files and crates), every file an hour old; the path is canonical.
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap().join("workspace");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/workspace"),
+        &root,
+    );
+    age(&root);
+    (tmp, root)
+}
+
+/// A git repository whose `src/jobs.rs` ignores whether `try_lock` of `src/locks.rs`
+/// acquired: a finding in `jobs.rs` only while the helper acquires.
+fn helper_project(acquires: bool) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir(tmp.path().join(".git")).unwrap();
+    std::fs::write(
+        src.join("jobs.rs"),
+        "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection, token: &str) {\n    let _ = try_lock(con, \"lock:nightly\", token, 60_000).await;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("locks.rs"), try_lock_helper(acquires)).unwrap();
+    tmp
+}
+
+fn rules_in(json: &str, file: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(file)))
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn same_run(cached: &Output, uncached: &Output, what: &str) {
+    assert_eq!(stdout(cached), stdout(uncached), "{what}: stdout");
+    assert_eq!(stderr(cached), stderr(uncached), "{what}: stderr");
+    assert_eq!(
+        cached.status.code(),
+        uncached.status.code(),
+        "{what}: status"
+    );
+}
+
+#[test]
+fn an_unchanged_project_is_answered_from_its_stored_answer_in_every_format_and_selection() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let cold = locklint(&root, &["check", "--format", "json", "--cache-dir", &c]);
+    assert!(!rules_in(&stdout(&cold), "invoices.rs").is_empty());
+    assert_eq!(answers(cache.path()).len(), 1);
+    // from here on, reading the entries would show: every run must answer from the answer
+    spoil_entries(cache.path());
+    let formats = ["human", "json", "json-lines", "sarif", "github", "gitlab"];
+    let selections: [&[&str]; 4] = [
+        &[],
+        &["."],
+        &["crates/billing/src/invoices.rs"],
+        &["crates/billing", "scripts/renew.lua"],
+    ];
+    for sel in selections {
+        for format in formats {
+            let mut args = vec!["check"];
+            args.extend(sel);
+            args.extend(["--format", format]);
+            let uncached = locklint(&root, &[args.as_slice(), &["--no-cache"]].concat());
+            let cached = locklint(&root, &[args.as_slice(), &["--cache-dir", &c]].concat());
+            same_run(&cached, &uncached, &format!("{sel:?} {format}"));
+        }
+    }
+    // from a subdirectory, and a package through cargo
+    let sub = root.join("crates/shipping");
+    for format in formats {
+        let uncached = locklint(&sub, &["check", "--format", format, "--no-cache"]);
+        let cached = locklint(&sub, &["check", "--format", format, "--cache-dir", &c]);
+        same_run(&cached, &uncached, &format!("crates/shipping {format}"));
+    }
+    for package in ["billing", "locks"] {
+        let uncached = cargo_locklint(&root, &["-p", package, "--format", "json", "--no-cache"]);
+        let cached = cargo_locklint(
+            &root,
+            &["-p", package, "--format", "json", "--cache-dir", &c],
+        );
+        same_run(&cached, &uncached, &format!("-p {package}"));
+    }
+    // the answer was never rebuilt
+    assert_eq!(answers(cache.path()).len(), 1);
+}
+
+#[test]
+fn an_edited_helper_changes_its_callers_findings_and_added_or_removed_files_count() {
+    let tmp = helper_project(true);
+    age(tmp.path());
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let check = || {
+        let o = locklint(
+            tmp.path(),
+            &[
+                "check",
+                "src/jobs.rs",
+                "--format",
+                "json",
+                "--cache-dir",
+                &c,
+            ],
+        );
+        let uncached = locklint(
+            tmp.path(),
+            &["check", "src/jobs.rs", "--format", "json", "--no-cache"],
+        );
+        assert_eq!(stdout(&o), stdout(&uncached));
+        stdout(&o)
+    };
+    let before = check();
+    assert_eq!(rules_in(&before, "jobs.rs"), vec!["lock-result-ignored"]);
+    assert_eq!(check(), before);
+    let locks = tmp.path().join("src/locks.rs");
+    std::fs::write(&locks, try_lock_helper(false)).unwrap();
+    set_mtime(&locks, long_ago() + Duration::from_secs(60));
+    assert!(rules_in(&check(), "jobs.rs").is_empty());
+    // the helper removed: the call resolves to nothing
+    std::fs::write(&locks, try_lock_helper(true)).unwrap();
+    assert_eq!(check(), before);
+    std::fs::remove_file(&locks).unwrap();
+    assert!(rules_in(&check(), "jobs.rs").is_empty());
+    // and added again
+    std::fs::write(&locks, try_lock_helper(true)).unwrap();
+    age(tmp.path());
+    assert_eq!(check(), before);
+}
+
+#[test]
+fn a_file_rewritten_within_the_same_second_with_the_same_length_is_read_again() {
+    // the files are new: their times are as recent as the run that stores the answer
+    let tmp = helper_project(true);
+    let report = tmp.path().join("src/report.rs");
+    let code = "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"lock:report\", \"1\")\n}\n";
+    let plain = format!("//{}\n", "x".repeat(code.len() - 3));
+    assert_eq!(plain.len(), code.len());
+    std::fs::write(&report, &plain).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "src", "--format", "json", "--cache-dir", &c];
+    let before = stdout(&locklint(tmp.path(), &args));
+    assert!(rules_in(&before, "report.rs").is_empty(), "{before}");
+    assert_eq!(answers(cache.path()).len(), 1);
+    // rewritten to the same length with the same time, as a write within the clock's tick
+    let when = mtime(&report);
+    std::fs::write(&report, code).unwrap();
+    set_mtime(&report, when);
+    let after = stdout(&locklint(tmp.path(), &args));
+    assert!(!rules_in(&after, "report.rs").is_empty(), "{after}");
+    assert_eq!(
+        after,
+        stdout(&locklint(
+            tmp.path(),
+            &["check", "src", "--format", "json", "--no-cache"]
+        ))
+    );
+}
+
+#[test]
+fn a_touched_file_keeps_the_answer() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "--format", "json", "--cache-dir", &c];
+    let cold = locklint(&root, &args);
+    spoil_entries(cache.path());
+    let answer = answers(cache.path()).remove(0);
+    let stored = std::fs::read(&answer).unwrap();
+    let helper = root.join("crates/locks/src/lib.rs");
+    set_mtime(&helper, long_ago() + Duration::from_secs(600));
+    let touched = locklint(&root, &args);
+    same_run(&touched, &cold, "touched");
+    // stored again with the file's new time, so that the next run need not read it
+    assert_ne!(std::fs::read(&answer).unwrap(), stored);
+    same_run(&locklint(&root, &args), &cold, "after the touch");
+}
+
+#[test]
+fn an_edited_configuration_changes_the_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(
+        root.join("src/report.rs"),
+        "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"zorp:report\", \"1\")\n}\n",
+    )
+    .unwrap();
+    let config = root.join("locklint.toml");
+    std::fs::write(&config, "lock-key-patterns = [\"zorp\"]\n").unwrap();
+    age(root);
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "--format", "json", "--cache-dir", &c];
+    let first = stdout(&locklint(root, &args));
+    assert!(
+        rules_in(&first, "report.rs").contains(&"setnx-without-expiry".to_string()),
+        "{first}"
+    );
+    assert_eq!(answers(cache.path()).len(), 1);
+    // the same length, an hour old: only its content tells
+    std::fs::write(&config, "lock-key-patterns = [\"zarp\"]\n").unwrap();
+    set_mtime(&config, long_ago());
+    let second = stdout(&locklint(root, &args));
+    assert!(rules_in(&second, "report.rs").is_empty(), "{second}");
+    // a configuration added where there was none
+    std::fs::write(
+        root.join("src/locklint.toml"),
+        "lock-key-patterns = [\"zorp\"]\n",
+    )
+    .unwrap();
+    set_mtime(&root.join("src/locklint.toml"), long_ago());
+    std::fs::remove_file(&config).unwrap();
+    let uncached = stdout(&locklint(
+        root,
+        &["check", "--format", "json", "--no-cache"],
+    ));
+    assert_eq!(stdout(&locklint(root, &args)), uncached);
+}
+
+#[test]
+fn a_broken_or_foreign_answer_is_rebuilt_with_a_note() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "--format", "json", "--cache-dir", &c];
+    let cold = locklint(&root, &args);
+    let answer = answers(cache.path()).remove(0);
+    let whole = std::fs::read(&answer).unwrap();
+    for broken in [
+        whole[..whole.len() / 2].to_vec(),
+        b"\x00\xffnot an answer".to_vec(),
+        b"{\"format\": 1}".to_vec(),
+    ] {
+        std::fs::write(&answer, &broken).unwrap();
+        let o = locklint(&root, &args);
+        assert_eq!(stdout(&o), stdout(&cold));
+        assert_eq!(
+            stderr(&o).matches(REBUILT_ANSWER).count(),
+            1,
+            "{}",
+            stderr(&o)
+        );
+        // rebuilt: read back without a note
+        assert_ne!(std::fs::read(&answer).unwrap(), broken);
+        let again = locklint(&root, &args);
+        same_run(&again, &cold, "rebuilt");
+    }
+    // the answer of other options (another rule set) under this one's name
+    let ignoring = [
+        "check",
+        "--format",
+        "json",
+        "--cache-dir",
+        &c,
+        "--ignore",
+        "unfenced-write",
+    ];
+    let other = locklint(&root, &ignoring);
+    assert_ne!(stdout(&other), stdout(&cold));
+    let theirs = answers(cache.path())
+        .into_iter()
+        .find(|p| *p != answer)
+        .unwrap();
+    std::fs::copy(&theirs, &answer).unwrap();
+    let o = locklint(&root, &args);
+    assert_eq!(stdout(&o), stdout(&cold));
+    assert_eq!(
+        stderr(&o).matches(REBUILT_ANSWER).count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+    same_run(
+        &locklint(&root, &ignoring),
+        &other,
+        "the other options' answer",
+    );
+}
+
+#[test]
+fn no_cache_neither_reads_nor_writes_the_answer() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    locklint(&root, &["check", "--cache-dir", &c]);
+    let answer = answers(cache.path()).remove(0);
+    std::fs::write(&answer, b"garbage").unwrap();
+    let o = bin::command(env!("CARGO_BIN_EXE_locklint"), &root)
+        .args(["check", "--format", "json", "--no-cache"])
+        .env("LOCKLINT_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    assert!(!stderr(&o).contains(REBUILT_ANSWER), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&answer).unwrap(), b"garbage");
+    assert!(!root.join(".locklint_cache").exists());
+}
+
+#[test]
+fn runs_sharing_a_cache_never_read_half_an_answer() {
+    let (_tmp, root) = workspace();
+    let expected = locklint(&root, &["check", "--format", "json", "--no-cache"]);
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let helper = root.join("crates/locks/src/lib.rs");
+    for round in 0..4u64 {
+        // a touch each round: every run stores the answer again while the others read it
+        set_mtime(&helper, long_ago() + Duration::from_secs(round + 1));
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_locklint"))
+                .args(["check", "--format", "json", "--cache-dir", &c])
+                .current_dir(&root)
+                .env_remove("LOCKLINT_CACHE_DIR")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let children = [spawn(), spawn(), spawn()];
+        for child in children {
+            let o = child.wait_with_output().unwrap();
+            assert_eq!(stdout(&o), stdout(&expected), "round {round}");
+            assert!(!stderr(&o).contains("could not be read"), "{}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn a_changed_file_falls_back_to_the_entries_and_stores_a_new_answer() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "--format", "json", "--cache-dir", &c];
+    locklint(&root, &args);
+    let answer = answers(cache.path()).remove(0);
+    let stored = std::fs::read(&answer).unwrap();
+    spoil_entries(cache.path());
+    let worker = root.join("crates/shipping/src/worker.rs");
+    let mut text = std::fs::read_to_string(&worker).unwrap();
+    text.push_str("\n// changed\n");
+    std::fs::write(&worker, text).unwrap();
+    let o = locklint(&root, &args);
+    let uncached = locklint(&root, &["check", "--format", "json", "--no-cache"]);
+    assert_eq!(stdout(&o), stdout(&uncached));
+    // the other files' analyses came from their entries (spoiled here, so rebuilt)
+    assert!(stderr(&o).contains(REBUILT_ENTRY), "{}", stderr(&o));
+    assert_ne!(std::fs::read(&answer).unwrap(), stored);
+    // and the next run answers from the new answer
+    same_run(&locklint(&root, &args), &uncached, "after the change");
+}
+
+#[test]
+fn a_baseline_applies_afresh_to_a_stored_answer_and_other_rules_have_their_own() {
+    let (_tmp, root) = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    locklint(&root, &["check", "--cache-dir", &c]);
+    spoil_entries(cache.path());
+    // a baseline of one file's findings hides them from the whole tree's run
+    let baseline = root.join("baseline.json");
+    let b = baseline.display().to_string();
+    let o = locklint(
+        &root,
+        &[
+            "check",
+            "crates/billing",
+            "--no-cache",
+            "--write-baseline",
+            &b,
+        ],
+    );
+    assert!(baseline.is_file(), "{}", stderr(&o));
+    set_mtime(&baseline, long_ago());
+    let args = ["check", "--format", "json", "--baseline", &b];
+    let uncached = locklint(&root, &[args.as_slice(), &["--no-cache"]].concat());
+    let cached = locklint(&root, &[args.as_slice(), &["--cache-dir", &c]].concat());
+    same_run(&cached, &uncached, "with a baseline");
+    assert!(rules_in(&stdout(&cached), "invoices.rs").is_empty());
+    assert!(!rules_in(&stdout(&cached), "worker.rs").is_empty());
+    // a rule ignored on the command line is another set of options: its own answer
+    let ignoring = [
+        "check",
+        "--format",
+        "json",
+        "--ignore",
+        "constant-lock-value",
+    ];
+    let uncached = locklint(&root, &[ignoring.as_slice(), &["--no-cache"]].concat());
+    let cached = locklint(&root, &[ignoring.as_slice(), &["--cache-dir", &c]].concat());
+    assert_eq!(stdout(&cached), stdout(&uncached));
+    assert_eq!(answers(cache.path()).len(), 2);
+}
