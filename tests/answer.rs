@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 #[path = "support/bin.rs"]
 mod bin;
+use bin::rules_in;
 #[path = "support/sources.rs"]
 mod sources;
 use sources::try_lock_helper;
@@ -152,17 +153,6 @@ fn helper_project(acquires: bool) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(src.join("locks.rs"), try_lock_helper(acquires)).unwrap();
     tmp
-}
-
-fn rules_in(json: &str, file: &str) -> Vec<String> {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(file)))
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
 }
 
 fn same_run(cached: &Output, uncached: &Output, what: &str) {

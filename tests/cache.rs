@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 #[path = "support/bin.rs"]
 mod bin;
+use bin::rules_in;
 #[path = "support/sources.rs"]
 mod sources;
 use sources::try_lock_helper;
@@ -86,17 +87,6 @@ fn helper_project() -> tempfile::TempDir {
         std::fs::copy(example.join(f), src.join(f)).unwrap();
     }
     tmp
-}
-
-fn rules_in(json: &str, file: &str) -> Vec<String> {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(file)))
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

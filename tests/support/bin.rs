@@ -34,3 +34,15 @@ pub fn cargo_locklint(dir: &Path, args: &[&str]) -> Output {
         .output()
         .expect("run cargo-locklint")
 }
+
+/// The rules of the findings on `file` in a JSON report.
+pub fn rules_in(json: &str, file: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(file)))
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}

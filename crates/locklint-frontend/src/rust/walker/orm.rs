@@ -208,6 +208,22 @@ fn snake(name: &str) -> String {
 }
 
 /// A method chain as its base and its links, first link first; `None` past [`MAX_LINKS`].
+/// A method chain whose base is a call of a path (`diesel::update(..)`,
+/// `lock::Entity::update_many()`): that call, its path's segments and the links after it.
+#[allow(clippy::type_complexity)]
+fn path_call_chain(
+    e: &syn::Expr,
+) -> Option<(&syn::ExprCall, Vec<String>, Vec<&syn::ExprMethodCall>)> {
+    let (base, links) = chain(e)?;
+    let syn::Expr::Call(c) = base else {
+        return None;
+    };
+    let syn::Expr::Path(func) = &*c.func else {
+        return None;
+    };
+    Some((c, segments(&func.path), links))
+}
+
 fn chain(e: &syn::Expr) -> Option<(&syn::Expr, Vec<&syn::ExprMethodCall>)> {
     let mut links = Vec::new();
     let mut cur = e;
@@ -424,14 +440,7 @@ impl FnWalker<'_> {
     // ---- diesel ----
 
     fn diesel_write(&self, recv: &syn::Expr) -> Option<Write> {
-        let (base, links) = chain(recv)?;
-        let syn::Expr::Call(c) = base else {
-            return None;
-        };
-        let syn::Expr::Path(func) = &*c.func else {
-            return None;
-        };
-        let path = segments(&func.path);
+        let (c, path, links) = path_call_chain(recv)?;
         let (name, prefix) = path.split_last()?;
         if c.args.len() != 1 || !(prefix.is_empty() || prefix == ["diesel"]) {
             return None;
@@ -638,14 +647,7 @@ impl FnWalker<'_> {
     /// `<entity>::update_many().filter(..).col_expr(..)`, `delete_many()`, `insert(am)` ...,
     /// executed by `exec`.
     fn sea_orm_chain(&self, recv: &syn::Expr) -> Option<Write> {
-        let (base, links) = chain(recv)?;
-        let syn::Expr::Call(c) = base else {
-            return None;
-        };
-        let syn::Expr::Path(func) = &*c.func else {
-            return None;
-        };
-        let path = segments(&func.path);
+        let (c, path, links) = path_call_chain(recv)?;
         let (name, prefix) = path.split_last()?;
         let (table, entity) = self.entity_table(prefix, "Entity")?;
         let (kind, model) = match (name.as_str(), c.args.len()) {
