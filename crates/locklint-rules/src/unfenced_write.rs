@@ -41,6 +41,28 @@ fn unguarded_fence(st: &Statement, schema: &Schema) -> Option<String> {
     Some(fence)
 }
 
+/// A script invocation whose script (of the same file, found by the name it is reached from)
+/// only renews its key: the lock stays held after it. A script that cannot be found counts as a
+/// release.
+fn renews_only(file: &FileIr, o: &locklint_project::TraceOp) -> bool {
+    if o.file.path != file.file.path {
+        return false;
+    }
+    let Some(name) = o.op.script.as_deref() else {
+        return false;
+    };
+    file.lua
+        .scripts
+        .iter()
+        .find(|s| s.names.iter().any(|n| n == name))
+        .is_some_and(|s| {
+            !s.writes.is_empty()
+                && s.writes
+                    .iter()
+                    .all(|(w, _)| w.kind == locklint_ir::lua::WriteKind::Renew)
+        })
+}
+
 /// A held lock: where it was taken and how to recognise its release.
 /// Which lock a hold is of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -97,10 +119,12 @@ impl Rule for UnfencedWrite {
                 // (event index in `f`, place in the trace) of each release
                 let mut releases: HashMap<Held, Vec<(usize, usize)>> = HashMap::new();
                 for (n, o) in t.ops.iter().enumerate() {
-                    if matches!(
-                        o.op.kind,
-                        OpKind::Delete | OpKind::CompareDelete | OpKind::Script
-                    ) {
+                    let release = match o.op.kind {
+                        OpKind::Delete | OpKind::CompareDelete => true,
+                        OpKind::Script => !renews_only(file, o),
+                        _ => false,
+                    };
+                    if release {
                         releases.entry(key_of(o)).or_default().push((o.at.index, n));
                     }
                 }
