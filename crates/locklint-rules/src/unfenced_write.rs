@@ -41,26 +41,32 @@ fn unguarded_fence(st: &Statement, schema: &Schema) -> Option<String> {
     Some(fence)
 }
 
-/// A script invocation whose script (of the same file, found by the name it is reached from)
-/// only renews its key: the lock stays held after it. A script that cannot be found counts as a
-/// release.
-fn renews_only(file: &FileIr, o: &locklint_project::TraceOp) -> bool {
-    if o.file.path != file.file.path {
-        return false;
-    }
+/// A script invocation whose script only renews its key: the lock stays held after it. The
+/// script is found by the name it is reached from, in the invocation's file, or for a
+/// constant's name (`RENEW`) in any file. A script that cannot be found counts as a release.
+fn renews_only(project: &Project, o: &locklint_project::TraceOp) -> bool {
     let Some(name) = o.op.script.as_deref() else {
         return false;
     };
-    file.lua
-        .scripts
-        .iter()
-        .find(|s| s.names.iter().any(|n| n == name))
-        .is_some_and(|s| {
-            !s.writes.is_empty()
-                && s.writes
-                    .iter()
-                    .all(|(w, _)| w.kind == locklint_ir::lua::WriteKind::Renew)
-        })
+    let named = |f: &FileIr| {
+        f.lua
+            .scripts
+            .iter()
+            .find(|s| s.names.iter().any(|n| n == name))
+            .map(|s| {
+                !s.writes.is_empty()
+                    && s.writes
+                        .iter()
+                        .all(|(w, _)| w.kind == locklint_ir::lua::WriteKind::Renew)
+            })
+    };
+    let own = project.files.get(o.op.id.file).and_then(named);
+    let found = own.or_else(|| {
+        super::matching::is_constant_name(name)
+            .then(|| project.files.iter().find_map(named))
+            .flatten()
+    });
+    found.unwrap_or(false)
 }
 
 /// A held lock: where it was taken and how to recognise its release.
@@ -121,7 +127,7 @@ impl Rule for UnfencedWrite {
                 for (n, o) in t.ops.iter().enumerate() {
                     let release = match o.op.kind {
                         OpKind::Delete | OpKind::CompareDelete => true,
-                        OpKind::Script => !renews_only(file, o),
+                        OpKind::Script => !renews_only(project, o),
                         _ => false,
                     };
                     if release {
