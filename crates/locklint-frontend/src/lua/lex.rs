@@ -178,8 +178,9 @@ fn is_field_dot(b: &[u8], i: usize) -> bool {
 }
 
 /// The offset of the operator that makes one expression a chain of more than `max` operators
-/// (`a ~= b ~= c ..`, `x .. y .. z ..`, `not not ..`): the parser nests such a chain one level
-/// per operator, however flat the text looks. Counted per bracket level; `,` and `;`, the
+/// (`a ~= b ~= c ..`, `x .. y .. z ..`, `not not ..`) or calls and indexes of a value
+/// (`f'a''b'..`, `f()()..`, `t[1][2]..`): the parser nests such a chain one level per link,
+/// however flat the text looks. Counted per bracket level; `,` and `;`, the
 /// keywords that start or end a statement or block, and a name after a value begin a new
 /// expression. Field access (`a.b`) is no operator.
 pub fn long_chain(text: &str, max: usize) -> Option<usize> {
@@ -190,8 +191,15 @@ pub fn long_chain(text: &str, max: usize) -> Option<usize> {
     let mut run_end: Option<usize> = None;
     // the previous token (comments aside) ended a value
     let mut after_value = false;
+    // calls and indexes of the current value, one count per open bracket
+    let mut suffixes: Vec<usize> = vec![0];
     let count = |chains: &mut Vec<usize>, at: usize| {
         let top = chains.last_mut().expect("the outermost level stays");
+        *top += 1;
+        (*top > max).then_some(at)
+    };
+    let link = |suffixes: &mut Vec<usize>, at: usize| {
+        let top = suffixes.last_mut().expect("the outermost level stays");
         *top += 1;
         (*top > max).then_some(at)
     };
@@ -200,6 +208,18 @@ pub fn long_chain(text: &str, max: usize) -> Option<usize> {
             return ControlFlow::Continue(());
         }
         let was_after_value = std::mem::replace(&mut after_value, ends_value(text, t));
+        // what continues a value's links: a call or index right after it, a closing bracket,
+        // a field or method name (`a.b`, `a:b`); anything else starts another value
+        let continues = match t {
+            Tok::Open(_) | Tok::Value(_) => was_after_value,
+            Tok::Close(_) => true,
+            Tok::Word(..) => !was_after_value,
+            Tok::Punct(i) => is_field_dot(b, i) || b[i] == b':',
+            _ => false,
+        };
+        if !continues {
+            *suffixes.last_mut().expect("the outermost level stays") = 0;
+        }
         match t {
             Tok::Punct(i) if is_field_dot(b, i) => {}
             Tok::Punct(i) => match b[i] {
@@ -217,9 +237,27 @@ pub fn long_chain(text: &str, max: usize) -> Option<usize> {
                 }
                 _ => {}
             },
-            Tok::Open(_) => chains.push(0),
+            // a call or index right after a value (`f(..)`, `f{..}`, `t[..]`) nests that value
+            // one level deeper; the links of one value count together
+            Tok::Open(i) => {
+                if was_after_value {
+                    if let Some(at) = link(&mut suffixes, i) {
+                        return ControlFlow::Break(at);
+                    }
+                }
+                chains.push(0);
+                suffixes.push(0);
+            }
+            // a string right after a value is a call (`f'x'`, `f"x"`, `f[[x]]`)
+            Tok::Value(end) if was_after_value => {
+                if let Some(at) = link(&mut suffixes, end.saturating_sub(1)) {
+                    return ControlFlow::Break(at);
+                }
+                return ControlFlow::Continue(());
+            }
             Tok::Close(_) if chains.len() > 1 => {
                 chains.pop();
+                suffixes.pop();
             }
             Tok::Word(s, e) => match &text[s..e] {
                 "and" | "or" | "not" => {
@@ -342,6 +380,24 @@ mod tests {
         assert_eq!(too_deep(sane, 256), None);
         let lopsided = format!("{}\n{}", "if a then x() end\n".repeat(1000), "(".repeat(10));
         assert_eq!(too_deep(&lopsided, 256), None);
+    }
+
+    #[test]
+    fn long_chains_of_calls_and_indexes_are_found() {
+        let strings = format!("return redis.call('get'{})", "'t'".repeat(1001));
+        assert!(long_chain(&strings, 1000).is_some());
+        let calls = format!("return f{}", "()".repeat(1001));
+        assert!(long_chain(&calls, 1000).is_some());
+        let indexes = format!("return t{}", "[1]".repeat(1001));
+        assert!(long_chain(&indexes, 1000).is_some());
+        // calls on separate statements, and a call with many arguments, are no chain
+        let statements = "redis.call('get', KEYS[1])\n".repeat(2000);
+        assert_eq!(long_chain(&statements, 1000), None);
+        let arguments = format!(
+            "return redis.call('del', KEYS[1], {{{}}})",
+            "1, ".repeat(5000)
+        );
+        assert_eq!(long_chain(&arguments, 1000), None);
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn analyze(ir: &mut FileIr) {
         if let Some(at) = lex::long_chain(&e.text, MAX_CHAIN) {
             ir.problems.push(ParseProblem {
                 message: format!(
-                    "this Lua script chains more than {MAX_CHAIN} operators in one expression; it was not analysed"
+                    "this Lua script chains more than {MAX_CHAIN} operators or calls in one expression; it was not analysed"
                 ),
                 span: e.map.span(at, next_char_end(&e.text, at)),
                 help: "split the expression; the rest of the file is analysed either way"
@@ -142,7 +142,7 @@ pub fn analyze(ir: &mut FileIr) {
 /// Deeper bracket nesting than this is refused before parsing (the parser and the walk recurse).
 const MAX_NESTING: usize = 256;
 
-/// Operators one expression may chain (each one a level of the parser's recursion).
+/// Operators and calls one expression may chain (each one a level of the parser's recursion).
 const MAX_CHAIN: usize = 1000;
 
 fn next_char_end(text: &str, at: usize) -> usize {
