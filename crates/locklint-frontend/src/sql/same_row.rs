@@ -16,7 +16,7 @@ impl Exprs<'_, '_> {
         let (Some(table), Some(target)) = (st.table.clone(), st.names.first().cloned()) else {
             return;
         };
-        let mut found: Vec<(Vec<Col>, Vec<Cmp>)> = Vec::new();
+        let mut found: Vec<Guard> = Vec::new();
         let _ = ast::visit_expressions(selection, |x| {
             if !self.spend(1) {
                 return ControlFlow::Break(());
@@ -40,21 +40,16 @@ impl Exprs<'_, '_> {
         let Some(filter) = st.filter.as_mut() else {
             return;
         };
-        for (columns, comparisons) in found {
-            let (columns, comparisons) = columns_as(columns, comparisons, &target);
+        for (alias, columns, comparisons) in found {
+            let (columns, comparisons) = renamed(columns, comparisons, &alias, &target);
             filter.columns.extend(columns);
             filter.comparisons.extend(comparisons);
         }
     }
 
-    /// `EXISTS (SELECT .. FROM <table> a WHERE a.c = <target>.c AND ..)`: the subquery's
-    /// conditions, its alias's columns named as the target's.
-    fn exists_guard(
-        &self,
-        st: &Statement,
-        table: &str,
-        subquery: &ast::Query,
-    ) -> Option<(Vec<Col>, Vec<Cmp>)> {
+    /// `EXISTS (SELECT .. FROM <table> a WHERE a.c = <target>.c AND ..)`: the subquery's alias
+    /// and conditions.
+    fn exists_guard(&self, st: &Statement, table: &str, subquery: &ast::Query) -> Option<Guard> {
         let (select, from, alias) = single_table(subquery)?;
         if from != table || alias == from {
             return None;
@@ -68,11 +63,11 @@ impl Exprs<'_, '_> {
             let theirs = |c: &Col| c.qualifier.is_some() && st.is_target(c);
             l.name == r.name && ((ours(l) && theirs(r)) || (ours(r) && theirs(l)))
         });
-        correlated.then(|| as_target(columns, comparisons, &alias))
+        correlated.then_some((alias, columns, comparisons))
     }
 
     /// `<target>.c IN (SELECT c FROM <table> WHERE ..)`, or `SELECT c FROM <cte>` with the
-    /// `WITH` query `<cte>` selecting `c` from the table: that query's conditions.
+    /// `WITH` query `<cte>` selecting `c` from the table: that query's alias and conditions.
     fn in_guard(
         &self,
         st: &Statement,
@@ -80,7 +75,7 @@ impl Exprs<'_, '_> {
         expr: &Expr,
         subquery: &ast::Query,
         ctes: &[&ast::Cte],
-    ) -> Option<(Vec<Col>, Vec<Cmp>)> {
+    ) -> Option<Guard> {
         let column = self.value(expr).bare.filter(|c| st.is_target(c))?;
         let (select, from, _) = single_table(subquery)?;
         let source = if from == table {
@@ -103,48 +98,23 @@ impl Exprs<'_, '_> {
         }
         let (_, _, alias) = single_table_of(source)?;
         let (columns, comparisons) = self.filter_of(source.selection.as_ref()?);
-        Some(as_target(columns, comparisons, &alias))
+        Some((alias, columns, comparisons))
     }
 }
 
-/// Comparisons whose columns of `alias` are marked as the subquery's own (named as the
-/// target's by [`columns_as`]).
-fn as_target(
+/// A subquery's alias with the columns and comparisons of its `WHERE`.
+type Guard = (String, Vec<Col>, Vec<Cmp>);
+
+/// The subquery's columns qualified with its `alias` named as the write's `target` (its
+/// unqualified columns are its own table's, which is the target's too).
+fn renamed(
     mut columns: Vec<Col>,
     mut comparisons: Vec<Cmp>,
     alias: &str,
-) -> (Vec<Col>, Vec<Cmp>) {
-    let mark = |c: &mut Col| {
-        if c.qualifier.as_deref() == Some(alias) {
-            c.qualifier = Some(SUBQUERY.to_string());
-        }
-    };
-    columns.iter_mut().for_each(mark);
-    for k in comparisons.iter_mut() {
-        k.left.columns.iter_mut().for_each(mark);
-        k.right.columns.iter_mut().for_each(mark);
-        if let Some(b) = k.left.bare.as_mut() {
-            mark(b);
-        }
-        if let Some(b) = k.right.bare.as_mut() {
-            mark(b);
-        }
-    }
-    (columns, comparisons)
-}
-
-/// The qualifier given to a subquery's own columns until they are named as the target's.
-const SUBQUERY: &str = "\u{0}subquery";
-
-/// The subquery's own columns named as the write's target (`target`); its unqualified
-/// columns are its own table's, which is the target's too.
-fn columns_as(
-    mut columns: Vec<Col>,
-    mut comparisons: Vec<Cmp>,
     target: &str,
 ) -> (Vec<Col>, Vec<Cmp>) {
     let name = |c: &mut Col| {
-        if c.qualifier.as_deref() == Some(SUBQUERY) {
+        if c.qualifier.as_deref() == Some(alias) {
             c.qualifier = Some(target.to_string());
         }
     };
@@ -152,12 +122,8 @@ fn columns_as(
     for k in comparisons.iter_mut() {
         k.left.columns.iter_mut().for_each(name);
         k.right.columns.iter_mut().for_each(name);
-        if let Some(b) = k.left.bare.as_mut() {
-            name(b);
-        }
-        if let Some(b) = k.right.bare.as_mut() {
-            name(b);
-        }
+        k.left.bare.iter_mut().for_each(name);
+        k.right.bare.iter_mut().for_each(name);
     }
     (columns, comparisons)
 }
