@@ -366,6 +366,37 @@ fn what_passes_the_guard_is_analysed_on_a_main_thread_sized_stack() {
 }
 
 #[test]
+fn a_large_file_is_refused_from_its_text_exactly_where_its_tokens_are() {
+    use locklint::source::SourceFile;
+    // past 64 KiB the nesting is checked on the text before it is tokenised: the same files
+    // are refused, at the same token, as when the tokens are checked
+    fn problems(text: String) -> Vec<(String, usize, usize)> {
+        let file = SourceFile::new("deep.rs".into(), text);
+        let ir = locklint::frontend::analyze(0, file);
+        ir.problems
+            .into_iter()
+            .filter(|p| p.message.starts_with("nesting too deep"))
+            .map(|p| (p.message, p.span.start, p.span.end))
+            .collect()
+    }
+    let padding = "\n// padding\n".repeat(6_000);
+    let mut compared = 0;
+    for form in p::FORMS {
+        for depth in [200, 257, 1_400, 1_498, 1_499, 1_500, 1_501, 1_502, 3_000] {
+            let text = (form.build)(depth);
+            if text.len() >= 64 * 1024 {
+                continue;
+            }
+            let large = format!("{text}{padding}");
+            let (small, large) = on_stack(512 << 20, move || (problems(text), problems(large)));
+            assert_eq!(small, large, "{} at depth {depth}", form.name);
+            compared += usize::from(!small.is_empty());
+        }
+    }
+    assert!(compared >= p::FORMS.len(), "{compared} refusals compared");
+}
+
+#[test]
 fn a_helper_called_many_times_is_one_finding_with_every_call_site() {
     let n = 30_000;
     let dir = dir_with(&[("calls.rs", &p::many_helper_calls(n))]);

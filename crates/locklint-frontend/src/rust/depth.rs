@@ -18,6 +18,7 @@
 //! (`format!` arguments, block-like bodies) and checks each first with [`check`].
 
 use proc_macro2::{Delimiter, Spacing, Span, TokenStream, TokenTree};
+use std::collections::VecDeque;
 
 /// Deeper bracket nesting than this is not analysed (real code stays far below it).
 pub const MAX_NESTING: usize = 256;
@@ -81,8 +82,41 @@ enum Prev {
     Hash,
 }
 
+/// An identifier, as far as the estimate cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word {
+    /// `else` or `as`: nests like [`Word::Nesting`], and continues the statement before it.
+    Continues,
+    /// Starts or continues a nested form ([`is_nesting_keyword`]).
+    Nesting,
+    Other,
+}
+
+impl Word {
+    fn of(word: &str) -> Word {
+        match word {
+            "else" | "as" => Word::Continues,
+            w if is_nesting_keyword(w) => Word::Nesting,
+            _ => Word::Other,
+        }
+    }
+}
+
+/// A token of a flattened token tree, at position `P`: the estimate reads the same sequence
+/// from `proc_macro2` token trees ([`check`]) and from the lexer over the text
+/// ([`excess_in_text`]).
+#[derive(Debug, Clone, Copy)]
+enum Tok<P> {
+    Open(Delimiter, P),
+    Close,
+    /// A punctuation character, and whether punctuation follows it with nothing between.
+    Punct(char, bool, P),
+    Ident(Word, P),
+    Literal,
+}
+
+/// The state of one bracket group.
 struct Frame {
-    tokens: std::iter::Peekable<proc_macro2::token_stream::IntoIter>,
     /// Depth at the opening of this group.
     base: usize,
     /// Counted tokens in the current segment.
@@ -93,49 +127,35 @@ struct Frame {
     prev: Prev,
 }
 
-/// The byte offset of the first opening bracket nested more than [`MAX_NESTING`] levels deep
-/// in a Rust text (strings, characters and comments skipped by the lexer), if any: the
-/// bracket [`check`] refuses, found without building token trees.
-pub fn bracket_excess(text: &str) -> Option<usize> {
-    use ra_ap_rustc_lexer::{tokenize, FrontmatterAllowed, TokenKind as K};
-    let mut depth = 0usize;
-    let mut at = 0usize;
-    for t in tokenize(text, FrontmatterAllowed::No) {
-        match t.kind {
-            K::OpenParen | K::OpenBrace | K::OpenBracket => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Some(at);
-                }
-            }
-            K::CloseParen | K::CloseBrace | K::CloseBracket => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        at += t.len as usize;
-    }
-    None
+/// Whether the next token is the punctuation character `c`.
+fn punct_next<P>(tokens: &mut std::iter::Peekable<impl Iterator<Item = Tok<P>>>, c: char) -> bool {
+    matches!(tokens.peek(), Some(Tok::Punct(n, _, _)) if *n == c)
 }
 
-/// Check a token stream; `None` when it is shallow enough to parse and walk.
-pub fn check(tokens: TokenStream) -> Option<Excess> {
+/// The depth estimate over a flattened token sequence: where it first passes a limit, and
+/// whether that is the bracket limit (else the depth limit).
+fn estimate<P: Copy>(tokens: impl Iterator<Item = Tok<P>>) -> Option<(P, bool)> {
+    let mut tokens = tokens.peekable();
     let mut stack = vec![Frame {
-        tokens: tokens.into_iter().peekable(),
         base: 0,
         seg: 0,
         nesting: 0,
         raw: false,
         prev: Prev::Other,
     }];
-    while let Some(frame) = stack.last_mut() {
-        let Some(tt) = frame.tokens.next() else {
-            stack.pop();
-            continue;
-        };
-        match tt {
-            TokenTree::Group(g) => {
+    while let Some(tok) = tokens.next() {
+        let depth = stack.len();
+        let frame = stack.last_mut()?;
+        match tok {
+            Tok::Close => {
+                if depth > 1 {
+                    stack.pop();
+                }
+            }
+            Tok::Open(delimiter, at) => {
                 let nesting = frame.nesting + 1;
                 if nesting > MAX_NESTING {
-                    return Some(Excess::Brackets(g.span_open()));
+                    return Some((at, true));
                 }
                 let macro_body = frame.prev == Prev::Bang;
                 let attribute = frame.prev == Prev::Hash;
@@ -144,17 +164,16 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
                 }
                 let base = frame.base + frame.seg + 1;
                 if !frame.raw && base > MAX_DEPTH {
-                    return Some(Excess::Depth(g.span_open()));
+                    return Some((at, false));
                 }
                 // a `{ .. }` block, struct or macro body may end an item or statement
-                frame.prev = if g.delimiter() == Delimiter::Brace {
+                frame.prev = if delimiter == Delimiter::Brace {
                     Prev::Brace
                 } else {
                     Prev::Other
                 };
                 let raw = frame.raw || macro_body;
                 stack.push(Frame {
-                    tokens: g.stream().into_iter().peekable(),
                     base,
                     seg: 0,
                     nesting,
@@ -163,8 +182,7 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
                 });
             }
             _ if frame.raw => {}
-            TokenTree::Punct(p) => {
-                let c = p.as_char();
+            Tok::Punct(c, joint, at) => {
                 let after_brace = frame.prev == Prev::Brace;
                 let after_hash = frame.prev == Prev::Hash;
                 let after_ident = frame.prev == Prev::Ident;
@@ -174,10 +192,8 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
                         frame.seg = 0;
                         continue;
                     }
-                    '=' if p.spacing() == Spacing::Joint
-                        && matches!(frame.tokens.peek(), Some(TokenTree::Punct(n)) if n.as_char() == '>') =>
-                    {
-                        frame.tokens.next();
+                    '=' if joint && punct_next(&mut tokens, '>') => {
+                        tokens.next();
                         frame.seg = 0;
                         continue;
                     }
@@ -192,9 +208,7 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
                         frame.prev = Prev::Hash;
                         continue;
                     }
-                    '!' if after_ident
-                        && !matches!(frame.tokens.peek(), Some(TokenTree::Punct(n)) if n.as_char() == '=') =>
-                    {
+                    '!' if after_ident && !punct_next(&mut tokens, '=') => {
                         frame.prev = Prev::Bang;
                     }
                     // a lifetime's quote
@@ -203,30 +217,143 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
                 }
                 frame.seg += 1;
                 if frame.base + frame.seg > MAX_DEPTH {
-                    return Some(Excess::Depth(p.span()));
+                    return Some((at, false));
                 }
             }
-            TokenTree::Ident(i) => {
-                let word = i.to_string();
-                if frame.prev == Prev::Brace && word != "else" && word != "as" {
+            Tok::Ident(word, at) => {
+                if frame.prev == Prev::Brace && word != Word::Continues {
                     frame.seg = 0;
                 }
                 // `macro_rules! name { .. }`: the body follows the name
                 let keep_bang = frame.prev == Prev::Bang;
                 frame.prev = if keep_bang { Prev::Bang } else { Prev::Ident };
-                if is_nesting_keyword(&word) {
+                if word != Word::Other {
                     frame.seg += 1;
                     if frame.base + frame.seg > MAX_DEPTH {
-                        return Some(Excess::Depth(i.span()));
+                        return Some((at, false));
                     }
                 }
             }
-            TokenTree::Literal(_) => {
+            Tok::Literal => {
                 frame.prev = Prev::Other;
             }
         }
     }
     None
+}
+
+/// Check a token stream; `None` when it is shallow enough to parse and walk.
+pub fn check(tokens: TokenStream) -> Option<Excess> {
+    let mut stack = vec![tokens.into_iter()];
+    let flat = std::iter::from_fn(move || {
+        let top = stack.last_mut()?;
+        let Some(tt) = top.next() else {
+            stack.pop();
+            return (!stack.is_empty()).then_some(Tok::Close);
+        };
+        Some(match tt {
+            TokenTree::Group(g) => {
+                stack.push(g.stream().into_iter());
+                Tok::Open(g.delimiter(), g.span_open())
+            }
+            TokenTree::Punct(p) => Tok::Punct(p.as_char(), p.spacing() == Spacing::Joint, p.span()),
+            TokenTree::Ident(i) => Tok::Ident(Word::of(&i.to_string()), i.span()),
+            TokenTree::Literal(_) => Tok::Literal,
+        })
+    });
+    estimate(flat).map(|(at, brackets)| {
+        if brackets {
+            Excess::Brackets(at)
+        } else {
+            Excess::Depth(at)
+        }
+    })
+}
+
+/// [`check`] over a Rust text read by the lexer, without building token trees (a long chain's
+/// trees take a hundred times its text): the byte offset of the token the check refuses, and
+/// whether brackets nest too deep there (else the depth estimate passes [`MAX_DEPTH`]). A doc
+/// comment counts as the `#[doc = ".."]` attribute the token trees hold in its place.
+pub fn excess_in_text(text: &str) -> Option<(usize, bool)> {
+    use ra_ap_rustc_lexer::{tokenize, DocStyle, FrontmatterAllowed, TokenKind as K};
+    let mut at = 0usize;
+    let mut pending: VecDeque<Tok<usize>> = VecDeque::new();
+    let mut lexed = tokenize(text, FrontmatterAllowed::No).peekable();
+    let flat = std::iter::from_fn(move || loop {
+        if let Some(t) = pending.pop_front() {
+            return Some(t);
+        }
+        let t = lexed.next()?;
+        let start = at;
+        at += t.len as usize;
+        match t.kind {
+            K::Whitespace | K::Frontmatter { .. } => {}
+            K::LineComment { doc_style } | K::BlockComment { doc_style, .. } => {
+                if let Some(style) = doc_style {
+                    pending.push_back(Tok::Punct('#', false, start));
+                    if style == DocStyle::Inner {
+                        pending.push_back(Tok::Punct('!', false, start));
+                    }
+                    pending.push_back(Tok::Open(Delimiter::Bracket, start));
+                    pending.push_back(Tok::Ident(Word::Other, start));
+                    pending.push_back(Tok::Punct('=', false, start));
+                    pending.push_back(Tok::Literal);
+                    pending.push_back(Tok::Close);
+                }
+            }
+            K::OpenParen => return Some(Tok::Open(Delimiter::Parenthesis, start)),
+            K::OpenBrace => return Some(Tok::Open(Delimiter::Brace, start)),
+            K::OpenBracket => return Some(Tok::Open(Delimiter::Bracket, start)),
+            K::CloseParen | K::CloseBrace | K::CloseBracket => return Some(Tok::Close),
+            K::Ident | K::RawIdent | K::InvalidIdent => {
+                return Some(Tok::Ident(Word::of(&text[start..at]), start))
+            }
+            K::Lifetime { .. } | K::RawLifetime | K::UnknownPrefixLifetime => {
+                pending.push_back(Tok::Ident(Word::Other, start));
+                return Some(Tok::Punct('\'', true, start));
+            }
+            K::Literal { .. } | K::UnknownPrefix | K::GuardedStrPrefix => {
+                return Some(Tok::Literal)
+            }
+            kind => {
+                // joined when punctuation follows with nothing between
+                let joint = lexed.peek().is_some_and(|n| punct_char(n.kind).is_some());
+                // an unknown character: the tokenizer refuses the file later
+                let c = punct_char(kind).unwrap_or('?');
+                return Some(Tok::Punct(c, joint, start));
+            }
+        }
+    });
+    estimate(flat)
+}
+
+/// The character of a one-character punctuation token.
+fn punct_char(kind: ra_ap_rustc_lexer::TokenKind) -> Option<char> {
+    use ra_ap_rustc_lexer::TokenKind as K;
+    Some(match kind {
+        K::Semi => ';',
+        K::Comma => ',',
+        K::Dot => '.',
+        K::At => '@',
+        K::Pound => '#',
+        K::Tilde => '~',
+        K::Question => '?',
+        K::Colon => ':',
+        K::Dollar => '$',
+        K::Eq => '=',
+        K::Bang => '!',
+        K::Lt => '<',
+        K::Gt => '>',
+        K::Minus => '-',
+        K::And => '&',
+        K::Or => '|',
+        K::Plus => '+',
+        K::Star => '*',
+        K::Slash => '/',
+        K::Caret => '^',
+        K::Percent => '%',
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -267,6 +394,8 @@ mod tests {
             format!("type T = {}();", "fn() -> ".repeat(n)),
             format!("type T = {}u8{};", "Vec<".repeat(n), ">".repeat(n)),
             format!("fn f() {{ {}0; }}", "a = ".repeat(n)),
+            format!("fn f() {{ let _ = x{}; }}", " as u8".repeat(n)),
+            format!("fn f() {{ let _ = {{ 0 }}{}; }}", " as u8".repeat(n)),
             format!("fn f() {{ {}; }}", "return ".repeat(n)),
             format!("fn f() {{ let _ = f{}; }}", "()".repeat(n)),
             format!("fn f() {{ if a {{}}{} }}", " else if a {}".repeat(n)),
@@ -275,9 +404,23 @@ mod tests {
         }
     }
 
+    /// Where the token check refuses `text` (byte offset, brackets or depth), as a text check
+    /// reports it.
+    fn from_tokens(text: &str) -> Option<(usize, bool)> {
+        let tokens: TokenStream = text.parse().ok()?;
+        let (span, brackets) = match check(tokens)? {
+            Excess::Brackets(span) => (span, true),
+            Excess::Depth(span) => (span, false),
+        };
+        let s = span.start();
+        let index = locklint_ir::source::LineIndex::new(text);
+        Some((index.offset(text, s.line, s.column), brackets))
+    }
+
     #[test]
-    fn brackets_past_the_limit_are_found_in_the_text_where_the_tokens_find_them() {
-        for text in [
+    fn the_text_check_refuses_what_the_token_check_refuses_where_it_does() {
+        let n = MAX_DEPTH + 1;
+        let refused = [
             format!(
                 "fn f() {{ {}0{} }}",
                 "(".repeat(MAX_NESTING + 5),
@@ -296,17 +439,81 @@ mod tests {
                 "{".repeat(MAX_NESTING + 1),
                 "}".repeat(MAX_NESTING + 1)
             ),
-        ] {
-            let tokens: TokenStream = text.parse().unwrap();
-            let from_tokens = match check(tokens) {
-                Some(Excess::Brackets(span)) => {
-                    let s = span.start();
-                    Some(locklint_ir::source::LineIndex::new(&text).offset(&text, s.line, s.column))
+            format!("fn f() {{ let _ = {}0; }}", "|x| ".repeat(n)),
+            format!("fn f() {{ let _ = {}0; }}", "move |x| ".repeat(n)),
+            format!("type T = {}u8;", "&'a mut ".repeat(n)),
+            format!("type T = {}u8;", "*const ".repeat(n)),
+            format!("type T = {}();", "fn() -> ".repeat(n)),
+            format!("type T = {}u8{};", "Vec<".repeat(n), ">".repeat(n)),
+            format!("fn f() {{ {}0; }}", "a = ".repeat(n)),
+            format!("fn f() {{ let _ = x{}; }}", " as u8".repeat(n)),
+            format!("fn f() {{ let _ = {{ 0 }}{}; }}", " as u8".repeat(n)),
+            format!("fn f() {{ {}0; }}", "x += ".repeat(n)),
+            format!("fn f() {{ {}; }}", "return ".repeat(n)),
+            format!("fn f() {{ let _ = f{}; }}", "()".repeat(n)),
+            format!("fn f() {{ let _ = a{}; }}", ".b".repeat(n)),
+            format!("fn f() {{ let _ = a{}; }}", "[0]".repeat(n)),
+            format!("fn f() {{ let _ = a{}; }}", "!= b".repeat(n)),
+            format!("fn f() {{ if a {{}}{} }}", " else if a {}".repeat(n)),
+            format!("fn f() {{ let _ = {}0; }}", "/// d\n|x| ".repeat(n)),
+            format!(
+                "fn f() {{ let _ = {}/** d */ 0; }}",
+                "|x| ".repeat(MAX_DEPTH - 1)
+            ),
+            format!(
+                "fn f() {{ {}0{} }}",
+                "'a: loop { break 'a ".repeat(300),
+                "}".repeat(300)
+            ),
+            format!("fn f<'a>() {{ let _ = {}0; }}", "&'a ".repeat(n)),
+        ];
+        for text in &refused {
+            let expected = from_tokens(text);
+            assert!(expected.is_some(), "{}", &text[..60.min(text.len())]);
+            assert_eq!(
+                excess_in_text(text),
+                expected,
+                "{}",
+                &text[..60.min(text.len())]
+            );
+        }
+    }
+
+    #[test]
+    fn the_text_check_passes_what_the_token_check_passes() {
+        let mut texts = vec![
+            "//! inner\n/** outer */\n/*! inner */\nfn f<'a>(x: &'a u8) -> bool { x != &0 }"
+                .to_string(),
+            "//! line\n".repeat(20_000) + "fn main() {}",
+            "macro_rules! m { () => {} }\nm! { a = = = b }\n".repeat(200),
+            format!(
+                "fn f() {{ {} }}",
+                "let a = b.c(d)?.e[0] as u8;\n".repeat(3000)
+            ),
+        ];
+        // every Rust file of the repository
+        let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let (path, name) = (entry.path(), entry.file_name());
+                let name = name.to_string_lossy();
+                if path.is_dir() && name != "target" && !name.starts_with('.') {
+                    dirs.push(path);
+                } else if name.ends_with(".rs") {
+                    texts.extend(std::fs::read_to_string(&path));
                 }
-                _ => None,
-            };
-            assert!(from_tokens.is_some(), "{text}");
-            assert_eq!(bracket_excess(&text), from_tokens, "{text}");
+            }
+        }
+        assert!(texts.len() > 100, "the repository's Rust files are read");
+        for text in &texts {
+            if text.parse::<TokenStream>().is_ok() {
+                assert_eq!(
+                    excess_in_text(text),
+                    from_tokens(text),
+                    "{}",
+                    &text[..60.min(text.len())]
+                );
+            }
         }
     }
 

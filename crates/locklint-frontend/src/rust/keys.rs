@@ -52,6 +52,18 @@ fn ident_of(e: &syn::Expr) -> Option<String> {
     }
 }
 
+/// A numeric literal (`1`, `2.5`, `-1`, `(1)`, `1 as u64`).
+pub(super) fn is_number(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)),
+        syn::Expr::Paren(p) => is_number(&p.expr),
+        syn::Expr::Group(g) => is_number(&g.expr),
+        syn::Expr::Cast(c) => is_number(&c.expr),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => is_number(&u.expr),
+        _ => false,
+    }
+}
+
 fn is_screaming(name: &str) -> bool {
     name.chars().any(|c| c.is_ascii_uppercase())
         && name
@@ -113,6 +125,13 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
                 }
                 None => KeyRef::hole(None),
             }
+        }
+        // `v + 1` is arithmetic, never a key: `+` builds text only as `String + &str`
+        syn::Expr::Binary(b)
+            if matches!(b.op, syn::BinOp::Add(_))
+                && (is_number(&b.left) || is_number(&b.right)) =>
+        {
+            KeyRef::hole(None)
         }
         syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_)) => {
             key_at(&b.left, scope, d).concat(key_at(&b.right, scope, d))
@@ -416,6 +435,14 @@ mod tests {
         assert_eq!(key(r#"PREFIX.to_string() + &job"#).template(), "lock:{}");
         let k = key("job");
         assert_eq!(k.param, Some((0, "job".to_string())));
+    }
+
+    #[test]
+    fn adding_a_number_is_arithmetic_not_a_key() {
+        assert_eq!(key("job + 1").template(), "{}");
+        assert_eq!(key("(2) + job").template(), "{}");
+        assert!(key("job + 1").names.is_empty());
+        assert_eq!(key(r#"PREFIX.to_string() + "1""#).template(), "lock:1");
     }
 
     #[test]

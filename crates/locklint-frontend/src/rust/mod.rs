@@ -142,17 +142,26 @@ fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem
     ))
 }
 
-/// Files larger than this have their bracket nesting checked on the text, before they are
-/// split into token trees (a tree per bracket: a megabyte of `{` would take a hundred).
+/// Files larger than this have their nesting checked on the text, before they are split into
+/// token trees (a tree per bracket: a megabyte of `{` would take a hundred; a long chain's
+/// tokens take as much).
 const NESTING_CHECKED_ON_TEXT: usize = 64 * 1024;
 
-/// Refuse bracket nesting past [`MAX_NESTING`] in a large text before it is tokenised.
+/// Refuse nesting past [`MAX_NESTING`] brackets or [`MAX_DEPTH`] levels in a large text
+/// before it is tokenised: the check [`too_deep`] makes on its tokens, read from the lexer.
 fn too_deep_text(text: &str) -> Option<ParseProblem> {
     if text.len() <= NESTING_CHECKED_ON_TEXT {
         return None;
     }
-    let at = depth::bracket_excess(text)?;
-    Some(nesting_problem(text, at, Nesting::Brackets))
+    let stripped = without_shebang(text);
+    let base = text.len() - stripped.len();
+    let (at, brackets) = depth::excess_in_text(stripped)?;
+    let excess = if brackets {
+        Nesting::Brackets
+    } else {
+        Nesting::Depth
+    };
+    Some(nesting_problem(text, base + at, excess))
 }
 
 /// What nests too deep.

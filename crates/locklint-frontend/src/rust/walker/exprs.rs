@@ -229,7 +229,8 @@ impl FnWalker<'_> {
                         Binding {
                             key: Some(Box::new(key)),
                             value: Some(value),
-                            expr: Some(a.right.clone()),
+                            expr: initialiser(&a.right),
+                            init: Some(self.span_of(&*a.right)),
                             sources,
                             builder: None,
                             executor,

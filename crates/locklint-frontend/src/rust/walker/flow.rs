@@ -367,21 +367,23 @@ impl FnWalker<'_> {
             None
         };
         for (i, n) in names.into_iter().enumerate() {
-            let (key, value, expr) = if single {
+            let (key, value, expr, init_span) = if single {
                 (
                     Some(key_of(&init.expr, self)),
                     Some(value_of(&init.expr, self)),
-                    Some((*init.expr).clone()),
+                    initialiser(&init.expr),
+                    Some(self.span_of(&*init.expr)),
                 )
             } else {
-                (None, None, None)
+                (None, None, None, None)
             };
             self.env.push(
                 n,
                 Binding {
                     key: key.map(Box::new),
                     value,
-                    expr: expr.map(Box::new),
+                    expr,
+                    init: init_span,
                     sources: sources.clone(),
                     builder,
                     executor,

@@ -72,7 +72,11 @@ const SHALLOW: usize = 12;
 struct Binding {
     key: Option<Box<KeyRef>>,
     value: Option<Value>,
+    /// The initialiser, for what is read from it later (option words, a script invocation
+    /// being built, an ORM query): not kept for arithmetic ([`initialiser`]).
     expr: Option<Box<syn::Expr>>,
+    /// Where the initialiser is written.
+    init: Option<Span>,
     sources: Vec<Dep>,
     builder: Option<usize>,
     executor: Option<Executor>,
@@ -81,6 +85,26 @@ struct Binding {
     /// A connection: whether dropping it closes it (`Some(true)`) or hands it back to its
     /// pool (`Some(false)`).
     drop_closes: Option<bool>,
+}
+
+/// The initialiser a binding keeps: none for arithmetic on numbers and locals (`v + 1`,
+/// `n * 2 > limit`), which holds no option word, script or query, so that a function of many
+/// such bindings does not keep a syntax tree per binding.
+fn initialiser(e: &syn::Expr) -> Option<Box<syn::Expr>> {
+    fn arithmetic(e: &syn::Expr, top: bool) -> bool {
+        match e {
+            syn::Expr::Lit(l) => matches!(
+                l.lit,
+                syn::Lit::Int(_) | syn::Lit::Float(_) | syn::Lit::Bool(_)
+            ),
+            syn::Expr::Path(p) => !top && p.qself.is_none() && p.path.get_ident().is_some(),
+            syn::Expr::Binary(b) => arithmetic(&b.left, false) && arithmetic(&b.right, false),
+            syn::Expr::Unary(u) => !matches!(u.op, syn::UnOp::Deref(_)) && arithmetic(&u.expr, top),
+            syn::Expr::Paren(p) => arithmetic(&p.expr, top),
+            _ => false,
+        }
+    }
+    (!arithmetic(e, true)).then(|| Box::new(e.clone()))
 }
 
 pub struct FnWalker<'a> {
@@ -159,12 +183,8 @@ impl FnWalker<'_> {
             let Some(name) = p.path.get_ident() else {
                 continue;
             };
-            if let Some(e) = self
-                .env
-                .get(&name.to_string())
-                .and_then(|b| b.expr.as_ref())
-            {
-                out.push(self.span_of(e));
+            if let Some(init) = self.env.get(&name.to_string()).and_then(|b| b.init) {
+                out.push(init);
             }
         }
         out
@@ -564,5 +584,35 @@ impl<'a> FnWalker<'a> {
 
     fn span_of<T: Spanned>(&self, node: &T) -> Span {
         spans::of(self.cx.file, node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::initialiser;
+
+    #[test]
+    fn arithmetic_initialisers_are_not_kept() {
+        let kept = |text: &str| initialiser(&syn::parse_str(text).unwrap()).is_some();
+        for arithmetic in [
+            "0u64",
+            "v0 + 1",
+            "-(n * 2) > limit",
+            "!done && ready",
+            "1.5",
+        ] {
+            assert!(!kept(arithmetic), "{arithmetic}");
+        }
+        for held in [
+            "opts",
+            "\"NX\"",
+            "SetOptions::default().with_expiration(SetExpiry::PX(ttl))",
+            "ExistenceCheck::NX",
+            "Script::new(RELEASE)",
+            "*guard",
+            "prefix + &id",
+        ] {
+            assert!(kept(held), "{held}");
+        }
     }
 }
