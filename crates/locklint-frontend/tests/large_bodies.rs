@@ -99,3 +99,18 @@ fn a_large_body_is_streamed_by_default_and_gives_the_same_ir() {
     assert_eq!(default, ir_json(path, &text, usize::MAX));
     assert_eq!(default.matches("\"set_nx\"").count(), 2000);
 }
+
+#[test]
+fn doc_comments_folded_in_a_large_file_give_the_same_ir() {
+    let lock = "use redis::AsyncCommands;\n\n/// Takes the lock.\n///\n/// é: wide characters in docs\npub async fn take(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    /// a statement's doc\n    let _: bool = con.set_nx(\"lock:a\", \"1\").await?;\n    Ok(())\n}\n";
+    // where a fix would add an item: after the inner docs when there is no `use`
+    let no_use = "//! Crate docs, é\n//!\n//! more\n\n/// Takes the lock.\npub async fn take(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    let _: () = redis::cmd(\"DEL\").arg(\"lock:a\").query_async(con).await?;\n    Ok(())\n}\n";
+    let short = "//!\n//!\n///\n///\nfn f() {}\n";
+    for text in [lock, no_use, short] {
+        let path = Path::new("docs.rs");
+        let whole = ir_json(path, text, usize::MAX);
+        assert!(!whole.contains("could not parse"), "{whole}");
+        assert_eq!(whole, ir_json(path, text, 0), "{text}");
+    }
+    assert!(ir_json(Path::new("docs.rs"), no_use, 0).contains("\"item_slot\":31"));
+}

@@ -10,7 +10,8 @@ use proc_macro2::{Delimiter, Group, Spacing, TokenStream, TokenTree};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-/// Function bodies of more bytes than this are parsed when walked, one statement at a time.
+/// Function bodies of more bytes than this are parsed when walked, one statement at a time;
+/// files of more bytes than this are checked and have their doc comments folded on the text.
 pub const LARGE_BODY: usize = 16 * 1024;
 
 /// The bodies taken out of a file's tokens, by where they start (line, column).

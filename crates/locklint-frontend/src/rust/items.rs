@@ -283,11 +283,23 @@ fn item_slot(file: &SourceFile, parsed: &syn::File) -> usize {
         .filter(|a| matches!(a.style, syn::AttrStyle::Inner(_)))
         .map(|a| super::spans::of(file, a).end)
         .max();
-    match leading.or(inner) {
-        Some(end) => file.text[end..]
+    let end_of_line = |end: usize| {
+        file.text[end..]
             .find('\n')
-            .map_or(file.text.len(), |n| end + n),
-        None => 0,
+            .map_or(file.text.len(), |n| end + n)
+    };
+    match (leading, inner) {
+        (Some(end), _) => end_of_line(end),
+        // a folded run of `//!` lines is one attribute on its first line (see `docs`)
+        (None, Some(end)) => {
+            let mut end = end_of_line(end);
+            while file.text[end..].trim_start().starts_with("//!") {
+                let rest = &file.text[end..];
+                end = end_of_line(end + rest.len() - rest.trim_start().len());
+            }
+            end
+        }
+        (None, None) => 0,
     }
 }
 

@@ -3,6 +3,7 @@
 mod bodies;
 mod commands;
 mod depth;
+mod docs;
 mod embed;
 mod env;
 mod items;
@@ -49,8 +50,9 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
 }
 
 /// [`analyze`], with function bodies of more than `large_body` bytes parsed one statement at a
-/// time as they are walked (see `bodies`): the result is the same whatever the size; tests
-/// compare them.
+/// time as they are walked (see `bodies`), and files of more than `large_body` bytes checked
+/// for depth and with their doc comments folded (see `docs`) on the text before it is
+/// tokenised: the result is the same whatever the size; tests compare them.
 pub fn analyze_with_large_bodies(index: usize, file: FileRef, large_body: usize) -> FileIr {
     let ir = parse_and_walk(index, file, large_body);
     // spans refer to this thread's copy of the text until it is dropped
@@ -63,12 +65,18 @@ fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
     if file.text.trim().is_empty() {
         return ir;
     }
-    if let Some(problem) = too_deep_text(&file.text) {
-        ir.problems.push(problem);
-        return ir;
+    // a large text is checked and its doc comments folded before it is tokenised
+    let large = file.text.len() > large_body;
+    if large {
+        if let Some(problem) = too_deep_text(&file.text) {
+            ir.problems.push(problem);
+            return ir;
+        }
     }
+    let text = without_shebang(&file.text);
+    let folded = large.then(|| docs::folded(text)).flatten();
     // the text is lexed once: the depth guard and the parser read the same tokens
-    let tokens: proc_macro2::TokenStream = match without_shebang(&file.text).parse() {
+    let tokens: proc_macro2::TokenStream = match folded.as_deref().unwrap_or(text).parse() {
         Ok(t) => t,
         Err(e) => {
             let at = spans::to_span(&file, e.span());
@@ -142,17 +150,11 @@ fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem
     ))
 }
 
-/// Files larger than this have their nesting checked on the text, before they are split into
-/// token trees (a tree per bracket: a megabyte of `{` would take a hundred; a long chain's
-/// tokens take as much).
-const NESTING_CHECKED_ON_TEXT: usize = 64 * 1024;
-
 /// Refuse nesting past [`MAX_NESTING`] brackets or [`MAX_DEPTH`] levels in a large text
-/// before it is tokenised: the check [`too_deep`] makes on its tokens, read from the lexer.
+/// before it is tokenised (a tree per bracket: a megabyte of `{` would take a hundred; a long
+/// chain's tokens take as much): the check [`too_deep`] makes on its tokens, read from the
+/// lexer.
 fn too_deep_text(text: &str) -> Option<ParseProblem> {
-    if text.len() <= NESTING_CHECKED_ON_TEXT {
-        return None;
-    }
     let stripped = without_shebang(text);
     let base = text.len() - stripped.len();
     let (at, brackets) = depth::excess_in_text(stripped)?;
