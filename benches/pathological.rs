@@ -1,5 +1,6 @@
-//! Time and memory on pathological inputs: every deeply nested Rust form, huge functions, long
-//! lines, huge SQL texts and a large Lua file, each about 1 MB (the Lua file 2.7 MB).
+//! Time and memory on pathological inputs: every deeply nested Rust form, huge functions, doc
+//! comment lines, long lines, huge SQL texts and a large Lua file, each about 1 MB (the Lua
+//! file 2.7 MB).
 //!
 //! `cargo bench --bench pathological [NAME...]` writes each input under
 //! `target/pathological/<case>/`, analyses it in a child process (this binary re-run with
@@ -133,6 +134,17 @@ fn cases(size: usize) -> Vec<Case> {
         text: p::many_helper_calls(per_line(p::many_helper_calls)),
         stage: Stage::Human,
     });
+    for (name, inner) in [
+        ("rust/inner_doc_lines", true),
+        ("rust/outer_doc_lines", false),
+    ] {
+        out.push(Case {
+            name: name.to_string(),
+            file: "docs.rs",
+            text: p::doc_lines(size, inner),
+            stage: Stage::Analyse,
+        });
+    }
     out.push(Case {
         name: "rust/long_line_ascii".to_string(),
         file: "line.rs",

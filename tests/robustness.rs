@@ -397,6 +397,24 @@ fn a_large_file_is_refused_from_its_text_exactly_where_its_tokens_are() {
 }
 
 #[test]
+fn a_megabyte_of_doc_lines_is_analysed_with_exact_positions() {
+    for inner in [true, false] {
+        // the healthy lock function after a megabyte of doc lines, documented itself
+        let text = p::doc_lines(1_000_000, inner).replace("fn main() {}\n", "")
+            + "/// Fulfils an order, é.\n///\n"
+            + p::HEALTHY;
+        let dir = dir_with(&[("docs.rs", &text)]);
+        let report = analyse(dir.path());
+        assert!(findings_in(&report, "docs.rs", "parse-error").is_empty());
+        let found = findings_in(&report, "docs.rs", "setnx-without-expiry");
+        assert_eq!(found.len(), 1, "inner: {inner}");
+        let at = text.find("set_nx(").unwrap();
+        assert_eq!(found[0].primary.span.start, at);
+        assert_eq!(found[0].primary.start().line, text[..at].lines().count());
+    }
+}
+
+#[test]
 fn a_helper_called_many_times_is_one_finding_with_every_call_site() {
     let n = 30_000;
     let dir = dir_with(&[("calls.rs", &p::many_helper_calls(n))]);

@@ -299,6 +299,15 @@ pub fn helper_fan_out(n: usize) -> String {
     out
 }
 
+/// About `size` bytes of doc lines (`//!` with `inner`, else `///` before one function), every
+/// line as short as a doc line can be.
+pub fn doc_lines(size: usize, inner: bool) -> String {
+    let line = if inner { "//!\n" } else { "///\n" };
+    let mut out = line.repeat(size / line.len());
+    out.push_str("fn main() {}\n");
+    out
+}
+
 /// One function written on a single line of about `size` bytes; with `wide`, the line holds
 /// a non-ASCII character near its start.
 pub fn long_line(size: usize, wide: bool) -> String {
