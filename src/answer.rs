@@ -363,9 +363,30 @@ impl Answers {
         let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
             return;
         };
-        if tmp.write_all(&bytes).is_ok() {
-            let _ = tmp.persist(&self.path);
+        if tmp.write_all(&bytes).is_ok() && tmp.persist(&self.path).is_ok() {
+            prune(dir);
         }
+    }
+}
+
+/// How many stored answers a cache keeps: one per set of options and configuration, the most
+/// recently written.
+const KEPT: usize = 8;
+
+/// Remove all but the [`KEPT`] most recently written answers in `dir`.
+fn prune(dir: &Path) {
+    let mut answers: Vec<_> = crate::cache::read_dir(dir)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("project-") && name.ends_with(".json")
+        })
+        .map(|e| (crate::cache::modified(&e), e.path()))
+        .collect();
+    answers.sort();
+    let stale = answers.len().saturating_sub(KEPT);
+    for (_, path) in answers.into_iter().take(stale) {
+        let _ = std::fs::remove_file(path);
     }
 }
 

@@ -7,14 +7,18 @@
 //! What a front-end extracts from a file depends on nothing else (not the configuration, not
 //! other files), so an entry is valid exactly when its key matches. Entries are written to a
 //! temporary file and renamed into place, so runs sharing a cache never read half an entry; an
-//! entry that does not read back (truncated, garbage, another build's) is rebuilt.
+//! entry that does not read back (truncated, garbage, another build's) is rebuilt. After a
+//! run that analysed the project, the entries it did not use (a file's earlier texts, files
+//! gone) are removed ([`Cache::prune`]), so the cache holds about one entry per file.
 
 use crate::ir::FileIr;
 use crate::source::FileRef;
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
 
 /// The cache directory's name at the project root.
 pub const DIR_NAME: &str = ".locklint_cache";
@@ -24,6 +28,10 @@ pub const DIR_NAME: &str = ".locklint_cache";
 pub struct Cache {
     /// This build's entries: `<dir>/<build>/`.
     entries: PathBuf,
+    /// When it was opened: entries written since then may be another run's.
+    opened: SystemTime,
+    /// The entries this run looked up.
+    used: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 /// What a lookup found.
@@ -45,7 +53,36 @@ impl Cache {
         if !ignore.exists() {
             let _ = std::fs::write(&ignore, "# Automatically created by locklint.\n*\n");
         }
-        Some(Cache { entries })
+        Some(Cache {
+            entries,
+            opened: SystemTime::now(),
+            used: Arc::default(),
+        })
+    }
+
+    /// Remove the entries no run needs any more: those of files this run did not look up (a
+    /// file's earlier texts, files gone from the project) written before the cache was opened
+    /// (newer ones may be another run's). Called after a run that analysed the project; a run
+    /// sharing the cache that loses an entry analyses that file again, nothing is read wrong.
+    /// How many were removed.
+    pub fn prune(&self) -> usize {
+        let used = self.used.lock().map(|u| u.clone()).unwrap_or_default();
+        let mut removed = 0;
+        for dir in read_dir(&self.entries) {
+            let dir = dir.path();
+            if !dir.is_dir() {
+                continue;
+            }
+            for entry in read_dir(&dir) {
+                let file = entry.path();
+                if !used.contains(&file) && modified(&entry) < self.opened {
+                    removed += usize::from(std::fs::remove_file(&file).is_ok());
+                }
+            }
+            // only when empty
+            let _ = std::fs::remove_dir(&dir);
+        }
+        removed
     }
 
     /// This build's directory in the cache (where [`crate::answer`] keeps the project's answer).
@@ -62,9 +99,11 @@ impl Cache {
         h.update(file.text.as_bytes());
         let digest = h.finalize();
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        Entry {
-            path: self.entries.join(&hex[..2]).join(&hex[2..]),
+        let path = self.entries.join(&hex[..2]).join(&hex[2..]);
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(path.clone());
         }
+        Entry { path }
     }
 }
 
@@ -106,6 +145,18 @@ impl Entry {
             let _ = tmp.persist(path);
         }
     }
+}
+
+/// A directory's entries; none when it cannot be read.
+pub(crate) fn read_dir(dir: &Path) -> impl Iterator<Item = std::fs::DirEntry> {
+    std::fs::read_dir(dir).into_iter().flatten().flatten()
+}
+
+/// When a directory entry was last written; the epoch when that cannot be read.
+pub(crate) fn modified(e: &std::fs::DirEntry) -> SystemTime {
+    e.metadata()
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// Remove the entries other builds of locklint left (they are never read by this one). A

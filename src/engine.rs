@@ -662,6 +662,11 @@ fn analyze_paths(
     );
     let cache = opts.cache_dir.as_deref().and_then(Cache::open);
     let (mut irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref());
+    // the project was analysed: what the cache holds beyond it is no longer needed (not after
+    // an editor's analysis of unsaved text, which looks up only some files)
+    if let Some(cache) = cache.as_ref().filter(|_| opts.overlay.is_none()) {
+        cache.prune();
+    }
     // each run afresh, after the cache: a write's table may be declared in another file
     locks::resolve_entity_tables(&mut irs);
     for (ir, rebuilt) in irs.iter().zip(rebuilt) {

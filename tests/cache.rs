@@ -209,10 +209,102 @@ fn a_changed_helper_changes_its_callers_findings_on_the_next_warm_run() {
     std::fs::write(&locks, try_lock_helper(false)).unwrap();
     let after = check();
     assert!(rules_in(&after, "jobs.rs").is_empty(), "{after}");
-    // and back: the old text's entry answers as before
+    // and back: analysed again as before; the cache keeps one entry per file, not per text
     std::fs::write(&locks, try_lock_helper(true)).unwrap();
     assert_eq!(check(), before);
-    assert_eq!(entries(cache.path()).len(), 3);
+    assert_eq!(entries(cache.path()).len(), 2);
+}
+
+#[test]
+fn the_cache_keeps_what_the_project_needs_and_the_latest_answers() {
+    let tmp = helper_project();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["check", ".", "--format", "json", "--cache-dir", &c];
+        args.extend(extra);
+        let o = locklint(tmp.path(), &args, &[]);
+        assert!(o.status.code() != Some(2), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let first = check(&[]);
+    let kept = entries(cache.path());
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    let build = kept[0].parent().unwrap().parent().unwrap().to_path_buf();
+    // an earlier text of some file, and an entry another run is writing right now
+    let stale = build.join("00").join("stale");
+    let fresh = build.join("00").join("fresh");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::write(&stale, "{}").unwrap();
+    std::fs::write(&fresh, "{}").unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let set = |p: &Path, t: std::time::SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    set(&stale, std::time::SystemTime::now() - hour);
+    set(&fresh, std::time::SystemTime::now() + hour);
+    // each edit of a file leaves no entry behind
+    let reports = tmp.path().join("src/reports.rs");
+    let text = std::fs::read_to_string(&reports).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            &reports,
+            format!(
+                "{text}
+// edit {i}
+"
+            ),
+        )
+        .unwrap();
+        check(&[]);
+    }
+    assert!(!stale.exists());
+    assert!(fresh.exists());
+    std::fs::remove_file(&fresh).unwrap();
+    assert_eq!(entries(cache.path()).len(), 2);
+    std::fs::write(&reports, &text).unwrap();
+    assert_eq!(check(&[]), first);
+    // answers: one per set of options, the latest eight kept
+    let rules = [
+        "get-then-set",
+        "setnx-without-expiry",
+        "separate-expire",
+        "constant-lock-value",
+        "lock-result-ignored",
+        "unconditional-release",
+        "unconditional-renew",
+        "unfenced-write",
+        "lock-table-steals-live-lock",
+        "lock-table-no-owner-check",
+    ];
+    for rule in rules {
+        check(&["--select", rule]);
+    }
+    let answers = || -> Vec<PathBuf> {
+        let mut a: Vec<PathBuf> = std::fs::read_dir(&build)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| is_answer(p))
+            .collect();
+        a.sort();
+        a
+    };
+    let kept = answers();
+    assert_eq!(kept.len(), 8);
+    // the latest is among them: answering from it writes no other answer in its place
+    let last = check(&["--select", "lock-table-no-owner-check"]);
+    assert!(rules_in(&last, "reports.rs").is_empty(), "{last}");
+    assert_eq!(answers(), kept);
+    // the oldest is not: its options are answered again, and the oldest kept one goes
+    check(&["--select", "get-then-set"]);
+    assert_eq!(answers().len(), 8);
+    assert_ne!(answers(), kept);
 }
 
 #[test]
