@@ -255,6 +255,14 @@ pub struct Statement {
     /// locked until the transaction ends. Of a write, the rows its `WITH` queries lock.
     #[serde(default)]
     pub row_lock: Option<RowLock>,
+    /// Of a plain `SELECT .. FROM t` (one table): the columns it selects by name (`SELECT
+    /// expires_at, owner INTO v_exp, v_owner ..`), and its `WHERE`. In a PL/pgSQL body, a
+    /// subquery of an `IF` / `ELSIF` / `WHILE` condition (`IF EXISTS (SELECT .. WHERE expires >
+    /// now()) THEN`) is such a statement too, before the statement the condition leads to.
+    #[serde(default)]
+    pub selected: Vec<String>,
+    #[serde(default)]
+    pub read_filter: Option<Filter>,
     /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in
     /// the embedded text). The statements of one body run in one transaction.
     #[serde(default)]

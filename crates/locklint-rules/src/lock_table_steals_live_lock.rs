@@ -1,11 +1,13 @@
 //! `lock-table-steals-live-lock`: a lock-table upsert takes the row over without checking that
 //! the current lock has expired (or is ours).
 
-use super::sql_matching::{condition_span, end_before_semicolon, sql_diagnostic, sql_insert_fix};
+use super::sql_matching::{
+    condition_span, end_before_semicolon, related, sql_diagnostic, sql_insert_fix,
+};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
-use locklint_ir::sql::{Conflict, Statement, StatementKind};
+use locklint_ir::sql::{CmpOp, Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_project::sql::{
     earlier_in_transaction, filter_mentions, is_compare_and_set, lock_table_writes, lock_write,
@@ -49,7 +51,43 @@ impl Rule for LockTableStealsLiveLock {
                 StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
+            let before = earlier_in_body(file, st);
+            // the columns that say whether the lock is free: its lease and holder, and what
+            // this write assigns
+            let mut cols: Vec<&str> = lt
+                .expiry
+                .iter()
+                .chain(&lt.owner)
+                .map(String::as_str)
+                .collect();
+            cols.extend(
+                st.assignments
+                    .iter()
+                    .filter(|a| !a.value.is_constant())
+                    .map(|a| a.column.as_str()),
+            );
+            // one caller at a time: an advisory lock taken first, or the lock row read under a
+            // row lock (`SELECT expires_at INTO v_exp FROM locks WHERE name = $1 FOR UPDATE`)
+            // and checked in the body
+            let serialised = before
+                .iter()
+                .any(|s| s.advisory.iter().any(|a| !a.unlock) || locked_read(s, &lt.table, &cols));
+            let check = before
+                .iter()
+                .rev()
+                .find(|s| unlocked_check(s, &lt.table, &cols))
+                .copied();
             if !upsert {
+                // a table with no holder column is taken by writing its expiry: a check of
+                // that expiry in an earlier statement of the body, not in the write
+                if let (Some(check), false) = (check, serialised) {
+                    if let Some(d) = split_check(file, st, &lt, check) {
+                        out.push(d);
+                    }
+                }
+                continue;
+            }
+            if serialised {
                 continue;
             }
             let guards: Vec<&str> = lt
@@ -68,7 +106,18 @@ impl Rule for LockTableStealsLiveLock {
             // the row was picked and locked in this transaction on its expiry or owner
             // (`SELECT .. WHERE locked_at < .. FOR UPDATE SKIP LOCKED`, then `UPDATE .. WHERE
             // queue_name = v_queue_name`)
-            let on_guard = |cols: &[String]| cols.iter().any(|c| guards.contains(&c.as_str()));
+            // or on a state the claim itself moves the row out of (`.. WHERE state = 'ready'
+            // FOR NO KEY UPDATE SKIP LOCKED`, then `SET state = 'running'`): a compare-and-set
+            // through the locked pick
+            let moved = |c: &str| {
+                st.assignments
+                    .iter()
+                    .any(|a| a.column == c && a.value.is_constant())
+            };
+            let on_guard = |cols: &[String]| {
+                cols.iter()
+                    .any(|c| guards.contains(&c.as_str()) || moved(c))
+            };
             if earlier
                 .get(&std::ptr::from_ref(st))
                 .is_some_and(|e| on_guard(&e.locked_on))
@@ -108,9 +157,133 @@ impl Rule for LockTableStealsLiveLock {
             };
             let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
             d.fix = expiry_guard(file, st, &lt);
+            if let Some(check) = check {
+                d.related.push(related(
+                    file,
+                    check.span,
+                    "the lock is checked here, in a separate statement without a row lock",
+                ));
+                // the body goes on as if the write took the lock: the condition alone would
+                // make it report a lock it did not take, so the fix is only shown
+                d.help.push_str(
+                    "; the earlier check does not hold until the write: check in the write and read `FOUND` (or the affected rows) to learn whether the lock was taken",
+                );
+                if let Some(fix) = &mut d.fix {
+                    fix.applicability = Applicability::DisplayOnly;
+                }
+            }
             out.push(d);
         }
     }
+}
+
+/// The statements before `st` in its PL/pgSQL body (none outside a body).
+fn earlier_in_body<'f>(file: &'f FileIr, st: &Statement) -> Vec<&'f Statement> {
+    if st.body.is_none() {
+        return Vec::new();
+    }
+    let at = file
+        .sql
+        .statements
+        .iter()
+        .position(|s| std::ptr::eq(s, st))
+        .unwrap_or(0);
+    file.sql.statements[..at]
+        .iter()
+        .filter(|s| s.body == st.body && s.embedded == st.embedded)
+        .collect()
+}
+
+/// A `SELECT` of `table` that reads one of `cols` (selects it, or compares it in its `WHERE`).
+fn reads_lock(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.kind == StatementKind::Select
+        && s.reads.as_deref() == Some(table)
+        && (s
+            .selected
+            .iter()
+            .any(|c| c == "*" || cols.contains(&c.as_str()))
+            || s.read_filter.as_ref().is_some_and(|f| {
+                f.columns
+                    .iter()
+                    .any(|c| s.is_target(c) && cols.contains(&c.name.as_str()))
+            }))
+}
+
+/// The lock row read under a row lock (`FOR UPDATE`): the body's check of it holds until the
+/// transaction ends.
+fn locked_read(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.row_lock
+        .as_ref()
+        .is_some_and(|r| r.tables.iter().any(|t| t == table))
+        && reads_lock(s, table, cols)
+}
+
+/// A check of the lock row without a row lock: another caller can make the same check before
+/// this one writes.
+fn unlocked_check(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.row_lock.is_none() && reads_lock(s, table, cols)
+}
+
+/// Check-then-act across PL/pgSQL statements on a lock table with no holder column: an earlier
+/// statement checks the expiry (`IF EXISTS (SELECT .. WHERE lock_id = $1 AND expires > now)
+/// THEN RETURN ..`), and the write takes the lock by writing the expiry without checking it
+/// again (`UPDATE lock SET expires = .. WHERE lock_id = $1`). Two callers both pass the check
+/// and both take the lock. No fix: where the check belongs depends on the body's branches.
+fn split_check(
+    file: &FileIr,
+    st: &Statement,
+    lt: &LockTable,
+    check: &Statement,
+) -> Option<Diagnostic> {
+    if st.kind != StatementKind::Update || lt.owner.is_some() || is_compare_and_set(st) {
+        return None;
+    }
+    // the column the check compares or reads and the write sets from outside the row
+    let checked = |c: &str| {
+        check.selected.iter().any(|s| s == c)
+            || check.read_filter.as_ref().is_some_and(|f| {
+                f.comparisons.iter().any(|k| {
+                    !matches!(k.op, CmpOp::Eq | CmpOp::NotEq)
+                        && [&k.left, &k.right].iter().any(|o| {
+                            o.bare
+                                .as_ref()
+                                .is_some_and(|b| b.name == c && check.is_target(b))
+                        })
+                })
+            })
+    };
+    let taken = st.assignments.iter().find(|a| {
+        !a.value.is_constant()
+            && !a
+                .value
+                .columns
+                .iter()
+                .any(|c| st.is_target(c) && c.name == a.column)
+            && checked(&a.column)
+    })?;
+    let expiry = taken.column.as_str();
+    if filter_mentions(st, &[expiry]) {
+        return None;
+    }
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        condition_span(st),
+        format!("takes the row without checking `{expiry}` again"),
+        format!(
+            "this write to lock table `{}` takes the lock on a check an earlier statement made (`{expiry}`), without a row lock: two callers can both see the lock free and both take it",
+            lt.table
+        ),
+        format!(
+            "check in the write itself (`... AND {expiry} < now()`, then `IF FOUND`), or read the row `FOR UPDATE` before checking it"
+        ),
+    );
+    d.related.push(related(
+        file,
+        check.span,
+        "the lock is checked here, in a separate statement without a row lock",
+    ));
+    Some(d)
 }
 
 /// `ON CONFLICT ... DO UPDATE SET ...` without a `WHERE`: add `WHERE <table>.<expiry> < now()`

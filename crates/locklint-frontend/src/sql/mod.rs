@@ -232,4 +232,88 @@ mod tests {
             .collect();
         assert_eq!(next, ["$3", "$2"]);
     }
+
+    fn statements(sql: &str) -> Vec<locklint_ir::sql::Statement> {
+        let ir = crate::analyze(0, SourceFile::new("q.sql".into(), sql.to_string()));
+        assert!(ir.problems.is_empty(), "{:?}", ir.problems);
+        ir.sql.statements
+    }
+
+    #[test]
+    fn the_writes_of_with_queries_are_statements_of_their_own() {
+        use locklint_ir::sql::StatementKind;
+        let sql = "WITH gone AS (DELETE FROM jobs WHERE id = $1 RETURNING id, payload)\n\
+                   INSERT INTO failed_jobs (id, payload) SELECT id, payload FROM gone";
+        let st = statements(sql);
+        let kinds: Vec<_> = st.iter().map(|s| (s.kind, s.table.clone())).collect();
+        assert_eq!(
+            kinds,
+            [
+                (StatementKind::Insert, Some("failed_jobs".to_string())),
+                (StatementKind::Delete, Some("jobs".to_string())),
+            ]
+        );
+        // at its own place: the `DELETE` of the `WITH` query
+        assert_eq!(
+            &sql[st[1].start..st[1].end],
+            "DELETE FROM jobs WHERE id = $1 RETURNING id, payload"
+        );
+        // a write that reads another `WITH` query depends on it: left to the whole statement
+        let st = statements(
+            "WITH picked AS (SELECT id FROM jobs WHERE state = 'ready' FOR UPDATE SKIP LOCKED), \
+             taken AS (UPDATE jobs SET state = 'running' FROM picked WHERE jobs.id = picked.id RETURNING jobs.id) \
+             SELECT id FROM taken",
+        );
+        assert_eq!(st.len(), 1);
+        assert_eq!(st[0].kind, StatementKind::Select);
+    }
+
+    #[test]
+    fn weaker_row_locks_are_read_as_row_locks() {
+        let st = statements(
+            "UPDATE jobs SET state = 'running', locked_by = $1 WHERE id IN (\n\
+               SELECT id FROM jobs WHERE state = 'ready' ORDER BY run_at FOR NO KEY UPDATE SKIP LOCKED LIMIT $2)",
+        );
+        assert_eq!(st.len(), 1);
+        let st = statements("SELECT id FROM jobs WHERE id = $1 FOR KEY SHARE");
+        assert_eq!(
+            st[0].row_lock.as_ref().map(|r| r.tables.clone()),
+            Some(vec!["jobs".to_string()])
+        );
+    }
+
+    #[test]
+    fn named_arguments_are_no_columns() {
+        let st = statements(
+            "UPDATE jobs SET locked_by = NULL WHERE locked_at < now() - make_interval(secs => $1)",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        let right = &f.comparisons[0].right;
+        assert!(right.columns.is_empty(), "{:?}", right.columns);
+        assert!(right.clock && right.param);
+    }
+
+    #[test]
+    fn a_subquery_in_from_that_picks_the_row_guards_it() {
+        let st = statements(
+            "UPDATE image_jobs SET claimed_by = $1, hold_until = now() + interval '30 seconds' \
+             FROM (SELECT id FROM image_jobs WHERE hold_until IS NULL OR hold_until < now() LIMIT $2) AS job \
+             WHERE image_jobs.id = job.id",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        assert!(f.comparisons.iter().any(|c| c
+            .left
+            .bare
+            .as_ref()
+            .is_some_and(|b| b.name == "hold_until")
+            && c.right.clock));
+        // joined on another column: not the row it picked
+        let st = statements(
+            "UPDATE image_jobs SET claimed_by = $1 \
+             FROM (SELECT id FROM image_jobs WHERE hold_until < now()) AS job \
+             WHERE image_jobs.parent = job.id",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        assert_eq!(f.comparisons.len(), 1);
+    }
 }

@@ -220,7 +220,9 @@ impl Context<'_> {
         }
         let advisory_all = self.advisory(toks);
         let toks = if in_body {
-            self.strip_control(toks)
+            let rest = self.strip_control(toks);
+            self.condition_queries(&toks[..toks.len() - rest.len()]);
+            rest
         } else {
             toks
         };
@@ -275,6 +277,9 @@ impl Context<'_> {
                 st.call = call;
                 if self.facts(&mut st, &ast, toks, start) {
                     self.statements.push(st);
+                    if w0 == "with" {
+                        self.cte_writes(toks, in_body);
+                    }
                 } else {
                     self.refuse(
                         first,
@@ -296,6 +301,93 @@ impl Context<'_> {
                     self.push_other(toks, advisory, in_body);
                 }
             }
+        }
+    }
+
+    /// The writes of a statement's `WITH` queries (`WITH dead AS (DELETE FROM jobs WHERE id =
+    /// $1 RETURNING *) INSERT INTO jobs_dead SELECT * FROM dead`), each analysed as a statement
+    /// of its own, at its own place. A write that names another `WITH` query (`.. FROM picked`)
+    /// depends on it and is left to the statement as a whole.
+    fn cte_writes(&mut self, toks: &[Token], in_body: bool) {
+        let depths = lex::depths(self.text, toks);
+        let mut names: Vec<String> = Vec::new();
+        let mut bodies: Vec<(usize, usize)> = Vec::new();
+        let mut i = 1;
+        if self.word(toks.get(i)) == "recursive" {
+            i += 1;
+        }
+        // `name [(columns)] AS [[NOT] MATERIALIZED] ( body )`, separated by commas
+        while i < toks.len() {
+            if toks[i].kind != Tk::Word {
+                return;
+            }
+            names.push(lex::ident(toks[i].text(self.text)));
+            i += 1;
+            if toks.get(i).is_some_and(|t| t.is_punct(self.text, "(")) {
+                while i < toks.len() && !(depths[i] == 0 && toks[i].is_punct(self.text, ")")) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            if self.word(toks.get(i)) != "as" {
+                return;
+            }
+            i += 1;
+            while matches!(self.word(toks.get(i)).as_str(), "not" | "materialized") {
+                i += 1;
+            }
+            if !toks.get(i).is_some_and(|t| t.is_punct(self.text, "(")) {
+                return;
+            }
+            let open = i;
+            i += 1;
+            while i < toks.len() && !(depths[i] == 0 && toks[i].is_punct(self.text, ")")) {
+                i += 1;
+            }
+            if i >= toks.len() {
+                return;
+            }
+            bodies.push((open + 1, i));
+            i += 1;
+            if !toks.get(i).is_some_and(|t| t.is_punct(self.text, ",")) {
+                break;
+            }
+            i += 1;
+        }
+        for (from, to) in bodies {
+            let body = &toks[from..to];
+            let writes = matches!(self.word(body.first()).as_str(), "delete" | "update");
+            let names_other = body
+                .iter()
+                .any(|t| t.kind == Tk::Word && names.contains(&lex::ident(t.text(self.text))));
+            if writes && !names_other {
+                self.statement(body, in_body);
+            }
+        }
+    }
+
+    /// The queries in the PL/pgSQL conditions before a statement (`IF EXISTS (SELECT .. FROM
+    /// locks WHERE name = $1 AND expires_at > now()) THEN`), each analysed as a `SELECT` of the
+    /// body. Their advisory-lock calls stay the condition's: they were counted with it.
+    fn condition_queries(&mut self, toks: &[Token]) {
+        let depths = lex::depths(self.text, toks);
+        let mut i = 0;
+        while i + 1 < toks.len() {
+            if toks[i].is_punct(self.text, "(") && self.word(toks.get(i + 1)) == "select" {
+                let depth = depths[i];
+                let end = (i + 1..toks.len())
+                    .find(|&j| depths[j] == depth && toks[j].is_punct(self.text, ")"));
+                if let Some(end) = end {
+                    let first = self.statements.len();
+                    self.statement(&toks[i + 1..end], true);
+                    for st in &mut self.statements[first..] {
+                        st.advisory.clear();
+                        st.call = None;
+                    }
+                    i = end;
+                }
+            }
+            i += 1;
         }
     }
 
@@ -330,6 +422,8 @@ impl Context<'_> {
             table_def: None,
             placeholders: self.placeholders(toks),
             row_lock: None,
+            selected: Vec::new(),
+            read_filter: None,
             body: if in_body { self.body } else { None },
             routine: if in_body { self.routine.clone() } else { None },
             call: None,
@@ -682,6 +776,7 @@ impl Context<'_> {
                 if let Some(sel) = &up.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
+                    ex.picked_in_from_guards(st, up.from.as_ref(), sel);
                 }
             }
             ast::Statement::Delete(del) => {
@@ -731,10 +826,29 @@ impl Context<'_> {
                     if let ast::SetExpr::Select(sel) = body {
                         st.row_lock = row_lock(&ex, q, sel);
                         if let [from] = sel.from.as_slice() {
-                            if let (ast::TableFactor::Table { name, .. }, true) =
+                            if let (ast::TableFactor::Table { name, alias, .. }, true) =
                                 (&from.relation, from.joins.is_empty())
                             {
                                 st.reads = Some(object_name(name));
+                                st.names.push(object_name(name));
+                                if let Some(a) = alias {
+                                    st.names.push(a.name.value.to_lowercase());
+                                }
+                                st.selected = sel
+                                    .projection
+                                    .iter()
+                                    .filter_map(|p| match p {
+                                        ast::SelectItem::UnnamedExpr(e)
+                                        | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                                            ex.value(e).bare.map(|c| c.name)
+                                        }
+                                        // every column
+                                        _ => Some("*".to_string()),
+                                    })
+                                    .collect();
+                                if let Some(w) = &sel.selection {
+                                    st.read_filter = Some(ex.filter(toks, 0, w));
+                                }
                             }
                         }
                     }
@@ -1011,6 +1125,55 @@ fn paren_list(text: &str) -> Option<Vec<String>> {
 /// Parse one statement: PostgreSQL first, then MySQL and SQLite. The PostgreSQL error is
 /// returned when none accepts it.
 fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
+    let first = parse_as_is(sql);
+    match (&first, weaker_row_locks(sql)) {
+        (Err(_), Some(masked)) => parse_as_is(&masked).or(first),
+        _ => first,
+    }
+}
+
+/// The statement with PostgreSQL's weaker row locks (`FOR NO KEY UPDATE`, `FOR KEY SHARE`),
+/// which the parser does not know, read as the locks it knows (`FOR UPDATE`, `FOR SHARE`):
+/// the words in between are blanked, so every offset stays. `None` when there is none.
+fn weaker_row_locks(sql: &str) -> Option<String> {
+    let lower = sql.to_ascii_lowercase();
+    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = lower.as_bytes();
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if word_byte(bytes[i]) {
+            let start = i;
+            while i < bytes.len() && word_byte(bytes[i]) {
+                i += 1;
+            }
+            words.push((start, &lower[start..i]));
+        } else {
+            i += 1;
+        }
+    }
+    let mut out = sql.as_bytes().to_vec();
+    let mut changed = false;
+    for win in words.windows(4) {
+        let blank = match [win[0].1, win[1].1, win[2].1, win[3].1] {
+            ["for", "no", "key", "update"] => Some((win[1].0, win[2].0 + 3)),
+            ["for", "key", "share", _] => Some((win[1].0, win[1].0 + 3)),
+            _ => None,
+        };
+        if let Some((from, to)) = blank {
+            out[from..to].fill(b' ');
+            changed = true;
+        }
+    }
+    // `FOR KEY SHARE` at the very end has no fourth word after it
+    if let [.., (_, "for"), (k, "key"), (_, "share")] = words.as_slice() {
+        out[*k..*k + 3].fill(b' ');
+        changed = true;
+    }
+    changed.then(|| String::from_utf8(out).ok()).flatten()
+}
+
+fn parse_as_is(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     let dialects: [&dyn Dialect; 3] = [&PostgreSqlDialect {}, &MySqlDialect {}, &SQLiteDialect {}];
     let mut first_err = None;
     for d in dialects {
@@ -1174,12 +1337,29 @@ impl Exprs<'_, '_> {
         // parameter
         let mut incoming = Vec::new();
         let mut named = Vec::new();
+        // the names of named arguments (`make_interval(secs => $1)`) are no columns
+        let mut arg_names = Vec::new();
         let _ = ast::visit_expressions(e, |x| {
             if !self.spend(1) {
                 return ControlFlow::Break(());
             }
             if let Some(i) = at_param(x) {
                 named.push(i.span);
+            }
+            if let Expr::Function(ast::Function {
+                args: ast::FunctionArguments::List(list),
+                ..
+            }) = x
+            {
+                for a in &list.args {
+                    if let ast::FunctionArg::ExprNamed {
+                        name: Expr::Identifier(i),
+                        ..
+                    } = a
+                    {
+                        arg_names.push(i.span);
+                    }
+                }
             }
             if let Expr::Function(f) = x {
                 let into = if object_name(&f.name) == "values" {
@@ -1202,10 +1382,11 @@ impl Exprs<'_, '_> {
         });
         let _ = ast::visit_expressions(e, |x| {
             // each node once for the span below, once here, and the lists searched
-            if !self.spend(2 + named.len() + incoming.len()) {
+            if !self.spend(2 + named.len() + incoming.len() + arg_names.len()) {
                 return ControlFlow::Break(());
             }
             match x {
+                Expr::Identifier(i) if arg_names.contains(&i.span) => {}
                 Expr::Identifier(i) => {
                     let name = i.value.to_lowercase();
                     if is_named_param(i) || named.contains(&i.span) {

@@ -344,6 +344,8 @@ impl Write {
             table_def: None,
             placeholders: Placeholders::default(),
             row_lock: None,
+            selected: Vec::new(),
+            read_filter: None,
             body: None,
             routine: None,
             call: None,
