@@ -261,6 +261,11 @@ pub struct Statement {
     /// now()) THEN`) is such a statement too, before the statement the condition leads to.
     #[serde(default)]
     pub selected: Vec<String>,
+    /// A `MERGE`, read as an upsert: its `WHEN NOT MATCHED` insert gives the values, its `WHEN
+    /// MATCHED` update the assignments (and `Conflict::DoUpdate`), that clause's `AND`
+    /// condition the filter; the source's columns (`s.owner`) are the proposed row.
+    #[serde(default)]
+    pub merge: bool,
     #[serde(default)]
     pub read_filter: Option<Filter>,
     /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in

@@ -138,6 +138,13 @@ impl Rule for LockTableStealsLiveLock {
                     "replaces the row unconditionally",
                     format!("this `REPLACE` into lock table `{}` overwrites the lock row even while another holder's lock is live", lt.table),
                 ),
+                _ if st.merge => (
+                    "takes the row whatever its expiry",
+                    format!(
+                        "this `MERGE` into lock table `{}` updates the matched lock row even while another holder's lock is live: its `WHEN MATCHED` checks neither `{expiry}` nor the owner",
+                        lt.table
+                    ),
+                ),
                 _ => (
                     "takes the row whatever its expiry",
                     format!(
@@ -151,6 +158,7 @@ impl Rule for LockTableStealsLiveLock {
                     let owner = lt.owner.as_deref().unwrap_or("owner");
                     format!("condition each assignment on the expiry: `{owner} = IF({expiry} < UTC_TIMESTAMP(6), VALUES({owner}), {owner})` (assign `{expiry}` last)")
                 }
+                Conflict::DoUpdate if st.merge => format!("take over only an expired lock: `WHEN MATCHED AND {}.{expiry} < now() THEN UPDATE ...`, and read the affected rows to learn whether the lock was taken", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
                 Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
                 _ if lt.work => format!("claim the row only when nobody holds it: `... WHERE id = $1 AND ({expiry} IS NULL OR {expiry} < now())`, or move it from a state only one claim can match (`AND state = 'pending'` with `SET state = 'running'`)"),
                 _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),

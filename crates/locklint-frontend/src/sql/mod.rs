@@ -316,4 +316,67 @@ mod tests {
         let f = st[0].filter.as_ref().unwrap();
         assert_eq!(f.comparisons.len(), 1);
     }
+
+    #[test]
+    fn a_merge_is_read_as_an_upsert() {
+        use locklint_ir::sql::{Conflict, StatementKind};
+        let st = statements(
+            "MERGE INTO job_locks AS l USING (VALUES ($1, $2)) AS s (name, owner) ON l.name = s.name \
+             WHEN MATCHED AND l.expires_at < now() THEN UPDATE SET owner = s.owner, expires_at = now() + interval '1 minute' \
+             WHEN NOT MATCHED THEN INSERT (name, owner, expires_at) VALUES (s.name, s.owner, now())",
+        );
+        let m = &st[0];
+        assert!(m.merge);
+        assert_eq!(
+            (m.kind, m.conflict),
+            (StatementKind::Insert, Conflict::DoUpdate)
+        );
+        assert_eq!(m.table.as_deref(), Some("job_locks"));
+        let owner = m.assignments.iter().find(|a| a.column == "owner").unwrap();
+        // the source's column is the proposed row, like `EXCLUDED.owner`
+        assert!(owner.value.bare.as_ref().is_some_and(|c| c.incoming));
+        assert_eq!(m.values.len(), 3);
+        let f = m.filter.as_ref().unwrap();
+        assert!(f.comparisons.iter().any(|c| c.right.clock));
+        // insert-only: does nothing to an existing row
+        let st = statements(
+            "MERGE INTO job_locks l USING (VALUES ($1)) s (name) ON l.name = s.name \
+             WHEN NOT MATCHED THEN INSERT (name, owner, expires_at) VALUES (s.name, '', now())",
+        );
+        assert_eq!(st[0].conflict, Conflict::Ignore);
+    }
+
+    #[test]
+    fn conditions_of_plpgsql_branches_are_reads_of_the_body() {
+        use locklint_ir::sql::StatementKind;
+        let st = statements(
+            "CREATE FUNCTION f(p TEXT) RETURNS BOOLEAN AS $$\n\
+             BEGIN\n\
+               IF EXISTS (SELECT 1 FROM gate_locks WHERE gate_id = p AND open_until > now()) THEN\n\
+                 RETURN FALSE;\n\
+               END IF;\n\
+               SELECT open_until, holder INTO v FROM gate_locks WHERE gate_id = p FOR UPDATE;\n\
+               UPDATE gate_locks SET open_until = now() WHERE gate_id = p;\n\
+               RETURN TRUE;\n\
+             END $$ LANGUAGE plpgsql",
+        );
+        let kinds: Vec<_> = st.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                StatementKind::Select,
+                StatementKind::Select,
+                StatementKind::Update
+            ]
+        );
+        assert_eq!(st[0].reads.as_deref(), Some("gate_locks"));
+        assert!(st[0]
+            .read_filter
+            .as_ref()
+            .is_some_and(|f| f.columns.iter().any(|c| c.name == "open_until")));
+        assert!(st[0].row_lock.is_none());
+        assert_eq!(st[1].selected, ["open_until", "holder"]);
+        assert!(st[1].row_lock.is_some());
+        assert!(st.iter().all(|s| s.body.is_some()));
+    }
 }

@@ -261,7 +261,7 @@ impl Context<'_> {
         }
         let dml = matches!(
             w0.as_str(),
-            "select" | "insert" | "update" | "delete" | "with" | "replace" | "values"
+            "select" | "insert" | "update" | "delete" | "with" | "replace" | "values" | "merge"
         );
         if in_body && !dml {
             self.push_other(toks, advisory, in_body);
@@ -423,6 +423,7 @@ impl Context<'_> {
             placeholders: self.placeholders(toks),
             row_lock: None,
             selected: Vec::new(),
+            merge: false,
             read_filter: None,
             body: if in_body { self.body } else { None },
             routine: if in_body { self.routine.clone() } else { None },
@@ -854,6 +855,96 @@ impl Context<'_> {
                     }
                 }
             },
+            ast::Statement::Merge(m) => {
+                st.kind = StatementKind::Insert;
+                st.merge = true;
+                if let ast::TableFactor::Table { name, alias, .. } = &m.table {
+                    set_table(st, name);
+                    if let Some(a) = alias {
+                        st.names.push(a.name.value.to_lowercase());
+                    }
+                }
+                let source = match &m.source {
+                    ast::TableFactor::Table { name, alias, .. } => Some(
+                        alias
+                            .as_ref()
+                            .map_or_else(|| object_name(name), |a| a.name.value.to_lowercase()),
+                    ),
+                    ast::TableFactor::Derived { alias, .. } => {
+                        alias.as_ref().map(|a| a.name.value.to_lowercase())
+                    }
+                    _ => None,
+                };
+                let incoming = |cols: &mut Vec<Col>| {
+                    for c in cols.iter_mut() {
+                        if c.qualifier.is_some() && c.qualifier == source {
+                            c.incoming = true;
+                        }
+                    }
+                };
+                let incoming_op = |v: &mut Operand| {
+                    incoming(&mut v.columns);
+                    if let Some(b) = &mut v.bare {
+                        if b.qualifier.is_some() && b.qualifier == source {
+                            b.incoming = true;
+                        }
+                    }
+                };
+                for clause in &m.clauses {
+                    match (&clause.clause_kind, &clause.action) {
+                        (
+                            ast::MergeClauseKind::NotMatched
+                            | ast::MergeClauseKind::NotMatchedByTarget,
+                            ast::MergeAction::Insert(ins),
+                        ) => {
+                            if let ast::MergeInsertKind::Values(v) = &ins.kind {
+                                if let Some(row) = v.rows.first() {
+                                    for (c, e) in ins.columns.iter().zip(row.content.iter()) {
+                                        let mut value = ex.value(e);
+                                        incoming_op(&mut value);
+                                        st.values.push(Assign {
+                                            column: object_name(c),
+                                            value,
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                        (ast::MergeClauseKind::Matched, ast::MergeAction::Update(up))
+                            if st.conflict == Conflict::None =>
+                        {
+                            st.conflict = Conflict::DoUpdate;
+                            if let ast::MergeUpdateKind::Set(assigns) = &up.kind {
+                                for a in assigns {
+                                    for mut x in ex.assign(a) {
+                                        incoming_op(&mut x.value);
+                                        st.assignments.push(x);
+                                    }
+                                }
+                            }
+                            if let Some(p) = &clause.predicate {
+                                let (mut columns, mut comparisons) = ex.filter_of(p);
+                                incoming(&mut columns);
+                                for k in &mut comparisons {
+                                    incoming_op(&mut k.left);
+                                    incoming_op(&mut k.right);
+                                }
+                                let span = ex.span_of(p.span()).unwrap_or(st.span);
+                                st.filter = Some(Filter {
+                                    span,
+                                    columns,
+                                    comparisons,
+                                });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if st.conflict == Conflict::None && !st.values.is_empty() {
+                    // inserts only when the row is missing
+                    st.conflict = Conflict::Ignore;
+                }
+            }
             ast::Statement::CreateTable(ct) => {
                 st.kind = StatementKind::Ddl;
                 let mut def = TableDef {

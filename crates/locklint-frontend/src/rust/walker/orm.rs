@@ -345,6 +345,7 @@ impl Write {
             placeholders: Placeholders::default(),
             row_lock: None,
             selected: Vec::new(),
+            merge: false,
             read_filter: None,
             body: None,
             routine: None,
