@@ -69,6 +69,11 @@ pub enum StatementKind {
     /// A PL/pgSQL `RAISE` that ends the routine with an error (`RAISE EXCEPTION`, `RAISE
     /// 'message'`, a bare `RAISE`), in a body without an `EXCEPTION` handler.
     Raise,
+    /// `LOCK [TABLE] t [IN <mode> MODE]` in a mode that conflicts with itself (`SHARE ROW
+    /// EXCLUSIVE`, `EXCLUSIVE`, `ACCESS EXCLUSIVE`, the default), or MySQL's `LOCK TABLES t
+    /// WRITE`: callers that take it run one at a time until the transaction ends. The tables are
+    /// its `row_lock` tables.
+    LockTable,
     Other,
 }
 

@@ -69,9 +69,14 @@ impl Rule for LockTableStealsLiveLock {
             // one caller at a time: an advisory lock taken first, or the lock row read under a
             // row lock (`SELECT expires_at INTO v_exp FROM locks WHERE name = $1 FOR UPDATE`)
             // and checked in the body
-            let serialised = before
-                .iter()
-                .any(|s| s.advisory.iter().any(|a| !a.unlock) || locked_read(s, &lt.table, &cols));
+            let serialised = before.iter().any(|s| {
+                s.advisory.iter().any(|a| !a.unlock)
+                    || locked_read(s, &lt.table, &cols)
+                    || (s.kind == StatementKind::LockTable
+                        && s.row_lock
+                            .as_ref()
+                            .is_some_and(|r| r.tables.contains(&lt.table)))
+            });
             let check = before
                 .iter()
                 .rev()

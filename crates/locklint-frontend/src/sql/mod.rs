@@ -379,4 +379,32 @@ mod tests {
         assert!(st[1].row_lock.is_some());
         assert!(st.iter().all(|s| s.body.is_some()));
     }
+
+    #[test]
+    fn table_locks_that_serialise_their_callers() {
+        use locklint_ir::sql::StatementKind;
+        let tables = |sql: &str| -> Option<Vec<String>> {
+            let st = statements(sql);
+            st.iter()
+                .find(|s| s.kind == StatementKind::LockTable)
+                .and_then(|s| s.row_lock.as_ref().map(|r| r.tables.clone()))
+        };
+        assert_eq!(tables("LOCK TABLE locks"), Some(vec!["locks".to_string()]));
+        assert_eq!(
+            tables("LOCK TABLE ONLY app.locks, leases IN EXCLUSIVE MODE NOWAIT"),
+            Some(vec!["locks".to_string(), "leases".to_string()])
+        );
+        assert_eq!(
+            tables("LOCK locks IN ACCESS EXCLUSIVE MODE"),
+            Some(vec!["locks".to_string()])
+        );
+        assert_eq!(
+            tables("LOCK TABLES locks WRITE"),
+            Some(vec!["locks".to_string()])
+        );
+        // modes that let two callers in at once
+        assert_eq!(tables("LOCK TABLE locks IN ROW EXCLUSIVE MODE"), None);
+        assert_eq!(tables("LOCK TABLE locks IN SHARE MODE"), None);
+        assert_eq!(tables("LOCK TABLES locks READ"), None);
+    }
 }

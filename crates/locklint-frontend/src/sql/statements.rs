@@ -251,6 +251,19 @@ impl Context<'_> {
             }
             return;
         }
+        if w0 == "lock" {
+            if let Some(tables) = self.table_lock(toks) {
+                let mut st = self.blank(toks, in_body);
+                st.kind = StatementKind::LockTable;
+                st.table = tables.first().cloned();
+                st.row_lock = Some(RowLock {
+                    tables,
+                    columns: Vec::new(),
+                });
+                self.statements.push(st);
+                return;
+            }
+        }
         if w0 == "perform" {
             let mut st = self.blank(toks, in_body);
             st.kind = StatementKind::Perform;
@@ -389,6 +402,72 @@ impl Context<'_> {
             }
             i += 1;
         }
+    }
+
+    /// The tables of `LOCK [TABLE] [ONLY] a, b [IN <mode> MODE] [NOWAIT]` taken in a mode that
+    /// conflicts with itself, or of MySQL's `LOCK TABLES a WRITE`.
+    fn table_lock(&self, toks: &[Token]) -> Option<Vec<String>> {
+        let words: Vec<String> = toks
+            .iter()
+            .filter(|t| t.kind == Tk::Word)
+            .map(|t| t.text(self.text).to_ascii_lowercase())
+            .collect();
+        let mut tables = Vec::new();
+        let mut i = 1;
+        if matches!(words.get(i).map(String::as_str), Some("table" | "tables")) {
+            i += 1;
+        }
+        if words.get(i).map(String::as_str) == Some("only") {
+            i += 1;
+        }
+        // names up to `IN`, `WRITE`, `READ`, `NOWAIT` (a schema-qualified name is one table)
+        let mut at = toks.iter().position(|t| t.kind == Tk::Word)?;
+        let mut seen = 0;
+        for (n, t) in toks.iter().enumerate() {
+            if t.kind == Tk::Word {
+                if seen == i {
+                    at = n;
+                    break;
+                }
+                seen += 1;
+            }
+        }
+        let mut last: Option<String> = None;
+        for t in &toks[at..] {
+            let w = t.text(self.text).to_ascii_lowercase();
+            if t.kind == Tk::Word {
+                if matches!(
+                    w.as_str(),
+                    "in" | "write" | "read" | "nowait" | "as" | "low_priority"
+                ) {
+                    break;
+                }
+                last = Some(lex::ident(t.text(self.text)));
+            } else if t.is_punct(self.text, ",") {
+                tables.extend(last.take());
+            } else if !t.is_punct(self.text, ".") {
+                break;
+            }
+        }
+        tables.extend(last);
+        let rest = words.join(" ");
+        let serialises = if words.first().map(String::as_str) == Some("lock")
+            && words.get(1).map(String::as_str) == Some("tables")
+        {
+            rest.contains(" write")
+        } else {
+            match rest.split_once(" in ") {
+                None => true,
+                Some((_, mode)) => {
+                    let mode = mode.trim_end_matches(" nowait").trim_end_matches(" mode");
+                    matches!(
+                        mode,
+                        "share row exclusive" | "exclusive" | "access exclusive"
+                    )
+                }
+            }
+        };
+        (serialises && !tables.is_empty()).then_some(tables)
     }
 
     fn push_other(&mut self, toks: &[Token], advisory: Vec<Advisory>, in_body: bool) {
