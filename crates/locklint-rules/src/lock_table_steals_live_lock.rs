@@ -103,8 +103,13 @@ impl Rule for LockTableStealsLiveLock {
                 .collect();
             // a compare-and-set claim (`SET state = 'running' .. WHERE .. AND state =
             // 'pending'`) takes only a row nobody holds
+            // with the lock's expiry column not known (a table recognised by its name, its
+            // columns named like nothing known: `"expiresAt"`), a condition that compares one
+            // of its columns with the clock (`WHERE "Lease"."expiresAt" < now()`) is the check
+            let clock_check = lt.expiry.is_none()
+                && locklint_project::lease::time_comparisons(st).any(|(_, v)| v.clock);
             if st.conflict != Conflict::Replace
-                && (filter_mentions(st, &guards) || is_compare_and_set(st))
+                && (filter_mentions(st, &guards) || is_compare_and_set(st) || clock_check)
             {
                 continue;
             }
