@@ -32,6 +32,7 @@ impl Rule for LockTableStealsLiveLock {
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
         let earlier = earlier_in_transaction(file);
+        let bodies = BodyReads::of(file);
         for (st, lt) in lock_table_writes(file, &project.schema) {
             let takes = |c: &Option<String>| {
                 c.as_deref()
@@ -51,7 +52,7 @@ impl Rule for LockTableStealsLiveLock {
                 StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
-            let before = earlier_in_body(file, st);
+            let before = bodies.before(file, st);
             // the columns that say whether the lock is free: its lease and holder, and what
             // this write assigns
             let mut cols: Vec<&str> = lt
@@ -195,21 +196,50 @@ impl Rule for LockTableStealsLiveLock {
     }
 }
 
-/// The statements before `st` in its PL/pgSQL body (none outside a body).
-fn earlier_in_body<'f>(file: &'f FileIr, st: &Statement) -> Vec<&'f Statement> {
-    if st.body.is_none() {
-        return Vec::new();
+/// How many of the reads, table locks and advisory locks before a write in its PL/pgSQL body
+/// are looked at: the nearest ones, so a body of many statements costs no more per write.
+const BODY_LOOKBACK: usize = 64;
+
+/// Per PL/pgSQL body (its text and where it starts), the statements that can check or
+/// serialise a later take-over: `SELECT`s of one table, table locks and advisory locks, as
+/// indexes into the file's statements, in order.
+struct BodyReads {
+    of_body: std::collections::HashMap<(usize, usize), Vec<usize>>,
+    index: std::collections::HashMap<*const Statement, usize>,
+}
+
+impl BodyReads {
+    fn of(file: &FileIr) -> Self {
+        let mut of_body: std::collections::HashMap<(usize, usize), Vec<usize>> =
+            std::collections::HashMap::new();
+        let mut index = std::collections::HashMap::new();
+        for (i, s) in file.sql.statements.iter().enumerate() {
+            let Some(body) = s.body else { continue };
+            index.insert(std::ptr::from_ref(s), i);
+            let relevant = (s.kind == StatementKind::Select && s.reads.is_some())
+                || s.kind == StatementKind::LockTable
+                || !s.advisory.is_empty();
+            if relevant {
+                of_body.entry((s.embedded, body)).or_default().push(i);
+            }
+        }
+        BodyReads { of_body, index }
     }
-    let at = file
-        .sql
-        .statements
-        .iter()
-        .position(|s| std::ptr::eq(s, st))
-        .unwrap_or(0);
-    file.sql.statements[..at]
-        .iter()
-        .filter(|s| s.body == st.body && s.embedded == st.embedded)
-        .collect()
+
+    /// The nearest of those statements before `st` in its body (none outside a body).
+    fn before<'f>(&self, file: &'f FileIr, st: &Statement) -> Vec<&'f Statement> {
+        let (Some(body), Some(&at)) = (st.body, self.index.get(&std::ptr::from_ref(st))) else {
+            return Vec::new();
+        };
+        let Some(list) = self.of_body.get(&(st.embedded, body)) else {
+            return Vec::new();
+        };
+        let end = list.partition_point(|&i| i < at);
+        list[end.saturating_sub(BODY_LOOKBACK)..end]
+            .iter()
+            .filter_map(|&i| file.sql.statements.get(i))
+            .collect()
+    }
 }
 
 /// A `SELECT` of `table` that reads one of `cols` (selects it, or compares it in its `WHERE`).
