@@ -229,3 +229,28 @@ fn t_sql_batches_are_not_reported_as_parse_errors() {
     let found: Vec<_> = analyse(&[("setup.sql", sql)]).iter().map(at).collect();
     assert!(found.is_empty(), "{found:?}");
 }
+
+#[test]
+fn sql_given_to_a_projects_database_wrapper_is_read() {
+    let claim = r#"
+pub async fn take(db: &Db, me: &str) -> Result<()> {
+    utils::database::query("UPDATE tasks SET claimed_by = $1, hold_until = now() + interval '30 seconds' WHERE id = $2 AND (hold_until IS NULL OR hold_until < now())")
+        .bind(me).build().execute(db).await?;
+    Ok(())
+}
+"#;
+    let done = r#"
+pub async fn finish(db: &Db, id: i64) -> Result<()> {
+    utils::database::query("DELETE FROM tasks WHERE id = $1").bind(id).build().execute(db).await?;
+    // not SQL: a search through the same module
+    utils::database::query("open tasks").run().await?;
+    Ok(())
+}
+"#;
+    let schema = "CREATE TABLE tasks (id BIGINT PRIMARY KEY, body TEXT NOT NULL, claimed_by TEXT, hold_until TIMESTAMPTZ);";
+    let found: Vec<_> = analyse(&[("a.rs", claim), ("b.rs", done), ("m.sql", schema)])
+        .iter()
+        .map(|d| (d.rule, d.primary.start().line))
+        .collect();
+    assert_eq!(found, vec![("unfenced-write", 3)]);
+}

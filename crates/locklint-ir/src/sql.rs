@@ -69,6 +69,11 @@ pub enum StatementKind {
     /// A PL/pgSQL `RAISE` that ends the routine with an error (`RAISE EXCEPTION`, `RAISE
     /// 'message'`, a bare `RAISE`), in a body without an `EXCEPTION` handler.
     Raise,
+    /// `LOCK [TABLE] t [IN <mode> MODE]` in a mode that conflicts with itself (`SHARE ROW
+    /// EXCLUSIVE`, `EXCLUSIVE`, `ACCESS EXCLUSIVE`, the default), or MySQL's `LOCK TABLES t
+    /// WRITE`: callers that take it run one at a time until the transaction ends. The tables are
+    /// its `row_lock` tables.
+    LockTable,
     Other,
 }
 
@@ -255,6 +260,19 @@ pub struct Statement {
     /// locked until the transaction ends. Of a write, the rows its `WITH` queries lock.
     #[serde(default)]
     pub row_lock: Option<RowLock>,
+    /// Of a plain `SELECT .. FROM t` (one table): the columns it selects by name (`SELECT
+    /// expires_at, owner INTO v_exp, v_owner ..`), and its `WHERE`. In a PL/pgSQL body, a
+    /// subquery of an `IF` / `ELSIF` / `WHILE` condition (`IF EXISTS (SELECT .. WHERE expires >
+    /// now()) THEN`) is such a statement too, before the statement the condition leads to.
+    #[serde(default)]
+    pub selected: Vec<String>,
+    /// A `MERGE`, read as an upsert: its `WHEN NOT MATCHED` insert gives the values, its `WHEN
+    /// MATCHED` update the assignments (and `Conflict::DoUpdate`), that clause's `AND`
+    /// condition the filter; the source's columns (`s.owner`) are the proposed row.
+    #[serde(default)]
+    pub merge: bool,
+    #[serde(default)]
+    pub read_filter: Option<Filter>,
     /// Inside a PL/pgSQL function body or `DO` block: which one (where its routine starts in
     /// the embedded text). The statements of one body run in one transaction.
     #[serde(default)]

@@ -217,6 +217,36 @@ pub fn lapsing(files: &[FileIr], schema: &Schema) -> BTreeSet<String> {
     out
 }
 
+/// Where a lock table's row is taken: a statement of one of the project's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimSite {
+    /// The file's place in the project's files.
+    pub file: usize,
+    /// The statement's place in that file's statements.
+    pub statement: usize,
+}
+
+/// Per lock table, the first statement of the project (in its file order) that takes a row:
+/// the claim a completion in any file is measured against. A statement in a function
+/// definition counts: the function is the claim the application calls.
+pub fn claims(files: &[FileIr], schema: &Schema) -> BTreeMap<String, ClaimSite> {
+    let mut out = BTreeMap::new();
+    for (file, f) in files.iter().enumerate() {
+        for (statement, st) in f.sql.statements.iter().enumerate() {
+            let Some(lt) = crate::sql::lock_table(st, schema) else {
+                continue;
+            };
+            if out.contains_key(&lt.table)
+                || crate::sql::lock_write(st, &lt) != crate::sql::LockWrite::Acquire
+            {
+                continue;
+            }
+            out.insert(lt.table, ClaimSite { file, statement });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +304,30 @@ mod tests {
                 "am_leases"
             ),
             lease("holder_node", "hold_until")
+        );
+    }
+
+    #[test]
+    fn a_claim_in_one_file_is_the_claim_of_every_file() {
+        let files: Vec<FileIr> = [
+            ("schema.sql", "CREATE TABLE jobs (id BIGINT PRIMARY KEY, payload TEXT, status TEXT, locked_by TEXT, locked_until TIMESTAMPTZ);"),
+            ("done.sql", "UPDATE jobs SET status = 'done' WHERE id = $1;"),
+            ("claim.sql", "UPDATE jobs SET status = 'x' WHERE id = $1 AND locked_by = $2;\n\
+             UPDATE jobs SET locked_by = $1, locked_until = now() + interval '30 seconds' WHERE id = $2 AND (locked_until IS NULL OR locked_until < now());"),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (path, sql))| {
+            locklint_frontend::analyze(i, SourceFile::new((*path).into(), sql.to_string()))
+        })
+        .collect();
+        let schema = crate::schema::schema(&files);
+        assert_eq!(
+            schema.claims.get("jobs"),
+            Some(&ClaimSite {
+                file: 2,
+                statement: 1
+            })
         );
     }
 

@@ -141,6 +141,9 @@ pub struct Schema {
     /// Lock tables whose leases lapse: a claim or a reaper gives a row whose time has passed
     /// to another holder.
     pub lapsing: BTreeSet<String>,
+    /// Per lock table, where the project first takes a row of it (`crate::lease::claims`): a
+    /// completion written in another file than the claim is linked to it through the table.
+    pub claims: BTreeMap<String, crate::lease::ClaimSite>,
     /// Per table, the columns the project's statements write.
     pub written: BTreeMap<String, BTreeSet<String>>,
     /// Per table, the columns the project's writes compare with an incoming value (its keys
@@ -195,6 +198,7 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     s.written = crate::lease::written_columns(files);
     s.keyed = crate::lease::keyed_columns(files);
     s.lapsing = crate::lease::lapsing(files, &s);
+    s.claims = crate::lease::claims(files, &s);
     s
 }
 

@@ -1,11 +1,13 @@
 //! `lock-table-steals-live-lock`: a lock-table upsert takes the row over without checking that
 //! the current lock has expired (or is ours).
 
-use super::sql_matching::{condition_span, end_before_semicolon, sql_diagnostic, sql_insert_fix};
+use super::sql_matching::{
+    condition_span, end_before_semicolon, related, sql_diagnostic, sql_insert_fix,
+};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Fix};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
-use locklint_ir::sql::{Conflict, Statement, StatementKind};
+use locklint_ir::sql::{CmpOp, Conflict, Statement, StatementKind};
 use locklint_ir::FileIr;
 use locklint_project::sql::{
     earlier_in_transaction, filter_mentions, is_compare_and_set, lock_table_writes, lock_write,
@@ -30,6 +32,7 @@ impl Rule for LockTableStealsLiveLock {
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
         let earlier = earlier_in_transaction(file);
+        let bodies = BodyReads::of(file);
         for (st, lt) in lock_table_writes(file, &project.schema) {
             let takes = |c: &Option<String>| {
                 c.as_deref()
@@ -49,7 +52,48 @@ impl Rule for LockTableStealsLiveLock {
                 StatementKind::Update => lock_write(st, &lt) == LockWrite::Acquire,
                 _ => false,
             };
+            let before = bodies.before(file, st);
+            // the columns that say whether the lock is free: its lease and holder, and what
+            // this write assigns
+            let mut cols: Vec<&str> = lt
+                .expiry
+                .iter()
+                .chain(&lt.owner)
+                .map(String::as_str)
+                .collect();
+            cols.extend(
+                st.assignments
+                    .iter()
+                    .filter(|a| !a.value.is_constant())
+                    .map(|a| a.column.as_str()),
+            );
+            // one caller at a time: an advisory lock taken first, or the lock row read under a
+            // row lock (`SELECT expires_at INTO v_exp FROM locks WHERE name = $1 FOR UPDATE`)
+            // and checked in the body
+            let serialised = before.iter().any(|s| {
+                s.advisory.iter().any(|a| !a.unlock)
+                    || locked_read(s, &lt.table, &cols)
+                    || (s.kind == StatementKind::LockTable
+                        && s.row_lock
+                            .as_ref()
+                            .is_some_and(|r| r.tables.contains(&lt.table)))
+            });
+            let check = before
+                .iter()
+                .rev()
+                .find(|s| unlocked_check(s, &lt.table, &cols))
+                .copied();
             if !upsert {
+                // a table with no holder column is taken by writing its expiry: a check of
+                // that expiry in an earlier statement of the body, not in the write
+                if let (Some(check), false) = (check, serialised) {
+                    if let Some(d) = split_check(file, st, &lt, check) {
+                        out.push(d);
+                    }
+                }
+                continue;
+            }
+            if serialised {
                 continue;
             }
             let guards: Vec<&str> = lt
@@ -60,15 +104,31 @@ impl Rule for LockTableStealsLiveLock {
                 .collect();
             // a compare-and-set claim (`SET state = 'running' .. WHERE .. AND state =
             // 'pending'`) takes only a row nobody holds
+            // with the lock's expiry column not known (a table recognised by its name, its
+            // columns named like nothing known: `"expiresAt"`), a condition that compares one
+            // of its columns with the clock (`WHERE "Lease"."expiresAt" < now()`) is the check
+            let clock_check = lt.expiry.is_none()
+                && locklint_project::lease::time_comparisons(st).any(|(_, v)| v.clock);
             if st.conflict != Conflict::Replace
-                && (filter_mentions(st, &guards) || is_compare_and_set(st))
+                && (filter_mentions(st, &guards) || is_compare_and_set(st) || clock_check)
             {
                 continue;
             }
             // the row was picked and locked in this transaction on its expiry or owner
             // (`SELECT .. WHERE locked_at < .. FOR UPDATE SKIP LOCKED`, then `UPDATE .. WHERE
             // queue_name = v_queue_name`)
-            let on_guard = |cols: &[String]| cols.iter().any(|c| guards.contains(&c.as_str()));
+            // or on a state the claim itself moves the row out of (`.. WHERE state = 'ready'
+            // FOR NO KEY UPDATE SKIP LOCKED`, then `SET state = 'running'`): a compare-and-set
+            // through the locked pick
+            let moved = |c: &str| {
+                st.assignments
+                    .iter()
+                    .any(|a| a.column == c && a.value.is_constant())
+            };
+            let on_guard = |cols: &[String]| {
+                cols.iter()
+                    .any(|c| guards.contains(&c.as_str()) || moved(c))
+            };
             if earlier
                 .get(&std::ptr::from_ref(st))
                 .is_some_and(|e| on_guard(&e.locked_on))
@@ -89,6 +149,13 @@ impl Rule for LockTableStealsLiveLock {
                     "replaces the row unconditionally",
                     format!("this `REPLACE` into lock table `{}` overwrites the lock row even while another holder's lock is live", lt.table),
                 ),
+                _ if st.merge => (
+                    "takes the row whatever its expiry",
+                    format!(
+                        "this `MERGE` into lock table `{}` updates the matched lock row even while another holder's lock is live: its `WHEN MATCHED` checks neither `{expiry}` nor the owner",
+                        lt.table
+                    ),
+                ),
                 _ => (
                     "takes the row whatever its expiry",
                     format!(
@@ -102,15 +169,169 @@ impl Rule for LockTableStealsLiveLock {
                     let owner = lt.owner.as_deref().unwrap_or("owner");
                     format!("condition each assignment on the expiry: `{owner} = IF({expiry} < UTC_TIMESTAMP(6), VALUES({owner}), {owner})` (assign `{expiry}` last)")
                 }
+                Conflict::DoUpdate if st.merge => format!("take over only an expired lock: `WHEN MATCHED AND {}.{expiry} < now() THEN UPDATE ...`, and read the affected rows to learn whether the lock was taken", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
                 Conflict::DoUpdate => format!("add `WHERE {}.{expiry} < now()` to the `DO UPDATE` so only an expired lock is taken over", st.names.last().cloned().unwrap_or_else(|| lt.table.clone())),
                 _ if lt.work => format!("claim the row only when nobody holds it: `... WHERE id = $1 AND ({expiry} IS NULL OR {expiry} < now())`, or move it from a state only one claim can match (`AND state = 'pending'` with `SET state = 'running'`)"),
                 _ => format!("take the row only when it is free: `... WHERE name = $1 AND {expiry} < now()` (or an `INSERT ... ON CONFLICT DO UPDATE ... WHERE {expiry} < now()`)"),
             };
             let mut d = sql_diagnostic(&INFO, file, condition_span(st), label, message, help);
             d.fix = expiry_guard(file, st, &lt);
+            if let Some(check) = check {
+                d.related.push(related(
+                    file,
+                    check.span,
+                    "the lock is checked here, in a separate statement without a row lock",
+                ));
+                // the body goes on as if the write took the lock: the condition alone would
+                // make it report a lock it did not take, so the fix is only shown
+                d.help.push_str(
+                    "; the earlier check does not hold until the write: check in the write and read `FOUND` (or the affected rows) to learn whether the lock was taken",
+                );
+                if let Some(fix) = &mut d.fix {
+                    fix.applicability = Applicability::DisplayOnly;
+                }
+            }
             out.push(d);
         }
     }
+}
+
+/// How many of the reads, table locks and advisory locks before a write in its PL/pgSQL body
+/// are looked at: the nearest ones, so a body of many statements costs no more per write.
+const BODY_LOOKBACK: usize = 64;
+
+/// Per PL/pgSQL body (its text and where it starts), the statements that can check or
+/// serialise a later take-over: `SELECT`s of one table, table locks and advisory locks, as
+/// indexes into the file's statements, in order.
+struct BodyReads {
+    of_body: std::collections::HashMap<(usize, usize), Vec<usize>>,
+    index: std::collections::HashMap<*const Statement, usize>,
+}
+
+impl BodyReads {
+    fn of(file: &FileIr) -> Self {
+        let mut of_body: std::collections::HashMap<(usize, usize), Vec<usize>> =
+            std::collections::HashMap::new();
+        let mut index = std::collections::HashMap::new();
+        for (i, s) in file.sql.statements.iter().enumerate() {
+            let Some(body) = s.body else { continue };
+            index.insert(std::ptr::from_ref(s), i);
+            let relevant = (s.kind == StatementKind::Select && s.reads.is_some())
+                || s.kind == StatementKind::LockTable
+                || !s.advisory.is_empty();
+            if relevant {
+                of_body.entry((s.embedded, body)).or_default().push(i);
+            }
+        }
+        BodyReads { of_body, index }
+    }
+
+    /// The nearest of those statements before `st` in its body (none outside a body).
+    fn before<'f>(&self, file: &'f FileIr, st: &Statement) -> Vec<&'f Statement> {
+        let (Some(body), Some(&at)) = (st.body, self.index.get(&std::ptr::from_ref(st))) else {
+            return Vec::new();
+        };
+        let Some(list) = self.of_body.get(&(st.embedded, body)) else {
+            return Vec::new();
+        };
+        let end = list.partition_point(|&i| i < at);
+        list[end.saturating_sub(BODY_LOOKBACK)..end]
+            .iter()
+            .filter_map(|&i| file.sql.statements.get(i))
+            .collect()
+    }
+}
+
+/// A `SELECT` of `table` that reads one of `cols` (selects it, or compares it in its `WHERE`).
+fn reads_lock(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.kind == StatementKind::Select
+        && s.reads.as_deref() == Some(table)
+        && (s
+            .selected
+            .iter()
+            .any(|c| c == "*" || cols.contains(&c.as_str()))
+            || s.read_filter.as_ref().is_some_and(|f| {
+                f.columns
+                    .iter()
+                    .any(|c| s.is_target(c) && cols.contains(&c.name.as_str()))
+            }))
+}
+
+/// The lock row read under a row lock (`FOR UPDATE`): the body's check of it holds until the
+/// transaction ends.
+fn locked_read(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.row_lock
+        .as_ref()
+        .is_some_and(|r| r.tables.iter().any(|t| t == table))
+        && reads_lock(s, table, cols)
+}
+
+/// A check of the lock row without a row lock: another caller can make the same check before
+/// this one writes.
+fn unlocked_check(s: &Statement, table: &str, cols: &[&str]) -> bool {
+    s.row_lock.is_none() && reads_lock(s, table, cols)
+}
+
+/// Check-then-act across PL/pgSQL statements on a lock table with no holder column: an earlier
+/// statement checks the expiry (`IF EXISTS (SELECT .. WHERE lock_id = $1 AND expires > now)
+/// THEN RETURN ..`), and the write takes the lock by writing the expiry without checking it
+/// again (`UPDATE lock SET expires = .. WHERE lock_id = $1`). Two callers both pass the check
+/// and both take the lock. No fix: where the check belongs depends on the body's branches.
+fn split_check(
+    file: &FileIr,
+    st: &Statement,
+    lt: &LockTable,
+    check: &Statement,
+) -> Option<Diagnostic> {
+    if st.kind != StatementKind::Update || lt.owner.is_some() || is_compare_and_set(st) {
+        return None;
+    }
+    // the column the check compares or reads and the write sets from outside the row
+    let checked = |c: &str| {
+        check.selected.iter().any(|s| s == c)
+            || check.read_filter.as_ref().is_some_and(|f| {
+                f.comparisons.iter().any(|k| {
+                    !matches!(k.op, CmpOp::Eq | CmpOp::NotEq)
+                        && [&k.left, &k.right].iter().any(|o| {
+                            o.bare
+                                .as_ref()
+                                .is_some_and(|b| b.name == c && check.is_target(b))
+                        })
+                })
+            })
+    };
+    let taken = st.assignments.iter().find(|a| {
+        !a.value.is_constant()
+            && !a
+                .value
+                .columns
+                .iter()
+                .any(|c| st.is_target(c) && c.name == a.column)
+            && checked(&a.column)
+    })?;
+    let expiry = taken.column.as_str();
+    if filter_mentions(st, &[expiry]) {
+        return None;
+    }
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        condition_span(st),
+        format!("takes the row without checking `{expiry}` again"),
+        format!(
+            "this write to lock table `{}` takes the lock on a check an earlier statement made (`{expiry}`), without a row lock: two callers can both see the lock free and both take it",
+            lt.table
+        ),
+        format!(
+            "check in the write itself (`... AND {expiry} < now()`, then `IF FOUND`), or read the row `FOR UPDATE` before checking it"
+        ),
+    );
+    d.related.push(related(
+        file,
+        check.span,
+        "the lock is checked here, in a separate statement without a row lock",
+    ));
+    Some(d)
 }
 
 /// `ON CONFLICT ... DO UPDATE SET ...` without a `WHERE`: add `WHERE <table>.<expiry> < now()`

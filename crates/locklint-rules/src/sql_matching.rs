@@ -103,6 +103,10 @@ pub fn sql_edit_fix(
         return None;
     }
     let mut applicability = applicability;
+    // no fix on a `MERGE` is proven against a server: shown only
+    if st.merge {
+        applicability = Applicability::DisplayOnly;
+    }
     if emb.origin != Origin::File {
         let literal = file
             .file

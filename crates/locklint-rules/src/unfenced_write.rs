@@ -260,8 +260,10 @@ impl Rule for UnfencedWrite {
 
 /// (c): a worker's write that finishes a leased row of a work table (`UPDATE jobs SET state =
 /// 'done' WHERE id = $1`, `DELETE FROM jobs WHERE id = $1`) without showing it still holds the
-/// lease, in a file that claims rows of that table. Not when the same transaction claimed or
-/// row-locked (`FOR UPDATE`) the table first: the row stays the worker's until it commits.
+/// lease, on a table the project claims rows of: in this file, or in another one (a repository
+/// module's claim, the worker's completion elsewhere), linked through the table. Not when the
+/// same transaction claimed or row-locked (`FOR UPDATE`) the table first: the row stays the
+/// worker's until it commits.
 fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
     let schema = &project.schema;
     // the first claim of each table in the file
@@ -273,12 +275,22 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+    // else the project's first claim of the table, in whichever file it is
+    let elsewhere = |table: &str| {
+        let site = schema.claims.get(table)?;
+        let f = project.files.get(site.file)?;
+        Some((f, f.sql.statements.get(site.statement)?))
+    };
     let in_claiming_transaction = earlier_in_transaction(file);
     for st in &file.sql.statements {
         let Some(lt) = lock_table(st, schema) else {
             continue;
         };
-        let Some(claim) = claims.get(&lt.table) else {
+        let Some((claim_file, claim)) = claims
+            .get(&lt.table)
+            .map(|c| (file, *c))
+            .or_else(|| elsewhere(&lt.table))
+        else {
             continue;
         };
         if !unfenced_completion(st, &lt, schema)
@@ -306,7 +318,7 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             format!("add `AND {owner} = $n` with the worker's own id (or the attempt or lease token the claim wrote), and treat zero affected rows as a lost lease"),
         ));
         d.related.push(related(
-            file,
+            claim_file,
             claim.span,
             "the row is claimed here, with a lease that lapses",
         ));

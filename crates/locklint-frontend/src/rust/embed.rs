@@ -42,6 +42,21 @@ pub fn call_site(name: &str, full: &str, nargs: usize, sqlx_file: bool) -> Optio
     }
 }
 
+/// A path call of a project's database module named like sqlx's query functions
+/// (`utils::database::query(..)`, `db::query_as(..)`): it takes SQL text first when that text
+/// starts like SQL.
+pub fn database_wrapper(name: &str, full: &str) -> bool {
+    let segments: Vec<&str> = full.split("::").collect();
+    let modules = &segments[..segments.len().saturating_sub(1)];
+    let db_module = modules.iter().any(|seg| {
+        matches!(
+            seg.to_ascii_lowercase().as_str(),
+            "database" | "db" | "sql" | "pg" | "postgres" | "storage"
+        )
+    });
+    db_module && matches!(name, "query" | "query_as" | "query_scalar")
+}
+
 /// sqlx query macros: the argument holding the SQL.
 pub fn macro_site(name: &str, full: &str, sqlx_file: bool) -> Option<usize> {
     if !(full.contains("sqlx") || sqlx_file) {

@@ -232,4 +232,179 @@ mod tests {
             .collect();
         assert_eq!(next, ["$3", "$2"]);
     }
+
+    fn statements(sql: &str) -> Vec<locklint_ir::sql::Statement> {
+        let ir = crate::analyze(0, SourceFile::new("q.sql".into(), sql.to_string()));
+        assert!(ir.problems.is_empty(), "{:?}", ir.problems);
+        ir.sql.statements
+    }
+
+    #[test]
+    fn the_writes_of_with_queries_are_statements_of_their_own() {
+        use locklint_ir::sql::StatementKind;
+        let sql = "WITH gone AS (DELETE FROM jobs WHERE id = $1 RETURNING id, payload)\n\
+                   INSERT INTO failed_jobs (id, payload) SELECT id, payload FROM gone";
+        let st = statements(sql);
+        let kinds: Vec<_> = st.iter().map(|s| (s.kind, s.table.clone())).collect();
+        assert_eq!(
+            kinds,
+            [
+                (StatementKind::Insert, Some("failed_jobs".to_string())),
+                (StatementKind::Delete, Some("jobs".to_string())),
+            ]
+        );
+        // at its own place: the `DELETE` of the `WITH` query
+        assert_eq!(
+            &sql[st[1].start..st[1].end],
+            "DELETE FROM jobs WHERE id = $1 RETURNING id, payload"
+        );
+        // a write that reads another `WITH` query depends on it: left to the whole statement
+        let st = statements(
+            "WITH picked AS (SELECT id FROM jobs WHERE state = 'ready' FOR UPDATE SKIP LOCKED), \
+             taken AS (UPDATE jobs SET state = 'running' FROM picked WHERE jobs.id = picked.id RETURNING jobs.id) \
+             SELECT id FROM taken",
+        );
+        assert_eq!(st.len(), 1);
+        assert_eq!(st[0].kind, StatementKind::Select);
+    }
+
+    #[test]
+    fn weaker_row_locks_are_read_as_row_locks() {
+        let st = statements(
+            "UPDATE jobs SET state = 'running', locked_by = $1 WHERE id IN (\n\
+               SELECT id FROM jobs WHERE state = 'ready' ORDER BY run_at FOR NO KEY UPDATE SKIP LOCKED LIMIT $2)",
+        );
+        assert_eq!(st.len(), 1);
+        let st = statements("SELECT id FROM jobs WHERE id = $1 FOR KEY SHARE");
+        assert_eq!(
+            st[0].row_lock.as_ref().map(|r| r.tables.clone()),
+            Some(vec!["jobs".to_string()])
+        );
+    }
+
+    #[test]
+    fn named_arguments_are_no_columns() {
+        let st = statements(
+            "UPDATE jobs SET locked_by = NULL WHERE locked_at < now() - make_interval(secs => $1)",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        let right = &f.comparisons[0].right;
+        assert!(right.columns.is_empty(), "{:?}", right.columns);
+        assert!(right.clock && right.param);
+    }
+
+    #[test]
+    fn a_subquery_in_from_that_picks_the_row_guards_it() {
+        let st = statements(
+            "UPDATE image_jobs SET claimed_by = $1, hold_until = now() + interval '30 seconds' \
+             FROM (SELECT id FROM image_jobs WHERE hold_until IS NULL OR hold_until < now() LIMIT $2) AS job \
+             WHERE image_jobs.id = job.id",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        assert!(f.comparisons.iter().any(|c| c
+            .left
+            .bare
+            .as_ref()
+            .is_some_and(|b| b.name == "hold_until")
+            && c.right.clock));
+        // joined on another column: not the row it picked
+        let st = statements(
+            "UPDATE image_jobs SET claimed_by = $1 \
+             FROM (SELECT id FROM image_jobs WHERE hold_until < now()) AS job \
+             WHERE image_jobs.parent = job.id",
+        );
+        let f = st[0].filter.as_ref().unwrap();
+        assert_eq!(f.comparisons.len(), 1);
+    }
+
+    #[test]
+    fn a_merge_is_read_as_an_upsert() {
+        use locklint_ir::sql::{Conflict, StatementKind};
+        let st = statements(
+            "MERGE INTO job_locks AS l USING (VALUES ($1, $2)) AS s (name, owner) ON l.name = s.name \
+             WHEN MATCHED AND l.expires_at < now() THEN UPDATE SET owner = s.owner, expires_at = now() + interval '1 minute' \
+             WHEN NOT MATCHED THEN INSERT (name, owner, expires_at) VALUES (s.name, s.owner, now())",
+        );
+        let m = &st[0];
+        assert!(m.merge);
+        assert_eq!(
+            (m.kind, m.conflict),
+            (StatementKind::Insert, Conflict::DoUpdate)
+        );
+        assert_eq!(m.table.as_deref(), Some("job_locks"));
+        let owner = m.assignments.iter().find(|a| a.column == "owner").unwrap();
+        // the source's column is the proposed row, like `EXCLUDED.owner`
+        assert!(owner.value.bare.as_ref().is_some_and(|c| c.incoming));
+        assert_eq!(m.values.len(), 3);
+        let f = m.filter.as_ref().unwrap();
+        assert!(f.comparisons.iter().any(|c| c.right.clock));
+        // insert-only: does nothing to an existing row
+        let st = statements(
+            "MERGE INTO job_locks l USING (VALUES ($1)) s (name) ON l.name = s.name \
+             WHEN NOT MATCHED THEN INSERT (name, owner, expires_at) VALUES (s.name, '', now())",
+        );
+        assert_eq!(st[0].conflict, Conflict::Ignore);
+    }
+
+    #[test]
+    fn conditions_of_plpgsql_branches_are_reads_of_the_body() {
+        use locklint_ir::sql::StatementKind;
+        let st = statements(
+            "CREATE FUNCTION f(p TEXT) RETURNS BOOLEAN AS $$\n\
+             BEGIN\n\
+               IF EXISTS (SELECT 1 FROM gate_locks WHERE gate_id = p AND open_until > now()) THEN\n\
+                 RETURN FALSE;\n\
+               END IF;\n\
+               SELECT open_until, holder INTO v FROM gate_locks WHERE gate_id = p FOR UPDATE;\n\
+               UPDATE gate_locks SET open_until = now() WHERE gate_id = p;\n\
+               RETURN TRUE;\n\
+             END $$ LANGUAGE plpgsql",
+        );
+        let kinds: Vec<_> = st.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                StatementKind::Select,
+                StatementKind::Select,
+                StatementKind::Update
+            ]
+        );
+        assert_eq!(st[0].reads.as_deref(), Some("gate_locks"));
+        assert!(st[0]
+            .read_filter
+            .as_ref()
+            .is_some_and(|f| f.columns.iter().any(|c| c.name == "open_until")));
+        assert!(st[0].row_lock.is_none());
+        assert_eq!(st[1].selected, ["open_until", "holder"]);
+        assert!(st[1].row_lock.is_some());
+        assert!(st.iter().all(|s| s.body.is_some()));
+    }
+
+    #[test]
+    fn table_locks_that_serialise_their_callers() {
+        use locklint_ir::sql::StatementKind;
+        let tables = |sql: &str| -> Option<Vec<String>> {
+            let st = statements(sql);
+            st.iter()
+                .find(|s| s.kind == StatementKind::LockTable)
+                .and_then(|s| s.row_lock.as_ref().map(|r| r.tables.clone()))
+        };
+        assert_eq!(tables("LOCK TABLE locks"), Some(vec!["locks".to_string()]));
+        assert_eq!(
+            tables("LOCK TABLE ONLY app.locks, leases IN EXCLUSIVE MODE NOWAIT"),
+            Some(vec!["locks".to_string(), "leases".to_string()])
+        );
+        assert_eq!(
+            tables("LOCK locks IN ACCESS EXCLUSIVE MODE"),
+            Some(vec!["locks".to_string()])
+        );
+        assert_eq!(
+            tables("LOCK TABLES locks WRITE"),
+            Some(vec!["locks".to_string()])
+        );
+        // modes that let two callers in at once
+        assert_eq!(tables("LOCK TABLE locks IN ROW EXCLUSIVE MODE"), None);
+        assert_eq!(tables("LOCK TABLE locks IN SHARE MODE"), None);
+        assert_eq!(tables("LOCK TABLES locks READ"), None);
+    }
 }

@@ -47,6 +47,72 @@ impl Exprs<'_, '_> {
         }
     }
 
+    /// Add to an `UPDATE`'s filter the conditions of a subquery in its `FROM` that picks its
+    /// rows: `UPDATE jobs SET .. FROM (SELECT id FROM jobs WHERE hold_until < now() ..) AS
+    /// picked WHERE jobs.id = picked.id`.
+    pub(super) fn picked_in_from_guards(
+        &self,
+        st: &mut Statement,
+        from: Option<&ast::UpdateTableFromKind>,
+        selection: &Expr,
+    ) {
+        let Some(
+            ast::UpdateTableFromKind::AfterSet(tables)
+            | ast::UpdateTableFromKind::BeforeSet(tables),
+        ) = from
+        else {
+            return;
+        };
+        let (Some(table), Some(target)) = (st.table.clone(), st.names.first().cloned()) else {
+            return;
+        };
+        let (_, joined) = self.filter_of(selection);
+        let mut found: Vec<Guard> = Vec::new();
+        for t in tables.iter().filter(|t| t.joins.is_empty()) {
+            let ast::TableFactor::Derived {
+                subquery,
+                alias: Some(derived),
+                ..
+            } = &t.relation
+            else {
+                continue;
+            };
+            let derived = derived.name.value.to_lowercase();
+            let Some((select, inner_table, inner_alias)) = single_table(subquery) else {
+                continue;
+            };
+            let Some(column) = selected_column(select) else {
+                continue;
+            };
+            if inner_table != table {
+                continue;
+            }
+            // the write's row is the one the subquery picked: `<target>.c = <derived>.c`
+            let picked = joined.iter().any(|k| {
+                let (Some(l), Some(r)) = (&k.left.bare, &k.right.bare) else {
+                    return false;
+                };
+                let ours = |c: &Col| c.qualifier.as_deref() == Some(derived.as_str());
+                let theirs = |c: &Col| c.qualifier.is_some() && st.is_target(c);
+                l.name == column
+                    && r.name == column
+                    && ((ours(l) && theirs(r)) || (ours(r) && theirs(l)))
+            });
+            if let (true, Some(where_)) = (picked, select.selection.as_ref()) {
+                let (columns, comparisons) = self.filter_of(where_);
+                found.push((inner_alias, columns, comparisons));
+            }
+        }
+        let Some(filter) = st.filter.as_mut() else {
+            return;
+        };
+        for (alias, columns, comparisons) in found {
+            let (columns, comparisons) = renamed(columns, comparisons, &alias, &target);
+            filter.columns.extend(columns);
+            filter.comparisons.extend(comparisons);
+        }
+    }
+
     /// `EXISTS (SELECT .. FROM <table> a WHERE a.c = <target>.c AND ..)`: the subquery's alias
     /// and conditions.
     fn exists_guard(&self, st: &Statement, table: &str, subquery: &ast::Query) -> Option<Guard> {

@@ -220,7 +220,9 @@ impl Context<'_> {
         }
         let advisory_all = self.advisory(toks);
         let toks = if in_body {
-            self.strip_control(toks)
+            let rest = self.strip_control(toks);
+            self.condition_queries(&toks[..toks.len() - rest.len()]);
+            rest
         } else {
             toks
         };
@@ -249,6 +251,19 @@ impl Context<'_> {
             }
             return;
         }
+        if w0 == "lock" {
+            if let Some(tables) = self.table_lock(toks) {
+                let mut st = self.blank(toks, in_body);
+                st.kind = StatementKind::LockTable;
+                st.table = tables.first().cloned();
+                st.row_lock = Some(RowLock {
+                    tables,
+                    columns: Vec::new(),
+                });
+                self.statements.push(st);
+                return;
+            }
+        }
         if w0 == "perform" {
             let mut st = self.blank(toks, in_body);
             st.kind = StatementKind::Perform;
@@ -259,7 +274,7 @@ impl Context<'_> {
         }
         let dml = matches!(
             w0.as_str(),
-            "select" | "insert" | "update" | "delete" | "with" | "replace" | "values"
+            "select" | "insert" | "update" | "delete" | "with" | "replace" | "values" | "merge"
         );
         if in_body && !dml {
             self.push_other(toks, advisory, in_body);
@@ -275,6 +290,9 @@ impl Context<'_> {
                 st.call = call;
                 if self.facts(&mut st, &ast, toks, start) {
                     self.statements.push(st);
+                    if w0 == "with" {
+                        self.cte_writes(toks, in_body);
+                    }
                 } else {
                     self.refuse(
                         first,
@@ -297,6 +315,159 @@ impl Context<'_> {
                 }
             }
         }
+    }
+
+    /// The writes of a statement's `WITH` queries (`WITH dead AS (DELETE FROM jobs WHERE id =
+    /// $1 RETURNING *) INSERT INTO jobs_dead SELECT * FROM dead`), each analysed as a statement
+    /// of its own, at its own place. A write that names another `WITH` query (`.. FROM picked`)
+    /// depends on it and is left to the statement as a whole.
+    fn cte_writes(&mut self, toks: &[Token], in_body: bool) {
+        let depths = lex::depths(self.text, toks);
+        let mut names: Vec<String> = Vec::new();
+        let mut bodies: Vec<(usize, usize)> = Vec::new();
+        let mut i = 1;
+        if self.word(toks.get(i)) == "recursive" {
+            i += 1;
+        }
+        // `name [(columns)] AS [[NOT] MATERIALIZED] ( body )`, separated by commas
+        while i < toks.len() {
+            if toks[i].kind != Tk::Word {
+                return;
+            }
+            names.push(lex::ident(toks[i].text(self.text)));
+            i += 1;
+            if toks.get(i).is_some_and(|t| t.is_punct(self.text, "(")) {
+                while i < toks.len() && !(depths[i] == 0 && toks[i].is_punct(self.text, ")")) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            if self.word(toks.get(i)) != "as" {
+                return;
+            }
+            i += 1;
+            while matches!(self.word(toks.get(i)).as_str(), "not" | "materialized") {
+                i += 1;
+            }
+            if !toks.get(i).is_some_and(|t| t.is_punct(self.text, "(")) {
+                return;
+            }
+            let open = i;
+            i += 1;
+            while i < toks.len() && !(depths[i] == 0 && toks[i].is_punct(self.text, ")")) {
+                i += 1;
+            }
+            if i >= toks.len() {
+                return;
+            }
+            bodies.push((open + 1, i));
+            i += 1;
+            if !toks.get(i).is_some_and(|t| t.is_punct(self.text, ",")) {
+                break;
+            }
+            i += 1;
+        }
+        for (from, to) in bodies {
+            let body = &toks[from..to];
+            let writes = matches!(self.word(body.first()).as_str(), "delete" | "update");
+            let names_other = body
+                .iter()
+                .any(|t| t.kind == Tk::Word && names.contains(&lex::ident(t.text(self.text))));
+            if writes && !names_other {
+                self.statement(body, in_body);
+            }
+        }
+    }
+
+    /// The queries in the PL/pgSQL conditions before a statement (`IF EXISTS (SELECT .. FROM
+    /// locks WHERE name = $1 AND expires_at > now()) THEN`), each analysed as a `SELECT` of the
+    /// body. Their advisory-lock calls stay the condition's: they were counted with it.
+    fn condition_queries(&mut self, toks: &[Token]) {
+        let depths = lex::depths(self.text, toks);
+        let mut i = 0;
+        while i + 1 < toks.len() {
+            if toks[i].is_punct(self.text, "(") && self.word(toks.get(i + 1)) == "select" {
+                let depth = depths[i];
+                let end = (i + 1..toks.len())
+                    .find(|&j| depths[j] == depth && toks[j].is_punct(self.text, ")"));
+                if let Some(end) = end {
+                    let first = self.statements.len();
+                    self.statement(&toks[i + 1..end], true);
+                    for st in &mut self.statements[first..] {
+                        st.advisory.clear();
+                        st.call = None;
+                    }
+                    i = end;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// The tables of `LOCK [TABLE] [ONLY] a, b [IN <mode> MODE] [NOWAIT]` taken in a mode that
+    /// conflicts with itself, or of MySQL's `LOCK TABLES a WRITE`.
+    fn table_lock(&self, toks: &[Token]) -> Option<Vec<String>> {
+        let words: Vec<String> = toks
+            .iter()
+            .filter(|t| t.kind == Tk::Word)
+            .map(|t| t.text(self.text).to_ascii_lowercase())
+            .collect();
+        let mut tables = Vec::new();
+        let mut i = 1;
+        if matches!(words.get(i).map(String::as_str), Some("table" | "tables")) {
+            i += 1;
+        }
+        if words.get(i).map(String::as_str) == Some("only") {
+            i += 1;
+        }
+        // names up to `IN`, `WRITE`, `READ`, `NOWAIT` (a schema-qualified name is one table)
+        let mut at = toks.iter().position(|t| t.kind == Tk::Word)?;
+        let mut seen = 0;
+        for (n, t) in toks.iter().enumerate() {
+            if t.kind == Tk::Word {
+                if seen == i {
+                    at = n;
+                    break;
+                }
+                seen += 1;
+            }
+        }
+        let mut last: Option<String> = None;
+        for t in &toks[at..] {
+            let w = t.text(self.text).to_ascii_lowercase();
+            if t.kind == Tk::Word {
+                if matches!(
+                    w.as_str(),
+                    "in" | "write" | "read" | "nowait" | "as" | "low_priority"
+                ) {
+                    break;
+                }
+                last = Some(lex::ident(t.text(self.text)));
+            } else if t.is_punct(self.text, ",") {
+                tables.extend(last.take());
+            } else if !t.is_punct(self.text, ".") {
+                break;
+            }
+        }
+        tables.extend(last);
+        let rest = words.join(" ");
+        let serialises = if words.first().map(String::as_str) == Some("lock")
+            && words.get(1).map(String::as_str) == Some("tables")
+        {
+            rest.contains(" write")
+        } else {
+            match rest.split_once(" in ") {
+                None => true,
+                Some((_, mode)) => {
+                    let mode = mode.trim_end_matches(" nowait").trim_end_matches(" mode");
+                    matches!(
+                        mode,
+                        "share row exclusive" | "exclusive" | "access exclusive"
+                    )
+                }
+            }
+        };
+        (serialises && !tables.is_empty()).then_some(tables)
     }
 
     fn push_other(&mut self, toks: &[Token], advisory: Vec<Advisory>, in_body: bool) {
@@ -330,6 +501,9 @@ impl Context<'_> {
             table_def: None,
             placeholders: self.placeholders(toks),
             row_lock: None,
+            selected: Vec::new(),
+            merge: false,
+            read_filter: None,
             body: if in_body { self.body } else { None },
             routine: if in_body { self.routine.clone() } else { None },
             call: None,
@@ -682,6 +856,7 @@ impl Context<'_> {
                 if let Some(sel) = &up.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
+                    ex.picked_in_from_guards(st, up.from.as_ref(), sel);
                 }
             }
             ast::Statement::Delete(del) => {
@@ -731,15 +906,124 @@ impl Context<'_> {
                     if let ast::SetExpr::Select(sel) = body {
                         st.row_lock = row_lock(&ex, q, sel);
                         if let [from] = sel.from.as_slice() {
-                            if let (ast::TableFactor::Table { name, .. }, true) =
+                            if let (ast::TableFactor::Table { name, alias, .. }, true) =
                                 (&from.relation, from.joins.is_empty())
                             {
                                 st.reads = Some(object_name(name));
+                                st.names.push(object_name(name));
+                                if let Some(a) = alias {
+                                    st.names.push(a.name.value.to_lowercase());
+                                }
+                                st.selected = sel
+                                    .projection
+                                    .iter()
+                                    .filter_map(|p| match p {
+                                        ast::SelectItem::UnnamedExpr(e)
+                                        | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                                            ex.value(e).bare.map(|c| c.name)
+                                        }
+                                        // every column
+                                        _ => Some("*".to_string()),
+                                    })
+                                    .collect();
+                                if let Some(w) = &sel.selection {
+                                    st.read_filter = Some(ex.filter(toks, 0, w));
+                                }
                             }
                         }
                     }
                 }
             },
+            ast::Statement::Merge(m) => {
+                st.kind = StatementKind::Insert;
+                st.merge = true;
+                if let ast::TableFactor::Table { name, alias, .. } = &m.table {
+                    set_table(st, name);
+                    if let Some(a) = alias {
+                        st.names.push(a.name.value.to_lowercase());
+                    }
+                }
+                let source = match &m.source {
+                    ast::TableFactor::Table { name, alias, .. } => Some(
+                        alias
+                            .as_ref()
+                            .map_or_else(|| object_name(name), |a| a.name.value.to_lowercase()),
+                    ),
+                    ast::TableFactor::Derived { alias, .. } => {
+                        alias.as_ref().map(|a| a.name.value.to_lowercase())
+                    }
+                    _ => None,
+                };
+                let incoming = |cols: &mut Vec<Col>| {
+                    for c in cols.iter_mut() {
+                        if c.qualifier.is_some() && c.qualifier == source {
+                            c.incoming = true;
+                        }
+                    }
+                };
+                let incoming_op = |v: &mut Operand| {
+                    incoming(&mut v.columns);
+                    if let Some(b) = &mut v.bare {
+                        if b.qualifier.is_some() && b.qualifier == source {
+                            b.incoming = true;
+                        }
+                    }
+                };
+                for clause in &m.clauses {
+                    match (&clause.clause_kind, &clause.action) {
+                        (
+                            ast::MergeClauseKind::NotMatched
+                            | ast::MergeClauseKind::NotMatchedByTarget,
+                            ast::MergeAction::Insert(ins),
+                        ) => {
+                            if let ast::MergeInsertKind::Values(v) = &ins.kind {
+                                if let Some(row) = v.rows.first() {
+                                    for (c, e) in ins.columns.iter().zip(row.content.iter()) {
+                                        let mut value = ex.value(e);
+                                        incoming_op(&mut value);
+                                        st.values.push(Assign {
+                                            column: object_name(c),
+                                            value,
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                        (ast::MergeClauseKind::Matched, ast::MergeAction::Update(up))
+                            if st.conflict == Conflict::None =>
+                        {
+                            st.conflict = Conflict::DoUpdate;
+                            if let ast::MergeUpdateKind::Set(assigns) = &up.kind {
+                                for a in assigns {
+                                    for mut x in ex.assign(a) {
+                                        incoming_op(&mut x.value);
+                                        st.assignments.push(x);
+                                    }
+                                }
+                            }
+                            if let Some(p) = &clause.predicate {
+                                let (mut columns, mut comparisons) = ex.filter_of(p);
+                                incoming(&mut columns);
+                                for k in &mut comparisons {
+                                    incoming_op(&mut k.left);
+                                    incoming_op(&mut k.right);
+                                }
+                                let span = ex.span_of(p.span()).unwrap_or(st.span);
+                                st.filter = Some(Filter {
+                                    span,
+                                    columns,
+                                    comparisons,
+                                });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if st.conflict == Conflict::None && !st.values.is_empty() {
+                    // inserts only when the row is missing
+                    st.conflict = Conflict::Ignore;
+                }
+            }
             ast::Statement::CreateTable(ct) => {
                 st.kind = StatementKind::Ddl;
                 let mut def = TableDef {
@@ -1011,6 +1295,55 @@ fn paren_list(text: &str) -> Option<Vec<String>> {
 /// Parse one statement: PostgreSQL first, then MySQL and SQLite. The PostgreSQL error is
 /// returned when none accepts it.
 fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
+    let first = parse_as_is(sql);
+    match (&first, weaker_row_locks(sql)) {
+        (Err(_), Some(masked)) => parse_as_is(&masked).or(first),
+        _ => first,
+    }
+}
+
+/// The statement with PostgreSQL's weaker row locks (`FOR NO KEY UPDATE`, `FOR KEY SHARE`),
+/// which the parser does not know, read as the locks it knows (`FOR UPDATE`, `FOR SHARE`):
+/// the words in between are blanked, so every offset stays. `None` when there is none.
+fn weaker_row_locks(sql: &str) -> Option<String> {
+    let lower = sql.to_ascii_lowercase();
+    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = lower.as_bytes();
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if word_byte(bytes[i]) {
+            let start = i;
+            while i < bytes.len() && word_byte(bytes[i]) {
+                i += 1;
+            }
+            words.push((start, &lower[start..i]));
+        } else {
+            i += 1;
+        }
+    }
+    let mut out = sql.as_bytes().to_vec();
+    let mut changed = false;
+    for win in words.windows(4) {
+        let blank = match [win[0].1, win[1].1, win[2].1, win[3].1] {
+            ["for", "no", "key", "update"] => Some((win[1].0, win[2].0 + 3)),
+            ["for", "key", "share", _] => Some((win[1].0, win[1].0 + 3)),
+            _ => None,
+        };
+        if let Some((from, to)) = blank {
+            out[from..to].fill(b' ');
+            changed = true;
+        }
+    }
+    // `FOR KEY SHARE` at the very end has no fourth word after it
+    if let [.., (_, "for"), (k, "key"), (_, "share")] = words.as_slice() {
+        out[*k..*k + 3].fill(b' ');
+        changed = true;
+    }
+    changed.then(|| String::from_utf8(out).ok()).flatten()
+}
+
+fn parse_as_is(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     let dialects: [&dyn Dialect; 3] = [&PostgreSqlDialect {}, &MySqlDialect {}, &SQLiteDialect {}];
     let mut first_err = None;
     for d in dialects {
@@ -1174,12 +1507,29 @@ impl Exprs<'_, '_> {
         // parameter
         let mut incoming = Vec::new();
         let mut named = Vec::new();
+        // the names of named arguments (`make_interval(secs => $1)`) are no columns
+        let mut arg_names = Vec::new();
         let _ = ast::visit_expressions(e, |x| {
             if !self.spend(1) {
                 return ControlFlow::Break(());
             }
             if let Some(i) = at_param(x) {
                 named.push(i.span);
+            }
+            if let Expr::Function(ast::Function {
+                args: ast::FunctionArguments::List(list),
+                ..
+            }) = x
+            {
+                for a in &list.args {
+                    if let ast::FunctionArg::ExprNamed {
+                        name: Expr::Identifier(i),
+                        ..
+                    } = a
+                    {
+                        arg_names.push(i.span);
+                    }
+                }
             }
             if let Expr::Function(f) = x {
                 let into = if object_name(&f.name) == "values" {
@@ -1202,10 +1552,11 @@ impl Exprs<'_, '_> {
         });
         let _ = ast::visit_expressions(e, |x| {
             // each node once for the span below, once here, and the lists searched
-            if !self.spend(2 + named.len() + incoming.len()) {
+            if !self.spend(2 + named.len() + incoming.len() + arg_names.len()) {
                 return ControlFlow::Break(());
             }
             match x {
+                Expr::Identifier(i) if arg_names.contains(&i.span) => {}
                 Expr::Identifier(i) => {
                     let name = i.value.to_lowercase();
                     if is_named_param(i) || named.contains(&i.span) {

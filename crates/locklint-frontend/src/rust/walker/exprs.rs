@@ -354,6 +354,17 @@ impl FnWalker<'_> {
             if let Some(arg) = c.args.iter().nth(site.arg) {
                 self.embed_literal(arg, site.language, Origin::Library(site.origin));
             }
+        } else if let Some(arg) = c
+            .args
+            .first()
+            .filter(|a| embed::database_wrapper(&name, &full) && sql_literal(a))
+        {
+            // a project's own wrapper of sqlx's query builder (`utils::database::query("..")`)
+            self.embed_literal(
+                arg,
+                Language::Sql,
+                Origin::Library(locklint_ir::Library::Sqlx),
+            );
         }
         self.conn_drop(c, &name, &full);
         if matches!(name.as_str(), "Some" | "Ok" | "Err" | "Box" | "Arc" | "Rc")
@@ -551,5 +562,18 @@ impl FnWalker<'_> {
         for a in &m.args {
             self.expr(a, ResultUse::Used);
         }
+    }
+}
+
+/// A string literal whose text starts like a SQL statement.
+fn sql_literal(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => embed::looks_like_sql(&s.value()),
+        syn::Expr::Reference(r) => sql_literal(&r.expr),
+        syn::Expr::Paren(p) => sql_literal(&p.expr),
+        _ => false,
     }
 }
