@@ -845,14 +845,15 @@ fn build_trace_fixes(
     active: &[&&'static dyn crate::rules::Rule],
     merged: &mut [(Option<usize>, Diagnostic)],
 ) {
-    type Wanted = (&'static str, PathBuf, crate::source::Span, String);
+    // a finding by its rule, span, and a hash of its path and message: one key per finding
+    // without copies of its strings (a file of 30,000 findings held three sets of them)
+    type Wanted = (&'static str, crate::source::Span, u64);
     let key = |d: &Diagnostic| -> Wanted {
-        (
-            d.rule,
-            d.primary.file.path.clone(),
-            d.primary.span,
-            d.message.clone(),
-        )
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        d.primary.file.path.hash(&mut h);
+        d.message.hash(&mut h);
+        (d.rule, d.primary.span, h.finish())
     };
     let mut by_trace: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, (trace, d)) in merged.iter().enumerate() {
@@ -872,9 +873,8 @@ fn build_trace_fixes(
             let trace = &project.traces[*t];
             let rules: HashSet<&'static str> = kept.iter().map(|(_, w)| w.0).collect();
             // each wanted finding once: the first variant asked for takes it
-            let open = std::cell::RefCell::new(
-                kept.iter().map(|(_, w)| w.clone()).collect::<HashSet<_>>(),
-            );
+            let open =
+                std::cell::RefCell::new(kept.iter().map(|(_, w)| *w).collect::<HashSet<_>>());
             let wanted = |d: &Diagnostic| open.borrow_mut().remove(&key(d));
             let mut built: HashMap<Wanted, Option<Fix>> = HashMap::new();
             for r in active.iter().filter(|r| rules.contains(r.info().name)) {
