@@ -728,10 +728,19 @@ fn rule_step(
     step: impl FnOnce(&mut Vec<Diagnostic>),
 ) {
     let mut found = Vec::new();
-    match isolate::catch(|| step(&mut found)) {
+    let result = isolate::catch(|| step(&mut found));
+    forget_spans();
+    match result {
         Ok(()) => out.extend(found),
         Err(message) => out.push(crate::rules::problems::file_finding(file, &message)),
     }
+}
+
+/// After a rule step: the text of everything it parsed (fixes lay out their code with `syn`)
+/// stays in this thread's span table until it is cleared, and findings hold no syntax. A
+/// language server would otherwise grow with every analysis.
+fn forget_spans() {
+    proc_macro2::extra::invalidate_current_thread_spans();
 }
 
 fn enabled(name: &str, opts: &Options) -> bool {
@@ -886,6 +895,7 @@ fn build_trace_fixes(
                         built.entry(key(&d)).or_insert(fix);
                     }
                 });
+                forget_spans();
             }
             kept.iter()
                 .map(|(k, w)| (*k, built.get(w).cloned().flatten()))
@@ -894,5 +904,28 @@ fn build_trace_fixes(
         .collect();
     for (k, fix) in fixes {
         merged[k].1.fix = fix;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_step_leaves_no_parsed_text_on_its_thread() {
+        let file = crate::source::SourceFile::new(PathBuf::from("a.rs"), "fn f() {}".into());
+        let mut out = Vec::new();
+        // what a fix's layout does: parse code, keep only text
+        rule_step(&file, &mut out, |_| {
+            let parsed: syn::File = syn::parse_str("fn g() { let x = 1; }").unwrap();
+            assert!(!parsed.items.is_empty());
+        });
+        assert!(out.is_empty());
+        // the span table was cleared: a span parsed before the step no longer resolves
+        let before: proc_macro2::TokenStream = "a b".parse().unwrap();
+        let span = before.into_iter().next().unwrap().span();
+        rule_step(&file, &mut out, |_| {});
+        let resolved = std::panic::catch_unwind(|| span.start());
+        assert!(resolved.is_err());
     }
 }
