@@ -7,7 +7,8 @@
 //! themselves live outside the repository in `DIR/<owner>+<repo>/<commit>/<path>`. Each
 //! repository's cached files are analysed together (so helpers in sibling files resolve) with no
 //! configuration, like `--isolated`, and findings are matched to labels by path, line (±2) and
-//! rule. This is a development measurement, not a test.
+//! rule; a second recall counts a defect found on a later line of the statement its label
+//! starts (a statement of at most 15 lines). This is a development measurement, not a test.
 
 use locklint::diagnostic::Diagnostic;
 use locklint::engine::{self, ConfigSource, Options};
@@ -191,11 +192,63 @@ fn near(site: &Site, f: &Found) -> bool {
         && site.line.abs_diff(f.line) <= SLACK
 }
 
+/// How many lines a labelled statement may span and still take a finding anywhere in it.
+const STATEMENT_LINES: usize = 15;
+
+/// The line ranges of a file's statements (Rust statements; SQL statements of a SQL file and
+/// of string literals in Rust), first line to last.
+fn statement_lines(file: &Path) -> Vec<(usize, usize)> {
+    use syn::spanned::Spanned;
+    struct Stmts(Vec<(usize, usize)>);
+    impl<'ast> syn::visit::Visit<'ast> for Stmts {
+        fn visit_stmt(&mut self, s: &'ast syn::Stmt) {
+            let span = s.span();
+            self.0.push((span.start().line, span.end().line));
+            syn::visit::visit_stmt(self, s);
+        }
+    }
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if file.extension().is_some_and(|e| e == "rs") {
+        if let Ok(parsed) = syn::parse_file(&text) {
+            let mut v = Stmts(Vec::new());
+            syn::visit::Visit::visit_file(&mut v, &parsed);
+            out = v.0;
+        }
+        proc_macro2::extra::invalidate_current_thread_spans();
+    }
+    let source = locklint::source::SourceFile::new(file.to_path_buf(), text);
+    let ir = locklint::frontend::analyze(0, source.clone());
+    for st in &ir.sql.statements {
+        out.push((
+            source.line_col(st.span.start).line,
+            source.line_col(st.span.end).line,
+        ));
+    }
+    out
+}
+
+/// Whether a finding lies in the statement a defect site's line starts (a statement of at
+/// most [`STATEMENT_LINES`] lines): the label names the statement, the finding may sit on the
+/// comparison or assignment inside it.
+fn in_statement(site: &Site, f: &Found, statements: &[(usize, usize)]) -> bool {
+    site.repo == f.file.repo
+        && site.commit == f.file.commit
+        && site.path == f.file.path
+        && statements.iter().any(|&(first, last)| {
+            first == site.line && last - first < STATEMENT_LINES && (first..=last).contains(&f.line)
+        })
+}
+
 /// Per class: labelled defects and how many were found; silent sites and how many were flagged.
 #[derive(Default)]
 struct Tally {
     expected: usize,
     found: usize,
+    /// Found in the labelled statement, not within the line slack of its first line.
+    in_statement: usize,
     silent: usize,
     flagged: usize,
 }
@@ -225,13 +278,12 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
         }
         let t = tally.entry(class_order(&s.class)).or_default();
         let mut hit = false;
+        let rule_matches = |f: &Found| match &s.rule {
+            Some(rule) => rule == f.rule,
+            None => f.rule != "parse-error",
+        };
         for (i, f) in found.iter().enumerate() {
-            let matches = near(s, f)
-                && match &s.rule {
-                    Some(rule) => rule == f.rule,
-                    None => f.rule != "parse-error",
-                };
-            if matches {
+            if near(s, f) && rule_matches(f) {
                 hit = true;
                 used[i] = true;
             }
@@ -242,7 +294,25 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
                 if hit {
                     t.found += 1;
                 } else {
-                    misses.push(s);
+                    let file = repo_dir(
+                        cache,
+                        &FileKey {
+                            repo: s.repo.clone(),
+                            commit: s.commit.clone(),
+                            path: s.path.clone(),
+                        },
+                    )
+                    .join(&s.path);
+                    let statements = statement_lines(&file);
+                    let mut inside = false;
+                    for (i, f) in found.iter().enumerate() {
+                        if in_statement(s, f, &statements) && rule_matches(f) {
+                            inside = true;
+                            used[i] = true;
+                        }
+                    }
+                    t.in_statement += usize::from(inside);
+                    misses.push((s, inside));
                 }
             }
             None => {
@@ -280,6 +350,7 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
         );
         total.expected += t.expected;
         total.found += t.found;
+        total.in_statement += t.in_statement;
         total.silent += t.silent;
         total.flagged += t.flagged;
     }
@@ -301,13 +372,25 @@ fn score(set: &str, cache: &Path, files: &BTreeSet<FileKey>, sites: &[Site]) {
         ratio(total.flagged, total.silent)
     );
     println!(
+        "counted within the labelled statement (a finding on a later line of a statement of at \
+         most {STATEMENT_LINES} lines): recall {} ({}/{})",
+        ratio(total.found + total.in_statement, total.expected),
+        total.found + total.in_statement,
+        total.expected
+    );
+    println!(
         "unexpected findings elsewhere in labelled files: {}; parse errors: {parse_errors}",
         unexpected.len()
     );
-    for s in misses {
+    for (s, inside) in misses {
         let rule = s.rule.as_deref().unwrap_or("none");
+        let inside = if inside {
+            " (found in the statement)"
+        } else {
+            ""
+        };
         println!(
-            "miss  [{}] {} {}:{} {rule}: {}",
+            "miss{inside}  [{}] {} {}:{} {rule}: {}",
             s.class, s.repo, s.path, s.line, s.reason
         );
     }
