@@ -69,29 +69,67 @@ pub struct Trace<'a> {
     pub root: &'a Function,
     pub file: FileRef,
     pub ops: Vec<TraceOp<'a>>,
-    /// Indexes into `ops` per key identity, in order.
-    pub(crate) by_key: HashMap<KeyIdentity, Vec<usize>>,
-    /// Indexes into `ops` per operation node, in order (a helper's operation appears once
-    /// per call).
-    pub(crate) by_node: HashMap<NodeId, Vec<usize>>,
+    /// The operations on each key identity, in order.
+    by_key: Groups,
+    /// The operations of each operation node, in order (a helper's operation appears once per
+    /// call).
+    by_node: Groups,
+    /// Each operation node's group in `by_node`.
+    nodes: HashMap<NodeId, u32>,
+}
+
+/// Indexes into a trace's operations, grouped: each operation's group, and each group's
+/// members in order (no copy of what they are grouped by is kept).
+#[derive(Debug, Default)]
+struct Groups {
+    /// Per operation, its group (`u32::MAX`: none).
+    of: Vec<u32>,
+    /// Per group, the operations in it.
+    members: Vec<Vec<usize>>,
+}
+
+impl Groups {
+    /// The operations grouped by their keys (none for `None`), and each key's group.
+    fn new<K: std::hash::Hash + Eq>(
+        keys: impl Iterator<Item = Option<K>>,
+    ) -> (Groups, HashMap<K, u32>) {
+        let mut ids: HashMap<K, u32> = HashMap::new();
+        let mut g = Groups::default();
+        for (i, k) in keys.enumerate() {
+            let group = k.map(|k| {
+                let next = g.members.len() as u32;
+                let id = *ids.entry(k).or_insert(next);
+                if id == next {
+                    g.members.push(Vec::new());
+                }
+                g.members[id as usize].push(i);
+                id
+            });
+            g.of.push(group.unwrap_or(u32::MAX));
+        }
+        (g, ids)
+    }
+
+    /// The members of operation `index`'s group.
+    fn of(&self, index: usize) -> &[usize] {
+        self.of
+            .get(index)
+            .and_then(|&g| self.members.get(g as usize))
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 impl<'a> Trace<'a> {
     pub fn new(root: &'a Function, file: FileRef, ops: Vec<TraceOp<'a>>) -> Self {
-        let mut by_key: HashMap<KeyIdentity, Vec<usize>> = HashMap::new();
-        let mut by_node: HashMap<NodeId, Vec<usize>> = HashMap::new();
-        for (i, o) in ops.iter().enumerate() {
-            if let Some(id) = &o.identity {
-                by_key.entry(id.clone()).or_default().push(i);
-            }
-            by_node.entry(o.op.id).or_default().push(i);
-        }
+        let (by_key, _) = Groups::new(ops.iter().map(|o| o.identity.as_ref()));
+        let (by_node, nodes) = Groups::new(ops.iter().map(|o| Some(o.op.id)));
         Trace {
             root,
             file,
             ops,
             by_key,
             by_node,
+            nodes,
         }
     }
 
@@ -101,11 +139,7 @@ impl<'a> Trace<'a> {
 
     /// Indexes of the operations on the same key as `ops[index]` (itself included).
     pub(crate) fn on_key(&self, index: usize) -> &[usize] {
-        self.ops[index]
-            .identity
-            .as_ref()
-            .and_then(|id| self.by_key.get(id))
-            .map_or(&[], Vec::as_slice)
+        self.by_key.of(index)
     }
 
     /// Operations before `index` on the same key, in order.
@@ -127,7 +161,10 @@ impl<'a> Trace<'a> {
 
     /// Indexes of the trace's operations made by this node.
     pub fn indexes_of(&self, node: NodeId) -> &[usize] {
-        self.by_node.get(&node).map_or(&[], Vec::as_slice)
+        self.nodes
+            .get(&node)
+            .and_then(|&g| self.by_node.members.get(g as usize))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
