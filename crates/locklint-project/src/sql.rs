@@ -309,6 +309,21 @@ pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
     })
 }
 
+/// The condition compares one of these columns of the target table with something
+/// (`expires_at < now()`, `lease_until = $2`): unlike a bare test of it (`expires_at IS NOT
+/// NULL`, which any holder's row passes), a comparison can tell an expired row or the caller's
+/// own from another holder's.
+pub fn filter_compares(st: &Statement, cols: &[&str]) -> bool {
+    let on = |o: &locklint_ir::sql::Operand| {
+        o.columns
+            .iter()
+            .any(|c| st.is_target(c) && cols.contains(&c.name.as_str()))
+    };
+    st.filter
+        .as_ref()
+        .is_some_and(|f| f.comparisons.iter().any(|c| on(&c.left) || on(&c.right)))
+}
+
 /// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that
 /// issues tokens, not a write protected by one.
 pub fn issues_fences(st: &Statement, fence: &str) -> bool {
