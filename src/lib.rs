@@ -16,6 +16,7 @@ pub mod discover;
 pub mod engine;
 pub mod fingerprint;
 pub mod fix;
+pub mod index;
 pub mod lsp;
 pub mod output;
 pub mod packages;
