@@ -82,7 +82,7 @@ struct InProcess {
 }
 
 impl InProcess {
-    fn start(analyser: locklint::lsp::analysis::Analyser) -> InProcess {
+    fn start(analyser: Box<dyn locklint::lsp::analysis::Analyser>) -> InProcess {
         let (to_server, server_input) = pipe();
         let (server_output, from_server) = pipe();
         let server = std::thread::Builder::new()
@@ -765,21 +765,25 @@ const EXPLODE: &str = "// explode here";
 
 /// The language server's own analysis, except that it panics on a document holding
 /// [`EXPLODE`] (a defect the analysis could have).
-fn explodes_on_marker(
-    path: &std::path::Path,
-    text: &str,
-    root: Option<&std::path::Path>,
-    others: &locklint::lsp::analysis::Others,
-) -> locklint::lsp::analysis::Outcome {
-    if text.contains(EXPLODE) {
-        panic!("a defect met in {}", path.display());
-    }
-    locklint::lsp::analysis::analyse(path, text, root, others)
+fn explodes_on_marker() -> Box<dyn locklint::lsp::analysis::Analyser> {
+    use locklint::lsp::analysis::Analyser;
+    let mut own = locklint::lsp::analysis::Indexed::default();
+    Box::new(
+        move |path: &std::path::Path,
+              text: &str,
+              root: Option<&std::path::Path>,
+              others: &locklint::lsp::analysis::Others| {
+            if text.contains(EXPLODE) {
+                panic!("a defect met in {}", path.display());
+            }
+            own.analyse(path, text, root, others)
+        },
+    )
 }
 
 #[test]
 fn a_panic_in_one_documents_analysis_is_published_and_logged_and_the_server_goes_on() {
-    let mut server = InProcess::start(explodes_on_marker);
+    let mut server = InProcess::start(explodes_on_marker());
     let c = &mut server.client;
     c.open("untitled:broken", "rust", &format!("{EXPLODE}\n{CODE}"));
     // the log line comes before the diagnostics

@@ -354,7 +354,7 @@ fn lsp_diagnostics(root: &Path, file: &str, workspace: bool) -> Vec<Value> {
         Box::new(out.clone()),
         locklint::lsp::Config {
             debounce: std::time::Duration::ZERO,
-            analyser: locklint::lsp::analysis::analyse,
+            analyser: Box::new(locklint::lsp::analysis::Indexed::default()),
         },
     );
     assert_eq!(code, 0);

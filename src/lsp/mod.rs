@@ -29,14 +29,17 @@ pub use server::{run, Config};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// How long a document must stay unchanged before it is analysed again.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// How long a document must stay unchanged before it is analysed again: not at all. The
+/// server takes in every message that has arrived before it starts an analysis, and runs one
+/// at a time, so a burst of edits is analysed once, at its last version, and an edit with
+/// nothing behind it at once.
+pub const DEBOUNCE: Duration = Duration::ZERO;
 
 /// Serve LSP over stdin/stdout until the client exits or closes the connection.
 pub fn serve() -> ExitCode {
     let config = Config {
         debounce: DEBOUNCE,
-        analyser: analysis::analyse,
+        analyser: Box::new(analysis::Indexed::default()),
     };
     let code = run(
         std::io::BufReader::new(std::io::stdin()),
