@@ -335,7 +335,10 @@ impl Held {
             let (mut report, irs, packages, _) = engine::analyze_paths(files, opts, false, &memory);
             let project = locks::analyze_in(&irs, &self.settings.project(), &packages);
             report.findings = engine::findings_of(&project, opts);
-            engine::keep_selected(&mut report, irs.len());
+            let files = irs.len();
+            drop(project);
+            self.memo.give_back(irs);
+            engine::keep_selected(&mut report, files);
             engine::tell(&mut report, told, &self.settings);
             engine::finish(&mut report, opts, &self.resolver);
             report
@@ -343,7 +346,68 @@ impl Held {
     }
 }
 
+/// Whether a file's intermediate form changes with the project's other files after the
+/// front-ends (a write through an ORM entity, whose table another file may declare:
+/// `locks::resolve_entity_tables`); such a form is kept as the front-ends gave it.
+fn resolved(ir: &FileIr) -> bool {
+    ir.embedded.iter().any(|e| {
+        matches!(
+            e.origin,
+            crate::ir::Origin::Orm {
+                entity: Some(_),
+                ..
+            }
+        )
+    })
+}
+
 impl Memo {
+    /// The front-ends' result for `f`'s text, if it is kept: lent to the analysis (given back
+    /// by [`Memo::give_back`]), or a copy when the analysis changes it (see [`resolved`]). A
+    /// result for another text is dropped.
+    fn take(&self, f: &FileRef) -> Option<FileIr> {
+        let mut parsed = self.parsed.lock().ok()?;
+        let ir = parsed.remove(&f.path)?;
+        if ir.file.text != f.text {
+            return None;
+        }
+        if resolved(&ir) {
+            let copy = ir.clone();
+            parsed.insert(f.path.clone(), ir);
+            return Some(copy);
+        }
+        Some(ir)
+    }
+
+    /// Keeps a file's intermediate form.
+    fn keep(&self, ir: FileIr) {
+        if let Ok(mut parsed) = self.parsed.lock() {
+            parsed.insert(ir.file.path.clone(), ir);
+        }
+    }
+
+    /// Takes back the files an analysis parsed or was lent (those not kept already).
+    fn give_back(&self, irs: Vec<FileIr>) {
+        let Ok(mut parsed) = self.parsed.lock() else {
+            return;
+        };
+        for ir in irs {
+            // a file that was not parsed holds no text
+            if !ir.file.text.is_empty() && !parsed.contains_key(&ir.file.path) {
+                parsed.insert(ir.file.path.clone(), ir);
+            }
+        }
+    }
+
+    /// The source of the file at `path` with `text`, as kept.
+    fn source(&self, path: &Path, text: &str) -> Option<FileRef> {
+        let parsed = self.parsed.lock().ok()?;
+        parsed
+            .get(path)
+            .filter(|ir| ir.file.text == text)
+            .map(|ir| ir.file.clone())
+    }
+
     /// The file holds another text.
     fn changed(&mut self, path: &Path) {
         if let Ok(m) = self.mentions.get_mut() {
@@ -373,12 +437,7 @@ impl parsing::Source for Memory<'_> {
     }
 
     fn parse(&self, i: usize, f: FileRef) -> (FileIr, bool) {
-        let memo = &self.held.memo.parsed;
-        if let Some(mut ir) = memo
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&f.path).filter(|ir| ir.file.text == f.text).cloned())
-        {
+        if let Some(mut ir) = self.held.memo.take(&f) {
             ir.file = f;
             ir.place_at(i);
             return (ir, false);
@@ -389,10 +448,17 @@ impl parsing::Source for Memory<'_> {
             Some(cache) if !edited => engine::analyze_cached(cache, i, f.clone()),
             _ => (engine::analyze_file(i, f.clone()), false),
         };
-        if let Ok(mut m) = memo.lock() {
-            m.insert(f.path.clone(), ir.clone());
+        if resolved(&ir) {
+            self.held.memo.keep(ir.clone());
         }
         (ir, rebuilt)
+    }
+
+    fn with_text(&self, f: &FileRef, text: Cow<str>) -> FileRef {
+        self.held
+            .memo
+            .source(&f.path, &text)
+            .unwrap_or_else(|| crate::source::SourceFile::new(f.path.clone(), text.into_owned()))
     }
 
     fn mentioning(

@@ -33,6 +33,11 @@ pub(crate) trait Source: Sync {
     /// did not read back.
     fn parse(&self, i: usize, f: FileRef) -> (FileIr, bool);
 
+    /// The source of a file loaded without its text, with `text`.
+    fn with_text(&self, f: &FileRef, text: Cow<str>) -> FileRef {
+        SourceFile::new(f.path.clone(), text.into_owned())
+    }
+
     /// Per file of `candidates` (indexes into `files`), whether its text spells each name of
     /// `needed` as it must appear (pattern `2k`) and the type it must be a function of
     /// (pattern `2k + 1`), as [`mentions_of`] finds them.
@@ -109,10 +114,10 @@ pub(crate) fn parse_needed(
             .filter(|&&i| sources[i].text.is_empty())
             .map(|&i| {
                 let text = match &aside[i] {
-                    Some(t) => Some(t.to_string()),
-                    None => source.text(&sources[i]).map(Cow::into_owned),
+                    Some(t) => Some(Cow::Borrowed(&**t)),
+                    None => source.text(&sources[i]),
                 };
-                (i, text.map(|t| SourceFile::new(sources[i].path.clone(), t)))
+                (i, text.map(|t| source.with_text(&sources[i], t)))
             })
             .collect();
         for (i, f) in reread {
