@@ -151,16 +151,18 @@ impl Index {
             .into_iter()
             .filter(|p| crate::frontend::is_supported(p))
             .collect();
+        let mut listed = HashSet::new();
         if changed
             .iter()
             .any(|p| held.by_path.contains_key(p) != p.is_file())
         {
             let root = self.opts.project_root.as_deref();
-            self.reads += held.list_again(root, &self.pool, self.opts.parse_all);
+            listed = held.list_again(root, &self.pool, self.opts.parse_all);
+            self.reads += listed.len();
         }
         for p in changed {
             if let Some(&i) = held.by_path.get(&p) {
-                if !held.edited.contains(&p) {
+                if !held.edited.contains(&p) && !listed.contains(&p) {
                     held.files[i] = held.read(i, self.opts.parse_all);
                     self.reads += 1;
                 }
@@ -243,14 +245,14 @@ impl Held {
         self.files = files;
     }
 
-    /// Lists the project's files again: those held are kept as they are, the others read;
-    /// how many were read.
+    /// Lists the project's files again: those held are kept as they are, the others read (and
+    /// returned).
     fn list_again(
         &mut self,
         root: Option<&Path>,
         pool: &rayon::ThreadPool,
         parse_all: bool,
-    ) -> usize {
+    ) -> HashSet<PathBuf> {
         let walked = root
             .map(|root| engine::walk_project(root, &self.prune, &self.resolver))
             .unwrap_or_default();
@@ -279,7 +281,7 @@ impl Held {
             })
             .unzip();
         self.hold(walked, files, root);
-        new.len()
+        new.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Walked file `i` read from the disk.
