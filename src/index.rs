@@ -1,12 +1,13 @@
 //! A project held in memory, for analyses that follow each other (the language server): every
 //! file's text as last read or as the editor holds it, the front-ends' result per file (kept
-//! while the file's text stays the same), which files spell each name the rounds of
-//! [`crate::parsing`] asked for, the Cargo packages and the configuration. An analysis reads
-//! nothing from the disk: a file is read again only when [`Index::files_changed`] says it
-//! changed (or its editor's text goes away); a configuration or manifest that changed, or a
-//! file created or deleted, has the project found again. Each analysis then runs the
-//! front-ends on the files whose text changed and the project-wide steps (facts, rules) over
-//! the whole project, as [`engine::run`] does, so the findings are the command line's.
+//! while the file's text stays the same), which files spell each name the parser's rounds
+//! (`parsing`) asked for, the Cargo packages and the configuration. An analysis reads nothing
+//! from the disk: a file is read again only when [`Index::files_changed`] says it changed (or
+//! its editor's text goes away); a file created or deleted has the project's files listed
+//! again (the new ones read), a configuration or manifest that changed has the project read
+//! anew. Each analysis then runs the front-ends on the files whose text changed and the
+//! project-wide steps (the rounds, facts, rules) over the whole project, with the engine's own
+//! stages, so the findings are those of [`engine::run`] on the same texts.
 
 use crate::answer::FileState;
 use crate::cache::Cache;
