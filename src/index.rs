@@ -56,6 +56,9 @@ struct Held {
     /// The walked files whose text is the editor's.
     edited: HashSet<PathBuf>,
     memo: Memo,
+    /// The configuration's notes told so far (each is told once: the configuration is
+    /// read once).
+    told: Mutex<HashSet<(String, String)>>,
 }
 
 /// What analyses found and the next can use, by file.
@@ -193,6 +196,7 @@ impl Index {
             packages: locks::Packages::default(),
             edited: HashSet::new(),
             memo: Memo::default(),
+            told: Mutex::default(),
         };
         held.hold(walked, files, self.opts.project_root.as_deref());
         Ok(held)
@@ -323,10 +327,14 @@ impl Held {
 
     /// One analysis of `opts`' selection over the files held.
     fn analyse(&self, opts: &Options, pool: &rayon::ThreadPool) -> Report {
-        let (kept, told) = match engine::select(opts, &self.resolver, &self.prune) {
+        let (kept, mut told) = match engine::select(opts, &self.resolver, &self.prune) {
             Ok(s) => s,
             Err(report) => return *report,
         };
+        if let Ok(mut seen) = self.told.lock() {
+            told.config_notes
+                .retain(|n| seen.insert((n.path.clone(), n.message.clone())));
+        }
         let (files, _) = engine::project_files(opts, kept, &|| self.walked.clone());
         pool.install(|| {
             let memory = Memory {
