@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// Stack of the analysis thread: deep but legal input must not overflow it.
 const STACK_BYTES: usize = 512 * 1024 * 1024;
 
+/// How long the documents an edit may affect wait after the last edit of another document.
+pub const AFFECTED_PAUSE: Duration = Duration::from_millis(200);
+
 /// What wakes the message loop.
 pub enum Event {
     /// A frame read from the client.
@@ -147,6 +150,21 @@ impl Scheduler {
             .insert(uri.to_string(), Instant::now() + self.debounce);
     }
 
+    /// Another document of its project was edited, which the document's findings may rest on:
+    /// analyse it once the edits pause ([`AFFECTED_PAUSE`] after the last one), so that the
+    /// document being edited is analysed first; a document due already stays due.
+    pub fn affected(&mut self, uri: &str) {
+        let now = Instant::now();
+        let at = now + self.debounce + AFFECTED_PAUSE;
+        match self.due.get_mut(uri) {
+            Some(due) if *due <= now => {}
+            Some(due) => *due = (*due).max(at),
+            None => {
+                self.due.insert(uri.to_string(), at);
+            }
+        }
+    }
+
     /// Analyse the document as soon as the worker is free (opened, saved, or a request waits).
     pub fn now(&mut self, uri: &str) {
         self.due.insert(uri.to_string(), Instant::now());
@@ -227,5 +245,23 @@ mod tests {
         s.finished();
         assert_eq!(s.take_due(), None);
         assert_eq!(s.wait(), None);
+    }
+
+    #[test]
+    fn a_document_another_edit_affects_waits_for_the_edits_to_pause() {
+        let mut s = Scheduler::new(Duration::from_secs(3600));
+        s.now("edited");
+        s.affected("caller");
+        assert_eq!(s.take_due().as_deref(), Some("edited"), "the edit first");
+        s.finished();
+        assert_eq!(s.take_due(), None, "the caller waits");
+        assert!(s.wait().unwrap() > Duration::from_secs(3600));
+        // another edit pushes it back; a document due for its own change stays due
+        s.now("own");
+        s.affected("own");
+        s.affected("caller");
+        assert_eq!(s.take_due().as_deref(), Some("own"));
+        s.finished();
+        assert_eq!(s.take_due(), None);
     }
 }

@@ -368,8 +368,9 @@ impl Server {
             .collect()
     }
 
-    /// Analyse again, once changes pause, the open documents of `root`'s project other than
-    /// `except`: what changed may be a fact their findings rest on.
+    /// Analyse again the open documents of `root`'s project other than `except`: what changed
+    /// may be a fact their findings rest on. After an edit of `except`, once the edits pause;
+    /// after files changed on disk, at once.
     fn others_changed(&mut self, root: Option<&std::path::Path>, except: Option<&str>) {
         let due: Vec<String> = self
             .docs
@@ -379,7 +380,11 @@ impl Server {
             .map(|o| o.uri.clone())
             .collect();
         for uri in due {
-            self.scheduler.changed(&uri);
+            if except.is_some() {
+                self.scheduler.affected(&uri);
+            } else {
+                self.scheduler.changed(&uri);
+            }
         }
     }
 
