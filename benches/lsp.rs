@@ -5,7 +5,8 @@
 //! the one before arrived. Prints, per project: its files and lines, the time from opening
 //! the document to its first diagnostics (with an empty analysis cache, then with the cache
 //! the first run wrote), the time from each `didChange` to the diagnostics of its version
-//! (median, 90th percentile, max), and the server's peak RSS (`VmHWM`).
+//! (median, 90th percentile, max), the server's peak RSS (`VmHWM`) and the load average (the
+//! figures are wall times: on a shared machine, other work stretches them).
 //!
 //! The large project is the corpus of `benches/analyze.rs` (vendored into
 //! `target/bench-corpus` on first use; `LOCKLINT_BENCH_CORPUS=/some/dir` for another tree),
@@ -252,6 +253,15 @@ fn report(name: &str, root: &Path, edits: usize) {
     println!(
         "  peak RSS of the server:       {:.0} MiB",
         rss as f64 / 1024.0
+    );
+    println!(
+        "  load average:                 {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
 }
 
