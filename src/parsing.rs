@@ -74,7 +74,7 @@ pub(crate) fn scan(
 
 /// A file to parse if it matters: its source (without its text when the prefilter left it
 /// out), whether it is wanted from the start, and its text kept aside if it was left out.
-pub(crate) type Loaded = (FileRef, bool, Option<Arc<str>>);
+pub(crate) type ToParse = (FileRef, bool, Option<Arc<str>>);
 
 /// Parse the files of `sources` that can matter, through `source`: those loaded with their
 /// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
@@ -82,7 +82,7 @@ pub(crate) type Loaded = (FileRef, bool, Option<Arc<str>>);
 /// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
 /// reads it), and per file whether its stored entry did not read back.
 pub(crate) fn parse_needed(
-    sources: Vec<Loaded>,
+    sources: Vec<ToParse>,
     packages: &locks::Packages,
     opts: &Options,
     source: &dyn Source,
