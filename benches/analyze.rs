@@ -17,31 +17,14 @@
 //! `cargo bench --bench analyze` vendors the corpus into `target/bench-corpus` on first use
 //! (`cargo vendor`, needs crates.io); set `LOCKLINT_BENCH_CORPUS=/some/dir` to analyse another tree.
 
+#[path = "support/corpus.rs"]
+mod corpus;
+
+use corpus::corpus;
 use locklint::engine::{self, Options};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-
-fn corpus() -> PathBuf {
-    if let Some(dir) = std::env::var_os("LOCKLINT_BENCH_CORPUS") {
-        return PathBuf::from(dir);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-corpus");
-    if !dir.join(".done").exists() {
-        eprintln!("vendoring the benchmark corpus into {} ...", dir.display());
-        let status = Command::new(env!("CARGO"))
-            .args(["vendor", "--locked", "--versioned-dirs", "--manifest-path"])
-            .arg(root.join("benches/corpus/Cargo.toml"))
-            .arg(&dir)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("run cargo vendor");
-        assert!(status.success(), "cargo vendor failed");
-        std::fs::write(dir.join(".done"), "").unwrap();
-    }
-    dir
-}
 
 /// Every `.rs` file of the corpus, as the engine's walk finds them.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

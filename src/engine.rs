@@ -112,36 +112,46 @@ pub struct Report {
     pub project_files: usize,
 }
 
-enum Loaded {
+/// A file of the project as loaded.
+#[derive(Clone)]
+pub(crate) enum Loaded {
     File(crate::source::FileRef),
     /// A file the prefilter leaves out: kept without its text (its lines counted), which is
-    /// read again only if another file needs a name from it.
-    Unread(crate::source::FileRef, usize),
+    /// read again only if another file needs a name from it; a project held in memory keeps
+    /// the text aside (`Some`) so that nothing is read again.
+    Unread(crate::source::FileRef, usize, Option<Arc<str>>),
     Skipped(Note),
     Failed(PathError),
 }
 
 /// Read one file; `parse_all` keeps the text of every file, else only of those that
-/// [`crate::parsing::needs_parse`] admits. With `record`, also how the file was found, for the
-/// project's stored answer (`None` for a file that could not be read or is not on disk).
-fn load(
+/// [`crate::parsing::needs_parse`] admits (`keep`: the others' text is kept aside). With
+/// `record`, also how the file was found, for the project's stored answer (`None` for a file
+/// that could not be read or is not on disk).
+pub(crate) fn load(
     path: PathBuf,
     overlay: Option<&std::collections::HashMap<PathBuf, String>>,
     parse_all: bool,
     record: bool,
+    keep: bool,
 ) -> (Loaded, Option<FileState>) {
-    let kept = |path: PathBuf, text: String| {
-        if parse_all || crate::parsing::needs_parse(&path, &text) {
-            Loaded::File(SourceFile::new(path, text))
-        } else {
-            let lines = text.matches('\n').count() + 1;
-            Loaded::Unread(SourceFile::new(path, String::new()), lines)
-        }
-    };
     if let Some(text) = overlay.and_then(|o| o.get(&path)) {
-        return (kept(path, text.clone()), None);
+        return (loaded_text(path, text.clone(), parse_all, keep), None);
     }
-    read(path, record, kept)
+    read(path, record, |path, text| {
+        loaded_text(path, text, parse_all, keep)
+    })
+}
+
+/// A file read as `text` (see [`load`]).
+pub(crate) fn loaded_text(path: PathBuf, text: String, parse_all: bool, keep: bool) -> Loaded {
+    if parse_all || crate::parsing::needs_parse(&path, &text) {
+        Loaded::File(SourceFile::new(path, text))
+    } else {
+        let lines = text.matches('\n').count() + 1;
+        let aside = keep.then(|| Arc::from(text));
+        Loaded::Unread(SourceFile::new(path, String::new()), lines, aside)
+    }
 }
 
 /// [`load`] from the disk.
@@ -155,7 +165,7 @@ fn read(
             Loaded::File(f) => Kind::Analysed {
                 lines: f.lines.line_count(),
             },
-            Loaded::Unread(_, lines) => Kind::Analysed { lines: *lines },
+            Loaded::Unread(_, lines, _) => Kind::Analysed { lines: *lines },
             Loaded::Skipped(n) => Kind::Skipped(n.message.clone()),
             Loaded::Failed(_) => return None,
         };
@@ -219,7 +229,8 @@ fn read(
     (l, s)
 }
 
-fn pool() -> rayon::ThreadPool {
+/// A pool of analysis threads, with their large stack.
+pub(crate) fn pool() -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
         .stack_size(STACK_BYTES)
         .build()
@@ -299,30 +310,46 @@ pub fn run_with<T: Send>(
     run_answering(opts, false, consume)
 }
 
-/// [`run_with`]; `reuse`: a stored answer of the project may stand for the analysis (the
-/// consumer is then not called).
-fn run_answering<T: Send>(
+/// What a run tells besides its findings, found before anything is read: the named paths
+/// that could not be walked, the configuration's notes, the named paths with nothing to
+/// analyse.
+pub(crate) struct Told {
+    pub errors: Vec<PathError>,
+    pub config_notes: Vec<Note>,
+    pub empty_paths: Vec<PathBuf>,
+}
+
+/// The configuration of a run: how a file's settings are found, and the directories a
+/// governing configuration excludes (not walked, so nothing under them is read).
+pub(crate) fn configuration(
     opts: &Options,
-    reuse: bool,
-    consume: impl FnOnce(&Analysis) -> T + Send,
-) -> (Report, Option<T>) {
-    let started = crate::answer::now();
-    let resolver = match resolver(opts) {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                Report {
-                    config_error: Some(e),
-                    ..Default::default()
-                },
-                None,
-            )
-        }
+) -> Result<(Arc<Resolver>, crate::discover::Prune), Box<Report>> {
+    let resolver = Arc::new(resolver(opts).map_err(|e| {
+        Box::new(Report {
+            config_error: Some(e),
+            ..Default::default()
+        })
+    })?);
+    let excluded_dir: crate::discover::Prune = {
+        let resolver = resolver.clone();
+        Arc::new(move |dir: &Path| {
+            dir.parent()
+                .and_then(|parent| resolver.for_file(parent).ok())
+                .is_some_and(|s| s.excludes(dir))
+        })
     };
-    let resolver = Arc::new(resolver);
-    // Only a configuration that governs a named path, the project root or a selected file is
-    // read before analysing, and only its errors stop the run (each named once). Directories
-    // that a governing configuration excludes are not walked, so nothing under them is read.
+    Ok((resolver, excluded_dir))
+}
+
+/// The selected files of a run (`Options.paths` walked, minus what the configuration
+/// excludes), with what the run tells about them; a report of the configuration's errors when
+/// a configuration that governs a named path, the project root or a selected file is broken
+/// (each named once).
+pub(crate) fn select(
+    opts: &Options,
+    resolver: &Resolver,
+    excluded_dir: &crate::discover::Prune,
+) -> Result<(Vec<PathBuf>, Told), Box<Report>> {
     let mut config_errors: Vec<Arc<config::ConfigError>> = Vec::new();
     let mut config_error = |e: Arc<config::ConfigError>| {
         if !config_errors.iter().any(|x| x.path == e.path) {
@@ -334,14 +361,6 @@ fn run_answering<T: Send>(
             config_error(e);
         }
     }
-    let excluded_dir: crate::discover::Prune = {
-        let resolver = resolver.clone();
-        Arc::new(move |dir: &Path| {
-            dir.parent()
-                .and_then(|parent| resolver.for_file(parent).ok())
-                .is_some_and(|s| s.excludes(dir))
-        })
-    };
     // an editor's unsaved buffer is a file to analyse though nothing is on disk yet
     let (in_memory, on_disk): (Vec<PathBuf>, Vec<PathBuf>) = opts
         .paths
@@ -370,16 +389,23 @@ fn run_answering<T: Send>(
         })
         .collect();
     if !config_errors.is_empty() {
-        return (
-            Report {
-                config_error: Some(config_errors.iter().map(|e| e.render()).collect()),
-                notes: config_notes,
-                ..Default::default()
-            },
-            None,
-        );
+        return Err(Box::new(Report {
+            config_error: Some(config_errors.iter().map(|e| e.render()).collect()),
+            notes: config_notes,
+            ..Default::default()
+        }));
     }
-    let (files, keys) = project_files(opts, kept, &excluded_dir, &resolver);
+    let told = Told {
+        errors,
+        config_notes,
+        empty_paths,
+    };
+    Ok((kept, told))
+}
+
+/// The project-wide settings of a run: those of [`settings_path`], with the command line's
+/// overrides.
+pub(crate) fn project_settings(opts: &Options, resolver: &Resolver) -> Arc<Settings> {
     let mut project_settings = settings_path(opts)
         .and_then(|p| resolver.for_file(p).ok())
         .unwrap_or_default();
@@ -393,6 +419,32 @@ fn run_answering<T: Send>(
         }
         project_settings = Arc::new(s);
     }
+    project_settings
+}
+
+/// [`run_with`]; `reuse`: a stored answer of the project may stand for the analysis (the
+/// consumer is then not called).
+fn run_answering<T: Send>(
+    opts: &Options,
+    reuse: bool,
+    consume: impl FnOnce(&Analysis) -> T + Send,
+) -> (Report, Option<T>) {
+    let started = crate::answer::now();
+    let (resolver, excluded_dir) = match configuration(opts) {
+        Ok(c) => c,
+        Err(report) => return (*report, None),
+    };
+    let (kept, told) = match select(opts, &resolver, &excluded_dir) {
+        Ok(s) => s,
+        Err(report) => return (*report, None),
+    };
+    let (files, keys) = project_files(opts, kept, &|| {
+        opts.project_root
+            .as_deref()
+            .map(|root| walk_project(root, &excluded_dir, &resolver))
+            .unwrap_or_default()
+    });
+    let project_settings = project_settings(opts, &resolver);
     // the project's stored answer: not for an editor's unsaved text
     let answers = opts
         .overlay
@@ -406,10 +458,7 @@ fn run_answering<T: Send>(
         match a.find(started, &paths, &keys, &resolver) {
             Found::Valid(states, findings) => {
                 let mut report = answered(&files, &states, findings);
-                report.help_uri = project_settings.help_uri.clone();
-                report.errors.splice(0..0, errors);
-                report.notes.splice(0..0, config_notes);
-                report.empty_paths = empty_paths;
+                tell(&mut report, told, &project_settings);
                 finish(&mut report, opts, &resolver);
                 return (report, None);
             }
@@ -419,23 +468,21 @@ fn run_answering<T: Send>(
     }
     pool().install(|| {
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        let (mut report, irs, packages, states) = analyze_paths(files, opts, answers.is_some());
+        let disk = Disk {
+            overlay: opts.overlay.as_deref(),
+            cache: opts.cache_dir.as_deref().and_then(Cache::open),
+            parse_all: opts.parse_all,
+        };
+        let (mut report, irs, packages, states) =
+            analyze_paths(files, opts, answers.is_some(), &disk);
         let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
         if let Some(a) = &answers {
             a.store(started, &paths, &keys, states, &report.findings, &resolver);
         }
         report.notes.extend(answer_note);
-        // findings are reported for the selected files only; the others gave facts
-        if report.selected.len() < irs.len() {
-            report
-                .findings
-                .retain(|d| report.selected.contains(&d.primary.file.path));
-        }
-        report.help_uri = project_settings.help_uri.clone();
-        report.errors.splice(0..0, errors);
-        report.notes.splice(0..0, config_notes);
-        report.empty_paths = empty_paths;
+        keep_selected(&mut report, irs.len());
+        tell(&mut report, told, &project_settings);
         finish(&mut report, opts, &resolver);
         let out = consume(&Analysis {
             files: &irs,
@@ -445,6 +492,24 @@ fn run_answering<T: Send>(
         });
         (report, Some(out))
     })
+}
+
+/// Findings are reported for the selected files only; the others (of `files` in all) gave
+/// facts.
+pub(crate) fn keep_selected(report: &mut Report, files: usize) {
+    if report.selected.len() < files {
+        report
+            .findings
+            .retain(|d| report.selected.contains(&d.primary.file.path));
+    }
+}
+
+/// What a run tells besides its findings, in the report.
+pub(crate) fn tell(report: &mut Report, told: Told, settings: &Settings) {
+    report.help_uri = settings.help_uri.clone();
+    report.errors.splice(0..0, told.errors);
+    report.notes.splice(0..0, told.config_notes);
+    report.empty_paths = told.empty_paths;
 }
 
 /// The report of a stored answer (see [`crate::answer`]), as [`analyze_paths`] and the
@@ -470,17 +535,14 @@ fn answered(files: &[(PathBuf, bool)], states: &[FileState], findings: Vec<Diagn
         }
     }
     report.findings = findings;
-    if report.selected.len() < report.project_files {
-        report
-            .findings
-            .retain(|d| report.selected.contains(&d.primary.file.path));
-    }
+    let files = report.project_files;
+    keep_selected(&mut report, files);
     report
 }
 
 /// Per-file configuration (rule selection, severities), the baseline and `--changed-since`,
 /// and the count of findings that fail the run.
-fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
+pub(crate) fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
     // per-file rule selection, severities and what fails the run
     report.findings.retain_mut(|d| {
         let Ok(s) = resolver.for_file(&d.primary.file.path) else {
@@ -511,21 +573,40 @@ fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
 
 /// The key files of the selection and of the rest of the project are matched by: the
 /// canonical path, else the path made absolute (an editor's buffer not on disk).
-fn file_key(p: &Path) -> PathBuf {
+pub(crate) fn file_key(p: &Path) -> PathBuf {
     p.canonicalize()
         .unwrap_or_else(|_| crate::project::absolute(p))
 }
 
-/// Every file of the project, each with whether it is selected: the selected files (as
-/// named), then the files under the project root that are not selected (not excluded by
-/// their configuration; a file whose configuration is broken is left out, as are paths the
-/// walk cannot read: they are reported only for the selection). Ordered by canonical path, so
-/// that the order does not depend on the selection or the current directory.
-fn project_files(
-    opts: &Options,
-    selected: Vec<PathBuf>,
+/// The files under a project's root as discovery finds them (each with its key, see
+/// [`file_key`]), but those their configuration excludes (a file whose configuration is
+/// broken is left out, as are paths the walk cannot read: they are reported only for the
+/// selection).
+pub(crate) fn walk_project(
+    root: &Path,
     prune: &crate::discover::Prune,
     resolver: &Resolver,
+) -> Vec<(PathBuf, PathBuf)> {
+    let (walked, _unreadable) = discover(
+        std::slice::from_ref(&root.to_path_buf()),
+        &[],
+        prune.clone(),
+    );
+    walked
+        .into_iter()
+        .filter(|p| resolver.for_file(p).is_ok_and(|s| !s.excludes(p)))
+        .map(|p| (file_key(&p), p))
+        .collect()
+}
+
+/// Every file of the project, each with whether it is selected: the selected files (as
+/// named), then the files under the project root that are not selected (`walked`, see
+/// [`walk_project`]). Ordered by canonical path, so that the order does not depend on the
+/// selection or the current directory. With the keys, in the same order.
+pub(crate) fn project_files(
+    opts: &Options,
+    selected: Vec<PathBuf>,
+    walked: &dyn Fn() -> Vec<(PathBuf, PathBuf)>,
 ) -> (Vec<(PathBuf, bool)>, Vec<PathBuf>) {
     let mut files: Vec<(PathBuf, PathBuf, bool)> = selected
         .into_iter()
@@ -538,13 +619,8 @@ fn project_files(
             && file_key(&opts.paths[0]) == file_key(root);
         if !whole {
             let known: HashSet<PathBuf> = files.iter().map(|(k, ..)| k.clone()).collect();
-            let (walked, _unreadable) = discover(std::slice::from_ref(root), &[], prune.clone());
-            for p in walked {
-                let key = file_key(&p);
-                if known.contains(&key) {
-                    continue;
-                }
-                if resolver.for_file(&p).is_ok_and(|s| !s.excludes(&p)) {
+            for (key, p) in walked() {
+                if !known.contains(&key) {
                     files.push((key, p, false));
                 }
             }
@@ -602,6 +678,63 @@ fn filter_reported(report: &mut Report, opts: &Options) {
     }
 }
 
+/// Files as the command line reads them: from the disk, with an editor's overlay in place of
+/// some, through the analysis cache when there is one.
+pub(crate) struct Disk<'a> {
+    pub overlay: Option<&'a HashMap<PathBuf, String>>,
+    pub cache: Option<Cache>,
+    pub parse_all: bool,
+}
+
+impl crate::parsing::Source for Disk<'_> {
+    fn text<'f>(&'f self, f: &'f crate::source::FileRef) -> Option<std::borrow::Cow<'f, str>> {
+        if let Some(t) = self.overlay.and_then(|o| o.get(&f.path)) {
+            return Some(std::borrow::Cow::Borrowed(t.as_str()));
+        }
+        std::fs::read_to_string(&f.path)
+            .ok()
+            .map(std::borrow::Cow::Owned)
+    }
+
+    fn parse(&self, i: usize, f: crate::source::FileRef) -> (FileIr, bool) {
+        match &self.cache {
+            // an editor's unsaved text changes with every key: not worth an entry
+            Some(cache) if !self.overlay.is_some_and(|o| o.contains_key(&f.path)) => {
+                analyze_cached(cache, i, f)
+            }
+            _ => (analyze_file(i, f), false),
+        }
+    }
+}
+
+/// What [`analyze_paths`] reads files from.
+pub(crate) trait Files: crate::parsing::Source {
+    /// One file of the project as loaded (see [`load`]).
+    fn load(&self, path: PathBuf, record: bool) -> (Loaded, Option<FileState>);
+
+    /// The Cargo packages of `paths` (see [`crate::packages`]).
+    fn packages(&self, paths: &[&Path], root: Option<&Path>) -> locks::Packages {
+        crate::packages::of_files(paths.iter().copied(), root)
+    }
+
+    /// Every file the analysis needs was parsed.
+    fn parsed(&self) {}
+}
+
+impl Files for Disk<'_> {
+    fn load(&self, path: PathBuf, record: bool) -> (Loaded, Option<FileState>) {
+        load(path, self.overlay, self.parse_all, record, false)
+    }
+
+    /// The project was analysed: what the cache holds beyond it is no longer needed (not after
+    /// an editor's analysis of unsaved text, which looks up only some files).
+    fn parsed(&self) {
+        if let Some(cache) = self.cache.as_ref().filter(|_| self.overlay.is_none()) {
+            cache.prune();
+        }
+    }
+}
+
 /// Load every file of the project (the selection counted in the report) and parse those that
 /// can matter: first the files whose bytes show they can hold lock code
 /// ([`frontend::prefilter::can_contribute`]; every `.sql` and `.lua` file), then, round after
@@ -612,16 +745,16 @@ fn filter_reported(report: &mut Report, opts: &Options) {
 /// findings are those of parsing every file ([`Options::parse_all`]).
 /// With `record`, also how each file was found (for the project's stored answer).
 #[allow(clippy::type_complexity)]
-fn analyze_paths(
+pub(crate) fn analyze_paths(
     paths: Vec<(PathBuf, bool)>,
     opts: &Options,
     record: bool,
+    files: &dyn Files,
 ) -> (Report, Vec<FileIr>, locks::Packages, Vec<Option<FileState>>) {
-    let overlay = opts.overlay.as_deref();
     let loaded: Vec<(Loaded, Option<FileState>, bool)> = paths
         .into_par_iter()
         .map(|(p, selected)| {
-            let (l, state) = load(p, overlay, opts.parse_all, record);
+            let (l, state) = files.load(p, record);
             (l, state, selected)
         })
         .collect();
@@ -639,15 +772,15 @@ fn analyze_paths(
                     report.lines += f.lines.line_count();
                     report.selected.insert(f.path.clone());
                 }
-                sources.push((f, true));
+                sources.push((f, true, None));
             }
-            Loaded::Unread(f, lines) => {
+            Loaded::Unread(f, lines, aside) => {
                 if selected {
                     report.files += 1;
                     report.lines += lines;
                     report.selected.insert(f.path.clone());
                 }
-                sources.push((f, false));
+                sources.push((f, false, aside));
             }
             // problems reading files outside the selection are not the run's to report
             Loaded::Skipped(n) if selected => report.notes.push(n),
@@ -656,17 +789,10 @@ fn analyze_paths(
         }
     }
     report.project_files = sources.len();
-    let packages = crate::packages::of_files(
-        sources.iter().map(|(f, _)| f.path.as_path()),
-        opts.project_root.as_deref(),
-    );
-    let cache = opts.cache_dir.as_deref().and_then(Cache::open);
-    let (mut irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, cache.as_ref());
-    // the project was analysed: what the cache holds beyond it is no longer needed (not after
-    // an editor's analysis of unsaved text, which looks up only some files)
-    if let Some(cache) = cache.as_ref().filter(|_| opts.overlay.is_none()) {
-        cache.prune();
-    }
+    let paths: Vec<&Path> = sources.iter().map(|(f, ..)| f.path.as_path()).collect();
+    let packages = files.packages(&paths, opts.project_root.as_deref());
+    let (mut irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, files);
+    files.parsed();
     // each run afresh, after the cache: a write's table may be declared in another file
     locks::resolve_entity_tables(&mut irs);
     for (ir, rebuilt) in irs.iter().zip(rebuilt) {
@@ -759,7 +885,7 @@ pub fn findings_with(irs: &[FileIr], opts: &Options, settings: &Settings) -> Vec
 }
 
 /// Run the enabled rules over the project facts (and report the files' parse problems).
-fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagnostic> {
+pub(crate) fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagnostic> {
     let irs = project.files;
     let mut out = Vec::new();
     if enabled(PARSE_ERROR.name, opts) {

@@ -4,7 +4,8 @@
 //! files, [`source`] loads them, a [`frontend`] turns each into the intermediate form of
 //! [`ir`], [`locks`] decides project-wide which keys are locks and expands lock helpers at
 //! their call sites, each rule in [`rules`] reads those traces and emits
-//! [`diagnostic::Diagnostic`]s for the selected files, and [`output`] renders them.
+//! [`diagnostic::Diagnostic`]s for the selected files, and [`output`] renders them. [`index`]
+//! holds a project in memory for analyses that follow each other (the language server).
 
 pub mod answer;
 pub mod audit;
@@ -16,6 +17,7 @@ pub mod discover;
 pub mod engine;
 pub mod fingerprint;
 pub mod fix;
+pub mod index;
 pub mod lsp;
 pub mod output;
 pub mod packages;

@@ -8,29 +8,93 @@
 //! ([`Options::parse_all`], which the tests compare with), except that a syntax error is
 //! reported only for a file that is parsed.
 
-use crate::cache::Cache;
-use crate::engine::{analyze_cached, analyze_file, Options};
+use crate::engine::Options;
 use crate::frontend;
 use crate::ir::FileIr;
 use crate::locks;
 use crate::source::{FileRef, SourceFile};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Parse the files of `sources` that can matter, through the cache when there is one: those
-/// loaded with their text (the prefilter's, or all of them with [`Options::parse_all`]), then
-/// those loaded without it whose text, read again, spells a name the parsed files need.
+/// The text of file `i` of a run, wherever it is kept.
+pub(crate) type Texts<'a> = dyn Fn(usize) -> Option<Cow<'a, str>> + Sync + 'a;
+
+/// Where the rounds get the files' text and intermediate form: the disk, with an editor's
+/// overlay and the analysis cache (`engine::Disk`), or a project held in memory
+/// ([`crate::index`]).
+pub(crate) trait Source: Sync {
+    /// The text of a file loaded without it and not kept aside (`None`: it can no longer be
+    /// read as text).
+    fn text<'f>(&'f self, f: &'f FileRef) -> Option<Cow<'f, str>>;
+
+    /// The intermediate form of `f`, file `i` of the project, and whether a stored entry of it
+    /// did not read back.
+    fn parse(&self, i: usize, f: FileRef) -> (FileIr, bool);
+
+    /// The source of a file loaded without its text, with `text`.
+    fn with_text(&self, f: &FileRef, text: Cow<str>) -> FileRef {
+        SourceFile::new(f.path.clone(), text.into_owned())
+    }
+
+    /// Per file of `candidates` (indexes into `files`), whether its text spells each name of
+    /// `needed` as it must appear (pattern `2k`) and the type it must be a function of
+    /// (pattern `2k + 1`), as [`mentions_of`] finds them.
+    fn mentioning(
+        &self,
+        needed: &[locks::reach::Wanted],
+        _files: &[FileRef],
+        text: &Texts,
+        candidates: Vec<usize>,
+    ) -> Vec<(usize, Vec<bool>)> {
+        scan(needed, text, candidates)
+    }
+}
+
+/// [`Source::mentioning`] by reading each candidate's text.
+pub(crate) fn scan(
+    needed: &[locks::reach::Wanted],
+    text: &Texts,
+    candidates: Vec<usize>,
+) -> Vec<(usize, Vec<bool>)> {
+    let (mentions, patterns) = mentions_of(needed);
+    candidates
+        .into_par_iter()
+        .filter_map(|i| {
+            let text = text(i)?;
+            let mut hit = vec![false; patterns];
+            for p in mentions.find(&text) {
+                hit[p] = true;
+            }
+            Some((i, hit))
+        })
+        .collect()
+}
+
+/// A file to parse if it matters: its source (without its text when the prefilter left it
+/// out), whether it is wanted from the start, and its text kept aside if it was left out.
+pub(crate) type ToParse = (FileRef, bool, Option<Arc<str>>);
+
+/// Parse the files of `sources` that can matter, through `source`: those loaded with their
+/// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
+/// without it whose text spells a name the parsed files need.
 /// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
-/// reads it), and per file whether its cache entry did not read back.
+/// reads it), and per file whether its stored entry did not read back.
 pub(crate) fn parse_needed(
-    sources: Vec<(FileRef, bool)>,
+    sources: Vec<ToParse>,
     packages: &locks::Packages,
     opts: &Options,
-    cache: Option<&Cache>,
+    source: &dyn Source,
 ) -> (Vec<FileIr>, Vec<bool>) {
-    let overlay = opts.overlay.as_deref();
-    let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources.into_iter().unzip();
+    let mut aside: Vec<Option<Arc<str>>> = Vec::with_capacity(sources.len());
+    let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources
+        .into_iter()
+        .map(|(f, wanted, text)| {
+            aside.push(text);
+            (f, wanted)
+        })
+        .unzip();
     // every file starts empty, as one that is not parsed stays
     let mut irs: Vec<FileIr> = sources.iter().map(|f| FileIr::new(f.clone())).collect();
     let mut parsed_yet = vec![false; sources.len()];
@@ -49,11 +113,11 @@ pub(crate) fn parse_needed(
             .par_iter()
             .filter(|&&i| sources[i].text.is_empty())
             .map(|&i| {
-                (
-                    i,
-                    text_of(&sources[i], overlay)
-                        .map(|t| SourceFile::new(sources[i].path.clone(), t.into_owned())),
-                )
+                let text = match &aside[i] {
+                    Some(t) => Some(Cow::Borrowed(&**t)),
+                    None => source.text(&sources[i]),
+                };
+                (i, text.map(|t| source.with_text(&sources[i], t)))
             })
             .collect();
         for (i, f) in reread {
@@ -65,14 +129,7 @@ pub(crate) fn parse_needed(
         let parsed: Vec<(usize, FileIr, bool)> = todo
             .into_par_iter()
             .map(|i| {
-                let f = sources[i].clone();
-                let (ir, corrupt) = match cache {
-                    // an editor's unsaved text changes with every key: not worth an entry
-                    Some(cache) if !overlay.is_some_and(|o| o.contains_key(&f.path)) => {
-                        analyze_cached(cache, i, f)
-                    }
-                    _ => (analyze_file(i, f), false),
-                };
+                let (ir, corrupt) = source.parse(i, sources[i].clone());
                 (i, ir, corrupt)
             })
             .collect();
@@ -95,23 +152,27 @@ pub(crate) fn parse_needed(
         if needed.is_empty() {
             break;
         }
-        let (mentions, patterns) = mentions_of(&needed);
-        let more: Vec<usize> = (0..sources.len())
-            .into_par_iter()
-            .filter(|&i| !wanted[i])
-            .filter(|&i| {
-                let package = packages.package(i);
-                let Some(text) = text_of(&sources[i], overlay) else {
-                    return false;
-                };
-                let mut hit = vec![false; patterns];
-                for p in mentions.find(&text) {
-                    hit[p] = true;
-                }
+        let text = |i: usize| -> Option<Cow<str>> {
+            let f = &sources[i];
+            if !f.text.is_empty() {
+                return Some(Cow::Borrowed(f.text.as_str()));
+            }
+            match &aside[i] {
+                Some(t) => Some(Cow::Borrowed(t)),
+                None => source.text(f),
+            }
+        };
+        let candidates: Vec<usize> = (0..sources.len()).filter(|&i| !wanted[i]).collect();
+        let more: Vec<usize> = source
+            .mentioning(&needed, &sources, &text, candidates)
+            .into_iter()
+            .filter(|(i, hit)| {
+                let package = packages.package(*i);
                 needed.iter().enumerate().any(|(k, w)| {
                     hit[2 * k] && (w.with.is_none() || hit[2 * k + 1]) && w.within.contains(package)
                 })
             })
+            .map(|(i, _)| i)
             .collect();
         if more.is_empty() {
             break;
@@ -123,41 +184,35 @@ pub(crate) fn parse_needed(
     (irs, rebuilt)
 }
 
-/// The text of a file loaded without it (from the editor's overlay, else read again from disk;
-/// `None` when it can no longer be read as text), or the text it was loaded with.
-fn text_of<'f>(
-    f: &'f FileRef,
-    overlay: Option<&HashMap<PathBuf, String>>,
-) -> Option<std::borrow::Cow<'f, str>> {
-    if !f.text.is_empty() {
-        return Some(std::borrow::Cow::Borrowed(f.text.as_str()));
-    }
-    if let Some(t) = overlay.and_then(|o| o.get(&f.path)) {
-        return Some(std::borrow::Cow::Owned(t.clone()));
-    }
-    std::fs::read_to_string(&f.path)
-        .ok()
-        .map(std::borrow::Cow::Owned)
-}
-
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must
 /// appear, `2k + 1` the type it must be a function of (empty, matching nothing, when none).
-fn mentions_of(needed: &[locks::reach::Wanted]) -> (frontend::prefilter::Mentions, usize) {
-    use frontend::prefilter::{Appears, Mentions, CONST, FN, STRUCT};
-    use locks::reach::Need;
+pub(crate) fn mentions_of(
+    needed: &[locks::reach::Wanted],
+) -> (frontend::prefilter::Mentions, usize) {
     let patterns = needed.iter().flat_map(|w| {
-        let appears = match w.need {
-            Need::Use => Appears::Used,
-            Need::Function => Appears::Defined(FN),
-            Need::Struct => Appears::Defined(STRUCT),
-            Need::Const => Appears::Defined(CONST),
-        };
         [
-            (w.name.as_str(), appears),
-            (w.with.as_deref().unwrap_or(""), Appears::Implemented),
+            (w.name.as_str(), appears(Some(w.need))),
+            (w.with.as_deref().unwrap_or(""), appears(None)),
         ]
     });
-    (Mentions::new(patterns), 2 * needed.len())
+    (
+        frontend::prefilter::Mentions::new(patterns),
+        2 * needed.len(),
+    )
+}
+
+/// How a name the parsed files need must appear in a file (`None`: as the type of an `impl`,
+/// the type a needed function is a method of).
+pub(crate) fn appears(need: Option<locks::reach::Need>) -> frontend::prefilter::Appears {
+    use frontend::prefilter::{Appears, CONST, FN, STRUCT};
+    use locks::reach::Need;
+    match need {
+        Some(Need::Use) => Appears::Used,
+        Some(Need::Function) => Appears::Defined(FN),
+        Some(Need::Struct) => Appears::Defined(STRUCT),
+        Some(Need::Const) => Appears::Defined(CONST),
+        None => Appears::Implemented,
+    }
 }
 
 /// Whether a file is parsed before knowing what the others need: every `.sql` and `.lua`

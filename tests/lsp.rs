@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
+#[path = "support/comparable.rs"]
+mod comparable;
 #[path = "support/sources.rs"]
 mod sources;
 use sources::try_lock_helper;
@@ -82,7 +84,7 @@ struct InProcess {
 }
 
 impl InProcess {
-    fn start(analyser: locklint::lsp::analysis::Analyser) -> InProcess {
+    fn start(analyser: Box<dyn locklint::lsp::analysis::Analyser>) -> InProcess {
         let (to_server, server_input) = pipe();
         let (server_output, from_server) = pipe();
         let server = std::thread::Builder::new()
@@ -765,21 +767,25 @@ const EXPLODE: &str = "// explode here";
 
 /// The language server's own analysis, except that it panics on a document holding
 /// [`EXPLODE`] (a defect the analysis could have).
-fn explodes_on_marker(
-    path: &std::path::Path,
-    text: &str,
-    root: Option<&std::path::Path>,
-    others: &locklint::lsp::analysis::Others,
-) -> locklint::lsp::analysis::Outcome {
-    if text.contains(EXPLODE) {
-        panic!("a defect met in {}", path.display());
-    }
-    locklint::lsp::analysis::analyse(path, text, root, others)
+fn explodes_on_marker() -> Box<dyn locklint::lsp::analysis::Analyser> {
+    use locklint::lsp::analysis::Analyser;
+    let mut own = locklint::lsp::analysis::Indexed::default();
+    Box::new(
+        move |path: &std::path::Path,
+              text: &str,
+              root: Option<&std::path::Path>,
+              others: &locklint::lsp::analysis::Others| {
+            if text.contains(EXPLODE) {
+                panic!("a defect met in {}", path.display());
+            }
+            own.analyse(path, text, root, others)
+        },
+    )
 }
 
 #[test]
 fn a_panic_in_one_documents_analysis_is_published_and_logged_and_the_server_goes_on() {
-    let mut server = InProcess::start(explodes_on_marker);
+    let mut server = InProcess::start(explodes_on_marker());
     let c = &mut server.client;
     c.open("untitled:broken", "rust", &format!("{EXPLODE}\n{CODE}"));
     // the log line comes before the diagnostics
@@ -943,36 +949,75 @@ fn fix_all_fixes_the_unsaved_buffer_as_check_fix_fixes_the_file() {
     );
 }
 
+/// A caller of the lock helper `try_lock` of `src/locks.rs`.
+const JOBS: &str = "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection, token: &str) {\n    let _ = try_lock(con, \"lock:nightly\", token, 60_000).await;\n}\n";
+
+/// A workspace (a `.git` directory at its root) with [`JOBS`] in `src/jobs.rs` and, if
+/// `helper` says so, a lock helper that acquires or not in `src/locks.rs`; its canonical
+/// root.
+fn helper_workspace(helper: Option<bool>) -> (tempfile::TempDir, std::path::PathBuf) {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(root.join("src/jobs.rs"), JOBS).unwrap();
+    if let Some(acquires) = helper {
+        std::fs::write(root.join("src/locks.rs"), try_lock_helper(acquires)).unwrap();
+    }
+    (ws, root)
+}
+
+fn uri_of(path: &std::path::Path) -> String {
+    url::Url::from_file_path(path).unwrap().to_string()
+}
+
+impl Client {
+    /// Starts a server whose workspace is `root` and initialises it; the client lets the
+    /// server register its file watchers.
+    fn on_workspace(root: &std::path::Path) -> Client {
+        let mut c = Client::start();
+        let id = c.request(
+            "initialize",
+            json!({ "processId": null, "rootUri": uri_of(root), "capabilities": { "workspace": { "didChangeWatchedFiles": { "dynamicRegistration": true } } } }),
+        );
+        c.response(id);
+        c.notify("initialized", json!({}));
+        // the server asks to be told about changes of the files it reads
+        let register = c.wait(|m| m["method"] == "client/registerCapability");
+        assert_eq!(
+            register["params"]["registrations"][0]["method"],
+            "workspace/didChangeWatchedFiles"
+        );
+        c.send(json!({ "jsonrpc": "2.0", "id": register["id"].clone(), "result": null }));
+        c
+    }
+
+    /// Tells the server that `path` was created (1), changed (2) or deleted (3) on disk.
+    fn watched(&mut self, path: &std::path::Path, kind: u8) {
+        self.notify(
+            "workspace/didChangeWatchedFiles",
+            json!({ "changes": [{ "uri": uri_of(path), "type": kind }] }),
+        );
+    }
+
+    /// Replaces the whole text of `uri`.
+    fn replace(&mut self, uri: &str, version: i64, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": version }, "contentChanges": [{ "text": text }] }),
+        );
+    }
+}
+
 #[test]
 fn a_helper_changed_in_another_buffer_or_on_disk_changes_its_callers_diagnostics() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir(ws.path().join(".git")).unwrap();
-    let src = ws.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    let jobs_text = "use super::locks::try_lock;\n\npub async fn nightly(con: &mut redis::aio::MultiplexedConnection, token: &str) {\n    let _ = try_lock(con, \"lock:nightly\", token, 60_000).await;\n}\n";
-    std::fs::write(src.join("jobs.rs"), jobs_text).unwrap();
-    std::fs::write(src.join("locks.rs"), try_lock_helper(true)).unwrap();
-    let uri = |f: &str| {
-        url::Url::from_file_path(src.join(f).canonicalize().unwrap())
-            .unwrap()
-            .to_string()
-    };
-    let (jobs, locks) = (uri("jobs.rs"), uri("locks.rs"));
-    let mut c = Client::start();
-    let root = url::Url::from_file_path(ws.path().canonicalize().unwrap()).unwrap();
-    let id = c.request(
-        "initialize",
-        json!({ "processId": null, "rootUri": root.to_string(), "capabilities": { "workspace": { "didChangeWatchedFiles": { "dynamicRegistration": true } } } }),
+    let (_ws, root) = helper_workspace(Some(true));
+    let jobs_text = JOBS;
+    let (jobs, locks) = (
+        uri_of(&root.join("src/jobs.rs")),
+        uri_of(&root.join("src/locks.rs")),
     );
-    c.response(id);
-    c.notify("initialized", json!({}));
-    // the server asks to be told about changes of the files it reads
-    let register = c.wait(|m| m["method"] == "client/registerCapability");
-    assert_eq!(
-        register["params"]["registrations"][0]["method"],
-        "workspace/didChangeWatchedFiles"
-    );
-    c.send(json!({ "jsonrpc": "2.0", "id": register["id"].clone(), "result": null }));
+    let mut c = Client::on_workspace(&root);
 
     c.open(&jobs, "rust", jobs_text);
     assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
@@ -981,19 +1026,13 @@ fn a_helper_changed_in_another_buffer_or_on_disk_changes_its_callers_diagnostics
 
     // the helper's unsaved text stops acquiring: the caller's finding goes, though the caller
     // did not change
-    c.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": locks, "version": 2 }, "contentChanges": [{ "text": try_lock_helper(false) }] }),
-    );
+    c.replace(&locks, 2, &try_lock_helper(false));
     let published = c.diagnostics(&jobs);
     assert!(codes(&published).is_empty(), "{published}");
     assert_eq!(published["params"]["version"], 1);
 
     // back again
-    c.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": locks, "version": 3 }, "contentChanges": [{ "text": try_lock_helper(true) }] }),
-    );
+    c.replace(&locks, 3, &try_lock_helper(true));
     assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
 
     // closed in the editor and changed on disk by another program
@@ -1001,12 +1040,122 @@ fn a_helper_changed_in_another_buffer_or_on_disk_changes_its_callers_diagnostics
         "textDocument/didClose",
         json!({ "textDocument": { "uri": locks } }),
     );
-    std::fs::write(src.join("locks.rs"), try_lock_helper(false)).unwrap();
-    c.notify(
-        "workspace/didChangeWatchedFiles",
-        json!({ "changes": [{ "uri": locks, "type": 2 }] }),
-    );
+    std::fs::write(root.join("src/locks.rs"), try_lock_helper(false)).unwrap();
+    c.watched(&root.join("src/locks.rs"), 2);
     assert!(codes(&c.diagnostics(&jobs)).is_empty());
+    let id = c.request("shutdown", Value::Null);
+    c.response(id);
+}
+
+#[test]
+fn an_edit_reads_no_other_file_until_the_editor_reports_it_changed() {
+    let (_ws, root) = helper_workspace(Some(true));
+    let jobs = uri_of(&root.join("src/jobs.rs"));
+    let mut c = Client::on_workspace(&root);
+    c.open(&jobs, "rust", JOBS);
+    assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
+    // the helper stops acquiring on disk, and nobody says so: an edit of the caller is
+    // analysed over the helper as the server read it
+    std::fs::write(root.join("src/locks.rs"), try_lock_helper(false)).unwrap();
+    c.replace(&jobs, 2, &format!("{JOBS}// edited\n"));
+    let published = c.diagnostics(&jobs);
+    assert_eq!(published["params"]["version"], 2);
+    assert_eq!(codes(&published), ["lock-result-ignored"]);
+    // told, the server reads it again
+    c.watched(&root.join("src/locks.rs"), 2);
+    let published = c.diagnostics(&jobs);
+    assert!(codes(&published).is_empty(), "{published}");
+    let id = c.request("shutdown", Value::Null);
+    c.response(id);
+}
+
+#[test]
+fn files_created_and_deleted_on_disk_change_the_findings_of_open_documents() {
+    let (_ws, root) = helper_workspace(None);
+    let jobs = uri_of(&root.join("src/jobs.rs"));
+    let helper = root.join("src/locks.rs");
+    let mut c = Client::on_workspace(&root);
+    c.open(&jobs, "rust", JOBS);
+    assert!(codes(&c.diagnostics(&jobs)).is_empty(), "no helper yet");
+    std::fs::write(&helper, try_lock_helper(true)).unwrap();
+    c.watched(&helper, 1);
+    assert_eq!(codes(&c.diagnostics(&jobs)), ["lock-result-ignored"]);
+    std::fs::remove_file(&helper).unwrap();
+    c.watched(&helper, 3);
+    assert!(codes(&c.diagnostics(&jobs)).is_empty());
+    let id = c.request("shutdown", Value::Null);
+    c.response(id);
+}
+
+#[test]
+fn after_edits_the_diagnostics_are_what_check_reports_on_the_saved_texts() {
+    let (_ws, root) = helper_workspace(Some(false));
+    let paths = [root.join("src/jobs.rs"), root.join("src/locks.rs")];
+    let uris = paths.each_ref().map(|p| uri_of(p));
+    let mut c = Client::on_workspace(&root);
+    c.open(&uris[0], "rust", JOBS);
+    c.open(&uris[1], "rust", &try_lock_helper(false));
+    // the helper acquires again and releases with a plain DEL; the caller also releases
+    let helper = format!(
+        "{}\npub async fn unlock(con: &mut redis::aio::MultiplexedConnection, key: &str) -> redis::RedisResult<()> {{\n    let _: i64 = redis::cmd(\"DEL\").arg(key).query_async(con).await?;\n    Ok(())\n}}\n",
+        try_lock_helper(true)
+    );
+    let caller = JOBS.replace(
+        "60_000).await;",
+        "60_000).await;\n    let _ = super::locks::unlock(con, \"lock:nightly\").await;",
+    );
+    let texts = [caller, helper];
+    for (version, edit) in [(2, 1), (3, 0), (4, 1)] {
+        let text = if version == 4 {
+            texts[1].clone()
+        } else {
+            format!("{}// version {version}\n", texts[edit])
+        };
+        c.replace(&uris[edit], version, &text);
+    }
+    // each document's last version: the caller's, then the helper's, analysed over it
+    c.replace(&uris[0], 5, &texts[0]);
+    c.replace(&uris[1], 5, &texts[1]);
+    let mut last = [Value::Null, Value::Null];
+    while last.iter().any(Value::is_null) {
+        let m = c.wait(|m| {
+            m["method"] == "textDocument/publishDiagnostics" && m["params"]["version"] == 5
+        });
+        for (k, uri) in uris.iter().enumerate() {
+            if m["params"]["uri"] == *uri {
+                last[k] = m.clone();
+            }
+        }
+    }
+    // saved: `check` reads the same texts from the disk
+    for (path, text) in paths.iter().zip(&texts) {
+        std::fs::write(path, text).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_locklint"))
+        .current_dir(&root)
+        .args(["check", "--no-cache", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    for (k, path) in paths.iter().enumerate() {
+        let name = path.strip_prefix(&root).unwrap();
+        let mut expected: Vec<String> = findings
+            .iter()
+            .filter(|f| std::path::Path::new(f["path"].as_str().unwrap()) == name)
+            .map(|f| comparable::comparable_finding(&f.to_string()))
+            .collect();
+        let mut seen: Vec<String> = last[k]["params"]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(comparable::comparable_diagnostic)
+            .collect();
+        expected.sort();
+        seen.sort();
+        assert_eq!(seen, expected, "{}", name.display());
+    }
     let id = c.request("shutdown", Value::Null);
     c.response(id);
 }

@@ -13,36 +13,16 @@ use std::process::{Command, Output};
 
 #[path = "support/bin.rs"]
 mod bin;
+#[path = "support/comparable.rs"]
+mod comparable;
+#[path = "support/projects.rs"]
+mod projects;
 use bin::{cargo_locklint, locklint};
+use comparable::{comparable_diagnostic, comparable_finding};
+use projects::project;
 
 /// Findings per file (path relative to the project root), each finding as normalised JSON.
 type PerFile = BTreeMap<String, Vec<String>>;
-
-fn projects() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
-/// A copy of `tests/projects/<name>` in a temporary directory (outside this repository, whose
-/// own workspace would otherwise be the project); the path is canonical.
-fn project(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap().join(name);
-    copy_dir(&projects().join(name), &root);
-    (tmp, root)
-}
 
 fn both(o: &Output) -> String {
     format!(
@@ -354,7 +334,7 @@ fn lsp_diagnostics(root: &Path, file: &str, workspace: bool) -> Vec<Value> {
         Box::new(out.clone()),
         locklint::lsp::Config {
             debounce: std::time::Duration::ZERO,
-            analyser: locklint::lsp::analysis::analyse,
+            analyser: Box::new(locklint::lsp::analysis::Indexed::default()),
         },
     );
     assert_eq!(code, 0);
@@ -368,37 +348,6 @@ fn lsp_diagnostics(root: &Path, file: &str, workspace: bool) -> Vec<Value> {
         }
     }
     published.expect("diagnostics published")
-}
-
-/// What a finding and a diagnostic share: rule, severity, range, message and help.
-fn comparable_finding(f: &str) -> String {
-    let v: Value = serde_json::from_str(f).unwrap();
-    let severity = if v["severity"] == "error" { 1 } else { 2 };
-    let at = |k: &str| v[k].as_u64().unwrap() - 1;
-    format!(
-        "{} {severity} {}:{}-{}:{} {}\nhelp: {}",
-        v["rule"].as_str().unwrap(),
-        at("line"),
-        at("column"),
-        at("end_line"),
-        at("end_column"),
-        v["message"].as_str().unwrap(),
-        v["help"].as_str().unwrap()
-    )
-}
-
-fn comparable_diagnostic(d: &Value) -> String {
-    let r = &d["range"];
-    format!(
-        "{} {} {}:{}-{}:{} {}",
-        d["code"].as_str().unwrap(),
-        d["severity"],
-        r["start"]["line"],
-        r["start"]["character"],
-        r["end"]["line"],
-        r["end"]["character"],
-        d["message"].as_str().unwrap()
-    )
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::engine::{self, ConfigSource, Options};
+use crate::index::Index;
 use crate::isolate;
 use crate::source::FileRef;
 use std::collections::HashMap;
@@ -18,10 +19,34 @@ pub struct Outcome {
     pub log: Vec<String>,
 }
 
-/// How a document is analysed: the path it is analysed under, its text, and the root of the
-/// project it belongs to (`None`: the document alone). The server takes this as a parameter
-/// so that its handling of failures can be exercised.
-pub type Analyser = fn(&Path, &str, Option<&Path>, &Others) -> Outcome;
+/// How documents are analysed: the path a document is analysed under, its text, the root of
+/// the project it belongs to (`None`: the document alone) and the editor's texts of the
+/// project's other open documents; and the files the editor reports changed on disk. The
+/// server takes this as a parameter so that its handling of failures can be exercised; a
+/// plain function analyses each document afresh ([`analyse`]), [`Indexed`] holds each project
+/// in memory.
+pub trait Analyser: Send {
+    fn analyse(&mut self, path: &Path, text: &str, root: Option<&Path>, others: &Others)
+        -> Outcome;
+
+    /// Files created, changed or deleted on disk (`workspace/didChangeWatchedFiles`).
+    fn files_changed(&mut self, _paths: &[PathBuf]) {}
+}
+
+impl<F> Analyser for F
+where
+    F: FnMut(&Path, &str, Option<&Path>, &Others) -> Outcome + Send,
+{
+    fn analyse(
+        &mut self,
+        path: &Path,
+        text: &str,
+        root: Option<&Path>,
+        others: &Others,
+    ) -> Outcome {
+        self(path, text, root, others)
+    }
+}
 
 /// The editor's texts of the project's other open documents, by path: their unsaved text gives
 /// the facts, not what is on disk.
@@ -46,9 +71,62 @@ fn options(path: &Path, root: Option<&Path>, overlay: Arc<HashMap<PathBuf, Strin
 /// the configuration that governs each file; the findings of the document only. The whole
 /// project is read and analysed each time (its other files give the facts).
 pub fn analyse(path: &Path, text: &str, root: Option<&Path>, others: &Others) -> Outcome {
+    let report = engine::run(&options(path, root, overlay(path, text, others)));
+    outcome(path, report)
+}
+
+/// The editor's texts: the document's and the other open documents'.
+fn overlay(path: &Path, text: &str, others: &Others) -> Arc<HashMap<PathBuf, String>> {
     let mut overlay = others.clone();
     overlay.insert(path.to_path_buf(), text.to_string());
-    let report = engine::run(&options(path, root, Arc::new(overlay)));
+    Arc::new(overlay)
+}
+
+/// Documents analysed over their project held in memory ([`crate::index::Index`], one per
+/// project root): after the first analysis of a project, an analysis runs the front-ends on
+/// the documents whose text changed and the project-wide steps, and reads from the disk only
+/// the files reported changed ([`Analyser::files_changed`]) and the files whose editor's
+/// text went away. The findings are those of [`analyse`].
+#[derive(Default)]
+pub struct Indexed {
+    projects: HashMap<Option<PathBuf>, Index>,
+}
+
+impl Indexed {
+    /// How many times the projects' files were read from the disk.
+    pub fn reads(&self) -> usize {
+        self.projects.values().map(Index::reads).sum()
+    }
+}
+
+impl Analyser for Indexed {
+    fn analyse(
+        &mut self,
+        path: &Path,
+        text: &str,
+        root: Option<&Path>,
+        others: &Others,
+    ) -> Outcome {
+        let key = root.map(Path::to_path_buf);
+        // taken out while it is used: an analysis that panics leaves no half-updated index
+        let mut index = self
+            .projects
+            .remove(&key)
+            .unwrap_or_else(|| Index::new(options(path, root, Arc::default())));
+        let report = index.analyse(&[path.to_path_buf()], overlay(path, text, others));
+        self.projects.insert(key, index);
+        outcome(path, report)
+    }
+
+    fn files_changed(&mut self, paths: &[PathBuf]) {
+        for index in self.projects.values_mut() {
+            index.files_changed(paths.iter().cloned());
+        }
+    }
+}
+
+/// What a report tells about the document analysed under `path`.
+fn outcome(path: &Path, report: engine::Report) -> Outcome {
     let mut log: Vec<String> = report.config_error.into_iter().collect();
     log.extend(
         report
@@ -107,12 +185,12 @@ pub fn fix_all(
 /// Runs `analyser`; a panic becomes a `parse-error` finding at the start of the document and a
 /// log line.
 pub fn guarded(
-    analyser: Analyser,
+    analyser: &mut dyn Analyser,
     file: &FileRef,
     root: Option<&Path>,
     others: &Others,
 ) -> Outcome {
-    match isolate::catch(|| analyser(&file.path, &file.text, root, others)) {
+    match isolate::catch(|| analyser.analyse(&file.path, &file.text, root, others)) {
         Ok(outcome) => outcome,
         Err(why) => {
             let finding = crate::rules::problems::file_finding(file, &why);
@@ -151,7 +229,7 @@ mod tests {
     #[test]
     fn a_panic_becomes_a_finding_and_a_log_line_and_is_not_printed() {
         let file = SourceFile::new(PathBuf::from("/ws/a.lua"), "x".into());
-        let out = guarded(explode, &file, None, &Others::new());
+        let out = guarded(&mut explode, &file, None, &Others::new());
         assert_eq!(out.findings.len(), 1);
         assert_eq!(out.findings[0].rule, PARSE_ERROR.name);
         assert!(crate::rules::problems::is_caught(&out.findings[0]));

@@ -1,17 +1,23 @@
-//! When documents are analysed, and where: changes are debounced, one analysis runs at a time
-//! on a worker thread with a large stack, and only the latest text of a document is ever
-//! queued, so a flood of edits never builds a backlog.
+//! When documents are analysed, and where: one analysis runs at a time on a worker thread with
+//! a large stack, and only the latest text of a document is ever queued, so a flood of edits
+//! never builds a backlog (changes may also wait for a pause, the server's `debounce`). The
+//! worker owns the [`Analyser`], and with it what it holds of each project; the files the
+//! editor reports changed on disk reach it between two analyses.
 
 use super::analysis::{self, Analyser, Outcome};
 use super::transport::Frame;
 use crate::source::FileRef;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::mpsc::{channel, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Stack of the analysis thread: deep but legal input must not overflow it.
 const STACK_BYTES: usize = 512 * 1024 * 1024;
+
+/// How long the documents an edit may affect wait after the last edit of another document.
+pub const AFFECTED_PAUSE: Duration = Duration::from_millis(200);
 
 /// What wakes the message loop.
 pub enum Event {
@@ -32,6 +38,12 @@ pub struct Job {
     pub others: analysis::Others,
 }
 
+/// What the worker is given.
+enum Work {
+    Analyse(Job),
+    FilesChanged(Vec<PathBuf>),
+}
+
 /// A finished analysis.
 pub struct Done {
     pub uri: String,
@@ -42,21 +54,35 @@ pub struct Done {
 
 /// The analysis thread.
 pub struct Worker {
-    jobs: Option<Sender<Job>>,
+    jobs: Option<Sender<Work>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Worker {
     /// Starts the thread; finished analyses come back as [`Event::Analysed`].
-    pub fn start(analyser: Analyser, events: Sender<Event>) -> std::io::Result<Worker> {
-        let (jobs, incoming) = channel::<Job>();
+    pub fn start(
+        mut analyser: Box<dyn Analyser>,
+        events: Sender<Event>,
+    ) -> std::io::Result<Worker> {
+        let (jobs, incoming) = channel::<Work>();
         let thread = std::thread::Builder::new()
             .name("locklint-lsp-analysis".into())
             .stack_size(STACK_BYTES)
             .spawn(move || {
-                for job in incoming {
-                    let outcome =
-                        analysis::guarded(analyser, &job.file, job.root.as_deref(), &job.others);
+                for work in incoming {
+                    let job = match work {
+                        Work::Analyse(job) => job,
+                        Work::FilesChanged(paths) => {
+                            analyser.files_changed(&paths);
+                            continue;
+                        }
+                    };
+                    let outcome = analysis::guarded(
+                        analyser.as_mut(),
+                        &job.file,
+                        job.root.as_deref(),
+                        &job.others,
+                    );
                     let done = Done {
                         uri: job.uri,
                         version: job.version,
@@ -76,7 +102,17 @@ impl Worker {
 
     /// Hands a job to the thread; false when the thread is gone.
     pub fn submit(&self, job: Job) -> bool {
-        self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
+        self.send(Work::Analyse(job))
+    }
+
+    /// Tells the analyser, before its next analysis, of files changed on disk; false when
+    /// the thread is gone.
+    pub fn files_changed(&self, paths: Vec<PathBuf>) -> bool {
+        self.send(Work::FilesChanged(paths))
+    }
+
+    fn send(&self, work: Work) -> bool {
+        self.jobs.as_ref().is_some_and(|j| j.send(work).is_ok())
     }
 }
 
@@ -112,6 +148,21 @@ impl Scheduler {
     pub fn changed(&mut self, uri: &str) {
         self.due
             .insert(uri.to_string(), Instant::now() + self.debounce);
+    }
+
+    /// Another document of its project was edited, which the document's findings may rest on:
+    /// analyse it once the edits pause ([`AFFECTED_PAUSE`] after the last one), so that the
+    /// document being edited is analysed first; a document due already stays due.
+    pub fn affected(&mut self, uri: &str) {
+        let now = Instant::now();
+        let at = now + self.debounce + AFFECTED_PAUSE;
+        match self.due.get_mut(uri) {
+            Some(due) if *due <= now => {}
+            Some(due) => *due = (*due).max(at),
+            None => {
+                self.due.insert(uri.to_string(), at);
+            }
+        }
     }
 
     /// Analyse the document as soon as the worker is free (opened, saved, or a request waits).
@@ -194,5 +245,23 @@ mod tests {
         s.finished();
         assert_eq!(s.take_due(), None);
         assert_eq!(s.wait(), None);
+    }
+
+    #[test]
+    fn a_document_another_edit_affects_waits_for_the_edits_to_pause() {
+        let mut s = Scheduler::new(Duration::from_secs(3600));
+        s.now("edited");
+        s.affected("caller");
+        assert_eq!(s.take_due().as_deref(), Some("edited"), "the edit first");
+        s.finished();
+        assert_eq!(s.take_due(), None, "the caller waits");
+        assert!(s.wait().unwrap() > Duration::from_secs(3600));
+        // another edit pushes it back; a document due for its own change stays due
+        s.now("own");
+        s.affected("own");
+        s.affected("caller");
+        assert_eq!(s.take_due().as_deref(), Some("own"));
+        s.finished();
+        assert_eq!(s.take_due(), None);
     }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 pub struct Config {
     /// How long a document must stay unchanged before it is analysed.
     pub debounce: Duration,
-    pub analyser: Analyser,
+    pub analyser: Box<dyn Analyser>,
 }
 
 #[derive(PartialEq, Eq)]
@@ -62,9 +62,9 @@ struct Server {
     watch: bool,
 }
 
-/// The directory a workspace folder's URL names: a `file:` URL of a path. One with a query or a
-/// fragment names no folder (`file:///?x` would otherwise be the whole file system, read for
-/// every analysis).
+/// The path a workspace folder's (or a watched file's) URL names: a `file:` URL of a path. One
+/// with a query or a fragment names no folder (`file:///?x` would otherwise be the whole file
+/// system, read for every analysis).
 fn folder_of(uri: &str) -> Option<PathBuf> {
     url::Url::parse(uri)
         .ok()
@@ -157,15 +157,18 @@ pub fn run(
             Some(t) => incoming.recv_timeout(t),
             None => incoming.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
-        let flow = match event {
-            Ok(Event::Frame(frame)) => server.frame(frame),
-            Ok(Event::Analysed(done)) => {
-                server.analysed(done);
-                Flow::Go
+        let mut flow = server.event(event);
+        // what has arrived already is taken in before anything is analysed: a burst of edits
+        // is analysed once, at its last version, and an edit with nothing behind it at once
+        for _ in 0..MAX_TAKEN_IN {
+            if !matches!(flow, Flow::Go) {
+                break;
             }
-            Err(RecvTimeoutError::Timeout) => Flow::Go,
-            Err(RecvTimeoutError::Disconnected) => Flow::Exit(server.exit_status()),
-        };
+            match incoming.try_recv() {
+                Ok(event) => flow = server.event(Ok(event)),
+                Err(_) => break,
+            }
+        }
         if let Flow::Exit(code) = flow {
             return code;
         }
@@ -176,7 +179,23 @@ pub fn run(
     }
 }
 
+/// At most this many messages are taken in before the next analysis is started (a client that
+/// never pauses still gets its documents analysed).
+const MAX_TAKEN_IN: usize = 1000;
+
 impl Server {
+    fn event(&mut self, event: Result<Event, RecvTimeoutError>) -> Flow {
+        match event {
+            Ok(Event::Frame(frame)) => self.frame(frame),
+            Ok(Event::Analysed(done)) => {
+                self.analysed(done);
+                Flow::Go
+            }
+            Err(RecvTimeoutError::Timeout) => Flow::Go,
+            Err(RecvTimeoutError::Disconnected) => Flow::Exit(self.exit_status()),
+        }
+    }
+
     fn exit_status(&self) -> u8 {
         u8::from(self.state != State::ShutDown)
     }
@@ -349,8 +368,9 @@ impl Server {
             .collect()
     }
 
-    /// Analyse again, once changes pause, the open documents of `root`'s project other than
-    /// `except`: what changed may be a fact their findings rest on.
+    /// Analyse again the open documents of `root`'s project other than `except`: what changed
+    /// may be a fact their findings rest on. After an edit of `except`, once the edits pause;
+    /// after files changed on disk, at once.
     fn others_changed(&mut self, root: Option<&std::path::Path>, except: Option<&str>) {
         let due: Vec<String> = self
             .docs
@@ -360,7 +380,11 @@ impl Server {
             .map(|o| o.uri.clone())
             .collect();
         for uri in due {
-            self.scheduler.changed(&uri);
+            if except.is_some() {
+                self.scheduler.affected(&uri);
+            } else {
+                self.scheduler.changed(&uri);
+            }
         }
     }
 
@@ -503,6 +527,15 @@ impl Server {
             }
             ("initialized", _) if self.watch => self.register_watchers(),
             ("workspace/didChangeWatchedFiles", _) => {
+                let paths: Vec<PathBuf> = p["changes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["uri"].as_str().and_then(folder_of))
+                    .collect();
+                if !self.worker.files_changed(paths) {
+                    self.log(1, "the analysis thread is gone");
+                }
                 let roots: HashSet<Option<PathBuf>> =
                     self.docs.values().map(|o| o.root.clone()).collect();
                 for root in roots {
@@ -699,7 +732,7 @@ mod tests {
 
     /// Runs a conversation in memory without debounce; returns the exit status and the
     /// messages written.
-    fn converse(analyser: Analyser, messages: &[Value]) -> (u8, Vec<Value>) {
+    fn converse(analyser: Box<dyn Analyser>, messages: &[Value]) -> (u8, Vec<Value>) {
         let input: Vec<u8> = messages.iter().cloned().flat_map(frame).collect();
         let out = Written::default();
         let code = run(
@@ -749,7 +782,7 @@ mod tests {
         let open = |uri: &str| json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": { "textDocument": { "uri": uri, "languageId": "rust", "version": 1, "text": "fn f() {}" } } });
         let hover = |id: i64, uri: &str| json!({ "jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": { "textDocument": { "uri": uri }, "position": { "line": 0, "character": 0 } } });
         let (code, msgs) = converse(
-            explode,
+            Box::new(explode),
             &[
                 json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {} }),
                 open("untitled:a"),
@@ -902,7 +935,7 @@ mod tests {
             Box::new(out.clone()),
             Config {
                 debounce: Duration::from_secs(3600),
-                analyser: counted,
+                analyser: Box::new(counted),
             },
         );
         assert_eq!(code, 0);

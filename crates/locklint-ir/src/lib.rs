@@ -744,7 +744,7 @@ pub struct SqlExec {
 /// Everything a front-end extracted from one file. It serialises without its file (the
 /// analysis cache stores it by the file's content): a deserialised `FileIr` holds an empty file
 /// until its reader sets [`FileIr::file`].
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FileIr {
     #[serde(skip, default = "unread_file")]
     pub file: FileRef,

@@ -6,7 +6,7 @@
 use crate::source::Span;
 
 /// What the Lua front-end extracted from one file.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct LuaIr {
     pub scripts: Vec<Script>,
 }

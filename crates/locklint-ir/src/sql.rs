@@ -6,7 +6,7 @@
 use crate::source::Span;
 
 /// What the SQL front-end extracted from one file.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SqlIr {
     /// Every statement of every SQL text of the file, in text order.
     pub statements: Vec<Statement>,

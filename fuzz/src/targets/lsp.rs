@@ -57,7 +57,7 @@ fn run(input: &[u8]) {
         Box::new(out.clone()),
         Config {
             debounce: Duration::ZERO,
-            analyser: analysis::analyse,
+            analyser: Box::new(analysis::Indexed::default()),
         },
     );
     assert!(code <= 1, "exit status {code}");
