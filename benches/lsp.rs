@@ -16,9 +16,11 @@
 
 #[path = "support/corpus.rs"]
 mod corpus;
+#[path = "../tests/support/frames.rs"]
+mod frames;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
@@ -48,25 +50,7 @@ impl Server {
         let (tx, incoming) = channel();
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
-            loop {
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = line.strip_prefix("Content-Length: ") {
-                        len = v.parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; len];
-                if r.read_exact(&mut body).is_err() {
-                    return;
-                }
+            while let Some(body) = frames::read_frame(&mut r) {
                 let msg: Value = serde_json::from_slice(&body).unwrap();
                 if tx.send((Instant::now(), msg)).is_err() {
                     return;

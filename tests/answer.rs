@@ -18,6 +18,9 @@ use bin::rules_in;
 #[path = "support/sources.rs"]
 mod sources;
 use sources::try_lock_helper;
+#[path = "support/projects.rs"]
+mod projects;
+use projects::copy_dir;
 
 const REBUILT_ENTRY: &str = "its entry in the analysis cache could not be read";
 const REBUILT_ANSWER: &str = "the stored answer of the project could not be read";
@@ -45,19 +48,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 /// Every file under `dir`.

@@ -5,13 +5,15 @@
 //! in-memory pipes, a document whose analysis panics.
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
 #[path = "support/comparable.rs"]
 mod comparable;
+#[path = "support/frames.rs"]
+mod frames;
 #[path = "support/sources.rs"]
 mod sources;
 use sources::try_lock_helper;
@@ -140,25 +142,7 @@ impl Client {
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
-            loop {
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = line.strip_prefix("Content-Length: ") {
-                        len = v.parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; len];
-                if r.read_exact(&mut body).is_err() {
-                    return;
-                }
+            while let Some(body) = frames::read_frame(&mut r) {
                 if tx
                     .send(serde_json::from_slice::<Value>(&body).unwrap())
                     .is_err()

@@ -37,14 +37,7 @@ impl Exprs<'_, '_> {
             found.extend(guard);
             ControlFlow::<()>::Continue(())
         });
-        let Some(filter) = st.filter.as_mut() else {
-            return;
-        };
-        for (alias, columns, comparisons) in found {
-            let (columns, comparisons) = renamed(columns, comparisons, &alias, &target);
-            filter.columns.extend(columns);
-            filter.comparisons.extend(comparisons);
-        }
+        add_guards(st, found, &target);
     }
 
     /// Add to an `UPDATE`'s filter the conditions of a subquery in its `FROM` that picks its
@@ -103,14 +96,7 @@ impl Exprs<'_, '_> {
                 found.push((inner_alias, columns, comparisons));
             }
         }
-        let Some(filter) = st.filter.as_mut() else {
-            return;
-        };
-        for (alias, columns, comparisons) in found {
-            let (columns, comparisons) = renamed(columns, comparisons, &alias, &target);
-            filter.columns.extend(columns);
-            filter.comparisons.extend(comparisons);
-        }
+        add_guards(st, found, &target);
     }
 
     /// `EXISTS (SELECT .. FROM <table> a WHERE a.c = <target>.c AND ..)`: the subquery's alias
@@ -170,6 +156,18 @@ impl Exprs<'_, '_> {
 
 /// A subquery's alias with the columns and comparisons of its `WHERE`.
 type Guard = (String, Vec<Col>, Vec<Cmp>);
+
+/// Add guards to the write's filter, their alias named as the write's `target`.
+fn add_guards(st: &mut Statement, found: Vec<Guard>, target: &str) {
+    let Some(filter) = st.filter.as_mut() else {
+        return;
+    };
+    for (alias, columns, comparisons) in found {
+        let (columns, comparisons) = renamed(columns, comparisons, &alias, target);
+        filter.columns.extend(columns);
+        filter.comparisons.extend(comparisons);
+    }
+}
 
 /// The subquery's columns qualified with its `alias` named as the write's `target` (its
 /// unqualified columns are its own table's, which is the target's too).
