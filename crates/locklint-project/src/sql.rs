@@ -309,6 +309,21 @@ pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
     })
 }
 
+/// The statement's filter compares one of these columns of the written table (`expires_at <
+/// now()`, `COALESCE(locked_at, ..) < $1`, `lease_until = $2`): a test that the column is set
+/// (`lease_expires_at IS NOT NULL`) compares nothing.
+pub fn filter_compares(st: &Statement, cols: &[&str]) -> bool {
+    st.filter.as_ref().is_some_and(|f| {
+        f.comparisons.iter().any(|c| {
+            [&c.left, &c.right].iter().any(|side| {
+                side.columns
+                    .iter()
+                    .any(|col| st.is_target(col) && cols.contains(&col.name.as_str()))
+            })
+        })
+    })
+}
+
 /// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that
 /// issues tokens, not a write protected by one.
 pub fn issues_fences(st: &Statement, fence: &str) -> bool {
