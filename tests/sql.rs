@@ -72,14 +72,26 @@ fn spans_in_rust_literals_point_at_the_sql() {
                .bind(name)\n        .execute(pool)\n        .await?;\n    \
                sqlx::query(r#\"UPDATE job_locks SET expires_at = now() + interval '1 minute'\n        WHERE name = $1\"#)\n        \
                .bind(name).execute(pool).await?;\n    Ok(())\n}\n";
-    let found: Vec<_> = analyse(&[("release.rs", src)]).iter().map(at).collect();
+    let findings = analyse(&[("release.rs", src)]);
+    // each statement where it starts in its literal, its `WHERE` (past a `\` continuation and
+    // a raw string's line break) as the related location
+    let found: Vec<_> = findings.iter().map(at).collect();
     assert_eq!(
         found,
         vec![
-            ("lock-table-no-owner-check", 3, 18),
-            ("lock-table-no-owner-check", 8, 9)
+            ("lock-table-no-owner-check", 2, 18),
+            ("lock-table-no-owner-check", 7, 20)
         ]
     );
+    let filters: Vec<_> = findings
+        .iter()
+        .flat_map(|d| &d.related)
+        .map(|r| {
+            let s = r.location.start();
+            (s.line, s.column)
+        })
+        .collect();
+    assert_eq!(filters, vec![(3, 18), (8, 9)]);
 }
 
 #[test]

@@ -309,19 +309,19 @@ pub fn filter_mentions(st: &Statement, cols: &[&str]) -> bool {
     })
 }
 
-/// The condition compares one of these columns of the target table with something
-/// (`expires_at < now()`, `lease_until = $2`): unlike a bare test of it (`expires_at IS NOT
-/// NULL`, which any holder's row passes), a comparison can tell an expired row or the caller's
-/// own from another holder's.
+/// The statement's filter compares one of these columns of the written table (`expires_at <
+/// now()`, `COALESCE(locked_at, ..) < $1`, `lease_until = $2`): a test that the column is set
+/// (`lease_expires_at IS NOT NULL`) compares nothing.
 pub fn filter_compares(st: &Statement, cols: &[&str]) -> bool {
-    let on = |o: &locklint_ir::sql::Operand| {
-        o.columns
-            .iter()
-            .any(|c| st.is_target(c) && cols.contains(&c.name.as_str()))
-    };
-    st.filter
-        .as_ref()
-        .is_some_and(|f| f.comparisons.iter().any(|c| on(&c.left) || on(&c.right)))
+    st.filter.as_ref().is_some_and(|f| {
+        f.comparisons.iter().any(|c| {
+            [&c.left, &c.right].iter().any(|side| {
+                side.columns
+                    .iter()
+                    .any(|col| st.is_target(col) && cols.contains(&col.name.as_str()))
+            })
+        })
+    })
 }
 
 /// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that

@@ -1,7 +1,7 @@
 //! `lock-table-no-owner-check`: a lock row is released or renewed by name only, without
 //! checking that the caller still owns it.
 
-use super::sql_matching::{owner_check_fix, sql_diagnostic};
+use super::sql_matching::{owner_check_fix, related, sql_diagnostic, statement_head};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::StatementKind;
@@ -34,30 +34,37 @@ impl Rule for LockTableNoOwnerCheck {
                 continue;
             }
             let expiry: Vec<&str> = lt.expiry.iter().map(String::as_str).collect();
-            let (label, message) = match lock_write(st, &lt) {
-                // a reaper that only removes expired rows is fine (`expires_at IS NOT NULL`
-                // alone is no such check: every held row passes it)
+            let (what, message) = match lock_write(st, &lt) {
+                // a reaper that only removes expired rows is fine; a release of any row whose
+                // lease is set (`lease_expires_at IS NOT NULL`) is no reaper
                 LockWrite::Release if filter_compares(st, &expiry) => continue,
                 // deleting a row of a work table finishes the work (`unfenced-write`)
                 LockWrite::Release if lt.work && st.kind == StatementKind::Delete => continue,
                 LockWrite::Release => (
-                    "matches the row by name only",
+                    "releases the lock row",
                     format!("this release of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this releases their lock", lt.table),
                 ),
                 LockWrite::Renew => (
-                    "matches the row by name only",
+                    "renews the lock row",
                     format!("this renewal of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this extends their lock", lt.table),
                 ),
                 _ => continue,
             };
+            // the finding is the statement's: a statement of several lines is shown where it
+            // starts, with its filter (where the owner check is missing) as a related location
+            let head = statement_head(file, st).filter(|h| filter.span.start > h.end);
             let mut d = sql_diagnostic(
                 &INFO,
                 file,
-                filter.span,
-                label,
+                head.unwrap_or(filter.span),
+                if head.is_some() { what } else { "matches the row by name only" },
                 message,
                 format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
             );
+            if head.is_some() {
+                d.related
+                    .push(related(file, filter.span, "matches the row by name only"));
+            }
             d.fix = owner_check_fix(
                 file,
                 st,

@@ -18,6 +18,21 @@ pub fn condition_span(st: &Statement) -> Span {
         .unwrap_or(st.span)
 }
 
+/// The first line of a statement that starts with its own verb (`UPDATE jobs`, `DELETE FROM
+/// locks ..`, an ORM chain): where a finding about the statement as a whole points, so a long
+/// statement is reported where it starts and the clause the finding is about is shown as a
+/// related location. `None` for a statement that starts with a `WITH` query, whose first line
+/// is not the write.
+pub fn statement_head(file: &FileIr, st: &Statement) -> Option<Span> {
+    let text = file.file.text.get(st.span.start..st.span.end)?;
+    let line = text.find('\n').map_or(text, |n| &text[..n]).trim_end();
+    let verb = line.split(|c: char| !c.is_ascii_alphabetic()).next()?;
+    if line.is_empty() || verb.eq_ignore_ascii_case("with") {
+        return None;
+    }
+    Some(Span::new(st.span.start, st.span.start + line.len()))
+}
+
 /// A diagnostic at a span of a file.
 pub fn sql_diagnostic(
     info: &'static RuleInfo,

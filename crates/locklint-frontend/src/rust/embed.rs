@@ -168,6 +168,20 @@ pub fn executor_of_type(ty: &str) -> Option<Executor> {
     }
 }
 
+/// What a sea-orm type says about an executor, in a file that names sea-orm: its
+/// `DatabaseConnection` is a pool (every statement takes a connection from it and gives it
+/// back), whatever its name says; a `DatabaseTransaction` holds one connection.
+pub fn sea_orm_executor_of_type(ty: &str) -> Option<Executor> {
+    let t = ty.replace(' ', "");
+    let t = t.trim_start_matches('&').trim_start_matches("mut");
+    let last = t.rsplit("::").next().unwrap_or(t);
+    match last {
+        "DatabaseConnection" => Some(Executor::Pool),
+        "DatabaseTransaction" => Some(Executor::Transaction),
+        _ => None,
+    }
+}
+
 /// What a name says about an executor (`tx`, `pool`, `conn`).
 pub fn executor_of_name(name: &str) -> Option<Executor> {
     let w = words(name);
@@ -226,6 +240,15 @@ mod tests {
             executor_of_type("&mut Transaction<'_, Postgres>"),
             Some(Executor::Transaction)
         );
+        assert_eq!(
+            sea_orm_executor_of_type("&DatabaseConnection"),
+            Some(Executor::Pool)
+        );
+        assert_eq!(
+            sea_orm_executor_of_type("&sea_orm::DatabaseTransaction"),
+            Some(Executor::Transaction)
+        );
+        assert_eq!(sea_orm_executor_of_type("&mut PgConnection"), None);
         assert_eq!(executor_of_name("db_pool"), Some(Executor::Pool));
         assert_eq!(executor_of_name("tx"), Some(Executor::Transaction));
         assert_eq!(executor_of_name("conn"), Some(Executor::Connection));

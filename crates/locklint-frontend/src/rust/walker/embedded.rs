@@ -55,7 +55,13 @@ impl FnWalker<'_> {
                 self.param_types
                     .iter()
                     .find(|(n, _)| *n == name)
-                    .and_then(|(_, t)| embed::executor_of_type(t))
+                    .and_then(|(_, t)| {
+                        let sea_orm = self.cx.orm.sea_orm;
+                        sea_orm
+                            .then(|| embed::sea_orm_executor_of_type(t))
+                            .flatten()
+                            .or_else(|| embed::executor_of_type(t))
+                    })
                     .or_else(|| embed::executor_of_name(&name))
             }
             syn::Expr::Call(c) => {
@@ -244,6 +250,31 @@ impl FnWalker<'_> {
                     && self.is_base_literal(cur, x.span)
             })
             .map(|(i, _)| self.embedded_base + i)
+    }
+
+    /// A sea-orm `Statement` built from SQL text, handed to a `ConnectionTrait` method
+    /// (`db.query_one(stmt)`): built in place (`Statement::from_sql_and_values(b, "..", v)`)
+    /// or by the initialiser of the local named. The expression that builds it.
+    pub(super) fn sea_orm_statement<'e>(&'e self, arg: &'e syn::Expr) -> Option<&'e syn::Expr> {
+        match arg {
+            syn::Expr::Reference(r) => self.sea_orm_statement(&r.expr),
+            syn::Expr::Paren(p) => self.sea_orm_statement(&p.expr),
+            syn::Expr::Path(p) => {
+                let init = self
+                    .lookup(&p.path.get_ident()?.to_string())?
+                    .expr
+                    .as_deref()?;
+                matches!(init, syn::Expr::Call(_))
+                    .then(|| self.sea_orm_statement(init))
+                    .flatten()
+            }
+            syn::Expr::Call(c) => {
+                let (name, full) = path_last(&c.func)?;
+                let site = embed::call_site(&name, &full, c.args.len(), false)?;
+                (site.origin == Library::SeaOrm).then_some(arg)
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn is_base_literal(&self, base: &syn::Expr, lit: Span) -> bool {

@@ -457,6 +457,29 @@ impl FnWalker<'_> {
             .args
             .first()
             .is_some_and(|a| str_lit(a).is_some() || self.const_text(a).is_some());
+        if self.cx.orm.sea_orm
+            && m.args.len() == 1
+            && matches!(
+                name.as_str(),
+                "execute" | "query_one" | "query_all" | "stream"
+            )
+        {
+            // sea-orm's `ConnectionTrait`: `db.query_one(stmt)` runs a `Statement` built from
+            // SQL text, on the connection (a pool for `DatabaseConnection`) it is called on
+            if let Some(built) = self.sea_orm_statement(&m.args[0]).cloned() {
+                self.expr(&m.receiver, ResultUse::Used);
+                self.expr(&m.args[0], ResultUse::Used);
+                if let Some(idx) = self.chain_embedded(&built) {
+                    let span = self
+                        .span_of(&m.method)
+                        .join(self.span_of(&m.paren_token.span.close()));
+                    let executor = self.executor_of(&m.receiver);
+                    let conn = conns::conn_var(&m.receiver);
+                    self.sql_exec(idx, (executor, conn), &name, span, u.clone(), None);
+                }
+                return;
+            }
+        }
         if embed::is_exec_method(&name) && m.args.len() == 1 && !first_is_literal {
             // `sqlx::query("..").bind(..).execute(&pool)`: the statement runs here
             self.expr(&m.receiver, ResultUse::Used);

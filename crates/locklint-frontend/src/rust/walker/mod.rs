@@ -16,8 +16,8 @@ use super::spans;
 use locklint_ir::source::{SourceFile, Span};
 use locklint_ir::Origin;
 use locklint_ir::{
-    Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, NodeId, Op, OpKind,
-    Receiver, ResultUse, SqlExec, Value,
+    Call, Channel, Dep, Embedded, Event, Executor, Function, KeyRef, Language, Library, NodeId, Op,
+    OpKind, Receiver, ResultUse, SqlExec, Value,
 };
 use std::collections::{HashMap, HashSet};
 
