@@ -12,7 +12,10 @@
 //! - each file's length and modification time, and the hash of the bytes the run read. A file
 //!   whose length or time differs, or whose time is too close to the start of the run that
 //!   stored the answer to tell a later write apart ([`RACY_NANOS`]), is read and hashed again:
-//!   the same bytes (a file only touched) keep the answer, other bytes discard it;
+//!   the same bytes (a file only touched) keep the answer, and so do other bytes of a file the
+//!   run left out when it would leave them out too (the run's [`Closure`]: the prefilter does
+//!   not let them through and they spell no name the rounds asked for in the file's package);
+//!   other bytes discard it;
 //! - the content of every configuration file that can govern a project file or name its
 //!   package (`locklint.toml`, `.locklint.toml`, `Cargo.toml` in each directory holding a
 //!   project file and in every directory above it) and of every file a configuration extends.
@@ -25,6 +28,7 @@ use crate::cache::Cache;
 use crate::config::Resolver;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Related, Severity};
 use crate::engine::{Note, Options};
+use crate::parsing::Closure;
 use crate::source::{display_path, FileRef, SourceFile, Span};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -35,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The layout of a stored answer; another layout is not read.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// A file modified less than this before the start of the run that stored the answer (or
 /// after it) may have been written again within the same tick of the file system's clock
@@ -123,6 +127,96 @@ struct StoredDiagnostic {
     fix: Option<StoredFix>,
 }
 
+/// What decided which files the run parsed ([`crate::parsing::Closure`]), stored: per project
+/// file whether it was parsed and its package, and the names the rounds asked for, each with
+/// how it must appear (`need`), the type it must be a function of, and the packages it was
+/// asked in (an index into `sets`; `None`: every package).
+#[derive(Serialize, Deserialize, Default)]
+struct StoredClosure {
+    parsed: Vec<bool>,
+    packages: Vec<Option<u32>>,
+    asked: Vec<(String, u8, Option<String>, usize)>,
+    sets: Vec<Option<Vec<bool>>>,
+}
+
+impl StoredClosure {
+    fn of(c: &Closure) -> StoredClosure {
+        use crate::locks::{reach::Need, PackageSet};
+        let mut sets: Vec<Option<Vec<bool>>> = Vec::new();
+        let asked = c
+            .asked
+            .iter()
+            .map(|w| {
+                let set = match &w.within {
+                    PackageSet::All => None,
+                    PackageSet::Some(v) => Some(v.clone()),
+                };
+                let at = sets.iter().position(|s| *s == set).unwrap_or_else(|| {
+                    sets.push(set);
+                    sets.len() - 1
+                });
+                let need = match w.need {
+                    Need::Use => 0,
+                    Need::Function => 1,
+                    Need::Struct => 2,
+                    Need::Const => 3,
+                };
+                (w.name.clone(), need, w.with.clone(), at)
+            })
+            .collect();
+        StoredClosure {
+            parsed: c.parsed.clone(),
+            packages: c.packages.clone(),
+            asked,
+            sets,
+        }
+    }
+
+    /// The closure it stores; `None` when it does not read back.
+    fn closure(&self) -> Option<Closure> {
+        use crate::locks::{reach::Need, reach::Wanted, PackageSet};
+        let asked = self
+            .asked
+            .iter()
+            .map(|(name, need, with, set)| {
+                let need = match need {
+                    0 => Need::Use,
+                    1 => Need::Function,
+                    2 => Need::Struct,
+                    3 => Need::Const,
+                    _ => return None,
+                };
+                let within = match self.sets.get(*set)? {
+                    None => PackageSet::All,
+                    Some(v) => PackageSet::Some(v.clone()),
+                };
+                Some(Wanted {
+                    name: name.clone(),
+                    need,
+                    with: with.clone(),
+                    within,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Closure {
+            parsed: self.parsed.clone(),
+            asked,
+            packages: self.packages.clone(),
+        })
+    }
+}
+
+/// What a run that stores its answer knows of itself.
+pub(crate) struct Run<'a> {
+    /// When it started ([`now`]).
+    pub started: u128,
+    /// The project's files as named, and their canonical paths.
+    pub files: &'a [PathBuf],
+    pub keys: &'a [PathBuf],
+    /// Which files it parsed and why.
+    pub closure: &'a Closure,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Stored {
     format: u32,
@@ -137,6 +231,7 @@ struct Stored {
     /// The files findings point into whose text the run had (by index in `files`).
     texts: Vec<usize>,
     findings: Vec<StoredDiagnostic>,
+    closure: StoredClosure,
 }
 
 /// The options that change the findings of a whole project, as one string.
@@ -199,7 +294,8 @@ impl Answers {
     }
 
     /// The stored answer, if it still fits the project's files `files` (paths as this run
-    /// names them, with their canonical `keys`) and the configuration. A file only touched
+    /// names them, with their canonical `keys`) and the configuration. A file left out whose new
+    /// text would be left out again keeps it too (see [`left_out_again`]). A file only touched
     /// (same bytes) keeps it, and the answer is stored again with the file's new state.
     pub fn find(
         &self,
@@ -235,10 +331,21 @@ impl Answers {
         if configs != stored.configs {
             return Found::Stale;
         }
+        let closure = stored.closure.closure();
         let checks: Vec<Check> = files
             .par_iter()
+            .enumerate()
             .zip(&stored.files)
-            .map(|(path, (_, state))| check(path, state, stored.started))
+            .map(|((i, path), (_, state))| {
+                match check(path, state, stored.started) {
+                    // a file left out whose new text would be left out again changes nothing
+                    Check::Changed => closure
+                        .as_ref()
+                        .and_then(|c| left_out_again(c, i, path))
+                        .map_or(Check::Changed, Check::Reread),
+                    c => c,
+                }
+            })
             .collect();
         let mut reread = false;
         for (c, (_, state)) in checks.into_iter().zip(stored.files.iter_mut()) {
@@ -268,15 +375,14 @@ impl Answers {
     /// with their canonical `keys`) with how the run found each, and the findings of the
     /// whole project. Nothing is stored when a file could not be read, a finding points
     /// outside the project, or a configuration file changed while the run went on.
-    pub fn store(
+    pub(crate) fn store(
         &self,
-        started: u128,
-        files: &[PathBuf],
-        keys: &[PathBuf],
+        run: &Run,
         states: Vec<Option<FileState>>,
         findings: &[Diagnostic],
         resolver: &Resolver,
     ) {
+        let (started, files, keys) = (run.started, run.files, run.keys);
         let Some(states) = states.into_iter().collect::<Option<Vec<FileState>>>() else {
             return;
         };
@@ -349,6 +455,7 @@ impl Answers {
             configs,
             texts: texts.into_keys().collect(),
             findings: stored_findings,
+            closure: StoredClosure::of(run.closure),
         };
         self.write(&stored);
     }
@@ -396,6 +503,25 @@ fn applicability_name(a: Applicability) -> &'static str {
         Applicability::Unsafe => "unsafe",
         Applicability::DisplayOnly => "display-only",
     }
+}
+
+/// The state of project file `i`, changed since the answer, when the run that stored it left
+/// the file out (not parsed) and would leave its new text out too: the prefilter does not let
+/// it through and it spells none of the names the run's rounds asked for in its package. The
+/// parsed files and what they need are then the same, and so are the findings. `None` when it
+/// would be parsed, or is not an analysed file now.
+fn left_out_again(closure: &Closure, i: usize, path: &Path) -> Option<FileState> {
+    if closure.parsed.get(i).copied().unwrap_or(true) {
+        return None;
+    }
+    let (loaded, state) = crate::engine::load(path.to_path_buf(), None, false, true, true);
+    let crate::engine::Loaded::Unread(_, _, Some(text)) = loaded else {
+        return None;
+    };
+    let package = closure.packages.get(i).copied().flatten();
+    (!closure.would_parse(path, &text, package))
+        .then_some(state)
+        .flatten()
 }
 
 /// Whether a file still is what the stored state says, reading it only when its length or

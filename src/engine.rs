@@ -473,12 +473,18 @@ fn run_answering<T: Send>(
             cache: opts.cache_dir.as_deref().and_then(Cache::open),
             parse_all: opts.parse_all,
         };
-        let (mut report, irs, packages, states) =
+        let (mut report, irs, packages, states, closure) =
             analyze_paths(files, opts, answers.is_some(), &disk);
         let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
         if let Some(a) = &answers {
-            a.store(started, &paths, &keys, states, &report.findings, &resolver);
+            let run = crate::answer::Run {
+                started,
+                files: &paths,
+                keys: &keys,
+                closure: &closure,
+            };
+            a.store(&run, states, &report.findings, &resolver);
         }
         report.notes.extend(answer_note);
         keep_selected(&mut report, irs.len());
@@ -750,7 +756,13 @@ pub(crate) fn analyze_paths(
     opts: &Options,
     record: bool,
     files: &dyn Files,
-) -> (Report, Vec<FileIr>, locks::Packages, Vec<Option<FileState>>) {
+) -> (
+    Report,
+    Vec<FileIr>,
+    locks::Packages,
+    Vec<Option<FileState>>,
+    crate::parsing::Closure,
+) {
     let loaded: Vec<(Loaded, Option<FileState>, bool)> = paths
         .into_par_iter()
         .map(|(p, selected)| {
@@ -761,9 +773,15 @@ pub(crate) fn analyze_paths(
     let mut report = Report::default();
     let mut sources = Vec::new();
     let mut states = Vec::with_capacity(if record { loaded.len() } else { 0 });
-    for (l, state, selected) in loaded {
+    // each loaded file's place among the project's files
+    let mut at = Vec::new();
+    let all = loaded.len();
+    for (i, (l, state, selected)) in loaded.into_iter().enumerate() {
         if record {
             states.push(state);
+        }
+        if matches!(l, Loaded::File(_) | Loaded::Unread(..)) {
+            at.push(i);
         }
         match l {
             Loaded::File(f) => {
@@ -791,8 +809,9 @@ pub(crate) fn analyze_paths(
     report.project_files = sources.len();
     let paths: Vec<&Path> = sources.iter().map(|(f, ..)| f.path.as_path()).collect();
     let packages = files.packages(&paths, opts.project_root.as_deref());
-    let (mut irs, rebuilt) = crate::parsing::parse_needed(sources, &packages, opts, files);
+    let (mut irs, rebuilt, closure) = crate::parsing::parse_needed(sources, &packages, opts, files);
     files.parsed();
+    let closure = closure.of_project(&at, all, &packages);
     // each run afresh, after the cache: a write's table may be declared in another file
     locks::resolve_entity_tables(&mut irs);
     for (ir, rebuilt) in irs.iter().zip(rebuilt) {
@@ -804,7 +823,7 @@ pub(crate) fn analyze_paths(
             });
         }
     }
-    (report, irs, packages, states)
+    (report, irs, packages, states, closure)
 }
 
 /// [`analyze_file`] through the cache: a stored analysis of the same path and text is used,

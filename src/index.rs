@@ -343,7 +343,8 @@ impl Held {
                 cache: opts.cache_dir.as_deref().and_then(Cache::open),
                 parse_all: opts.parse_all,
             };
-            let (mut report, irs, packages, _) = engine::analyze_paths(files, opts, false, &memory);
+            let (mut report, irs, packages, _, _) =
+                engine::analyze_paths(files, opts, false, &memory);
             let project = locks::analyze_in(&irs, &self.settings.project(), &packages);
             report.findings = engine::findings_of(&project, opts);
             let files = irs.len();

@@ -81,12 +81,59 @@ pub(crate) type ToParse = (FileRef, bool, Option<Arc<str>>);
 /// without it whose text spells a name the parsed files need.
 /// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
 /// reads it), and per file whether its stored entry did not read back.
+/// Which files a run parsed, and every name its rounds asked the others for (with the
+/// packages each was asked in, over all rounds): another text of a file left out would have
+/// been parsed only if the prefilter let it through or it spelled one of those names.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Closure {
+    pub parsed: Vec<bool>,
+    pub asked: Vec<locks::reach::Wanted>,
+    /// Each file's package (by the files [`Closure::parsed`] is of).
+    pub packages: Vec<Option<u32>>,
+}
+
+impl Closure {
+    /// The closure of the loaded files (`at`: each one's place among the `all` files of the
+    /// project), told per project file: a file that was not loaded was not parsed, and its
+    /// package is unknown.
+    pub fn of_project(self, at: &[usize], all: usize, packages: &locks::Packages) -> Closure {
+        let mut parsed = vec![false; all];
+        let mut of = vec![None; all];
+        for (source, &file) in at.iter().enumerate() {
+            parsed[file] = self.parsed.get(source).copied().unwrap_or(false);
+            of[file] = packages.package(source);
+        }
+        Closure {
+            parsed,
+            asked: self.asked,
+            packages: of,
+        }
+    }
+
+    /// Whether `text`, the new text of file `i` (of package `package`) that the run left out,
+    /// would have been parsed by the same run: the prefilter lets it through, or it spells a
+    /// name the rounds asked for in a package of its own.
+    pub fn would_parse(&self, path: &std::path::Path, text: &str, package: Option<u32>) -> bool {
+        if needs_parse(path, text) {
+            return true;
+        }
+        let (mentions, patterns) = mentions_of(&self.asked);
+        let mut hit = vec![false; patterns];
+        for p in mentions.find(text) {
+            hit[p] = true;
+        }
+        self.asked.iter().enumerate().any(|(k, w)| {
+            hit[2 * k] && (w.with.is_none() || hit[2 * k + 1]) && w.within.contains(package)
+        })
+    }
+}
+
 pub(crate) fn parse_needed(
     sources: Vec<ToParse>,
     packages: &locks::Packages,
     opts: &Options,
     source: &dyn Source,
-) -> (Vec<FileIr>, Vec<bool>) {
+) -> (Vec<FileIr>, Vec<bool>, Closure) {
     let mut aside: Vec<Option<Arc<str>>> = Vec::with_capacity(sources.len());
     let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources
         .into_iter()
@@ -101,6 +148,8 @@ pub(crate) fn parse_needed(
     let mut rebuilt = vec![false; sources.len()];
     type Asked = (String, locks::reach::Need, Option<String>);
     let mut asked: HashMap<Asked, locks::PackageSet> = HashMap::new();
+    // every name asked, in the packages of every round that asked it
+    let mut ever_asked: HashMap<Asked, locks::PackageSet> = HashMap::new();
     loop {
         let todo: Vec<usize> = (0..sources.len())
             .filter(|&i| wanted[i] && !parsed_yet[i])
@@ -148,6 +197,10 @@ pub(crate) fn parse_needed(
             .collect();
         for w in &needed {
             asked.insert((w.name.clone(), w.need, w.with.clone()), w.within.clone());
+            ever_asked
+                .entry((w.name.clone(), w.need, w.with.clone()))
+                .and_modify(|within: &mut locks::PackageSet| *within = within.union(&w.within))
+                .or_insert_with(|| w.within.clone());
         }
         if needed.is_empty() {
             break;
@@ -181,7 +234,22 @@ pub(crate) fn parse_needed(
             wanted[i] = true;
         }
     }
-    (irs, rebuilt)
+    let mut asked: Vec<locks::reach::Wanted> = ever_asked
+        .into_iter()
+        .map(|((name, need, with), within)| locks::reach::Wanted {
+            name,
+            need,
+            with,
+            within,
+        })
+        .collect();
+    asked.sort_by(|a, b| (&a.name, a.with.as_deref()).cmp(&(&b.name, b.with.as_deref())));
+    let closure = Closure {
+        parsed: parsed_yet,
+        asked,
+        packages: Vec::new(),
+    };
+    (irs, rebuilt, closure)
 }
 
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must

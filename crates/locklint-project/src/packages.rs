@@ -58,6 +58,16 @@ impl PackageSet {
             (PackageSet::Some(v), Some(p)) => v.get(p as usize).copied().unwrap_or(true),
         }
     }
+
+    /// Every package of either set.
+    pub fn union(&self, other: &PackageSet) -> PackageSet {
+        match (self, other) {
+            (PackageSet::Some(x), PackageSet::Some(y)) => {
+                PackageSet::Some(x.iter().zip(y).map(|(p, q)| *p || *q).collect())
+            }
+            _ => PackageSet::All,
+        }
+    }
 }
 
 impl Packages {

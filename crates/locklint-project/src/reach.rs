@@ -47,7 +47,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
     let mut out: HashMap<(String, Need, Option<String>), PackageSet> = HashMap::new();
     let mut add_with = |name: &str, need: Need, with: Option<&str>, within: PackageSet| {
         out.entry((name.to_string(), need, with.map(str::to_string)))
-            .and_modify(|w| *w = union(w, &within))
+            .and_modify(|w| *w = w.union(&within))
             .or_insert(within);
     };
     let runs_sql = |id: FnId| {
@@ -167,13 +167,4 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
         .collect();
     v.sort_by(|a, b| (&a.name, a.need as u8, &a.with).cmp(&(&b.name, b.need as u8, &b.with)));
     v
-}
-
-fn union(a: &PackageSet, b: &PackageSet) -> PackageSet {
-    match (a, b) {
-        (PackageSet::Some(x), PackageSet::Some(y)) => {
-            PackageSet::Some(x.iter().zip(y).map(|(p, q)| *p || *q).collect())
-        }
-        _ => PackageSet::All,
-    }
 }
