@@ -13,7 +13,7 @@
 //!   whose length or time differs, or whose time is too close to the start of the run that
 //!   stored the answer to tell a later write apart ([`RACY_NANOS`]), is read and hashed again:
 //!   the same bytes (a file only touched) keep the answer, and so do other bytes of a file the
-//!   run left out when it would leave them out too (the run's [`Closure`]: the prefilter does
+//!   run left out when it would leave them out too (the run's `parsing::Closure`: the prefilter does
 //!   not let them through and they spell no name the rounds asked for in the file's package);
 //!   other bytes discard it;
 //! - the content of every configuration file that can govern a project file or name its
@@ -295,7 +295,7 @@ impl Answers {
 
     /// The stored answer, if it still fits the project's files `files` (paths as this run
     /// names them, with their canonical `keys`) and the configuration. A file left out whose new
-    /// text would be left out again keeps it too (see [`left_out_again`]). A file only touched
+    /// text would be left out again keeps it too (see `left_out_again`). A file only touched
     /// (same bytes) keeps it, and the answer is stored again with the file's new state.
     pub fn find(
         &self,
