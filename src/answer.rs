@@ -12,10 +12,10 @@
 //! - each file's length and modification time, and the hash of the bytes the run read. A file
 //!   whose length or time differs, or whose time is too close to the start of the run that
 //!   stored the answer to tell a later write apart ([`RACY_NANOS`]), is read and hashed again:
-//!   the same bytes (a file only touched) keep the answer, and so do other bytes of a file the
-//!   run left out when it would leave them out too (the run's `parsing::Closure`: the prefilter does
-//!   not let them through and they spell no name the rounds asked for in the file's package);
-//!   other bytes discard it;
+//!   the same bytes (a file only touched) keep the answer, and so do other bytes of a file
+//!   the run left out when it would leave them out too (the run's `parsing::Closure`: the
+//!   prefilter does not let them through and they spell no name the rounds asked for in the
+//!   file's package); other bytes discard it;
 //! - the content of every configuration file that can govern a project file or name its
 //!   package (`locklint.toml`, `.locklint.toml`, `Cargo.toml` in each directory holding a
 //!   project file and in every directory above it) and of every file a configuration extends.
