@@ -300,62 +300,86 @@ fn edit(path: &Path, text: &str) {
     set_mtime(path, long_ago() + Duration::from_secs(600));
 }
 
+/// The workspace with a lock-free `money.rs` in the billing crate (which the analysis leaves
+/// out), answered once with a cache whose entries are then spoiled (a run that analyses the
+/// project again notes every entry it rebuilds): the project, the cache, `money.rs`, the
+/// arguments of the run and its output.
+struct LeftOut {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    cache: tempfile::TempDir,
+    money: PathBuf,
+    cold: Output,
+}
+
+impl LeftOut {
+    fn new() -> LeftOut {
+        let (_tmp, root) = workspace();
+        let money = root.join("crates/billing/src/money.rs");
+        edit(
+            &money,
+            "pub fn cents(units: u64) -> u64 {\n    units * 100\n}\n",
+        );
+        let cache = tempfile::tempdir().unwrap();
+        let cold = cached_check(&root, cache.path());
+        assert!(!stdout(&cold).contains("money.rs"));
+        spoil_entries(cache.path());
+        LeftOut {
+            _tmp,
+            root,
+            cache,
+            money,
+            cold,
+        }
+    }
+
+    fn check(&self) -> Output {
+        cached_check(&self.root, self.cache.path())
+    }
+
+    fn uncached(&self) -> Output {
+        locklint(&self.root, &["check", "--format", "json", "--no-cache"])
+    }
+}
+
+/// `check` of the project at `root` in JSON with the cache in `cache`.
+fn cached_check(root: &Path, cache: &Path) -> Output {
+    let c = cache.display().to_string();
+    locklint(root, &["check", "--format", "json", "--cache-dir", &c])
+}
+
 #[test]
 fn an_edit_of_a_file_the_analysis_left_out_keeps_the_answer() {
-    let (_tmp, root) = workspace();
-    let money = root.join("crates/billing/src/money.rs");
-    edit(
-        &money,
-        "pub fn cents(units: u64) -> u64 {\n    units * 100\n}\n",
-    );
-    let cache = tempfile::tempdir().unwrap();
-    let c = cache.path().display().to_string();
-    let args = ["check", "--format", "json", "--cache-dir", &c];
-    let cold = locklint(&root, &args);
-    // a run that analyses the project again notes every entry it rebuilds
-    spoil_entries(cache.path());
-    let answer = answers(cache.path()).remove(0);
+    let p = LeftOut::new();
+    let answer = answers(p.cache.path()).remove(0);
     let stored = std::fs::read(&answer).unwrap();
     // no lock code, no name the analysis asked the other files for: left out again
     edit(
-        &money,
+        &p.money,
         "pub fn cents(units: u64) -> u64 {\n    units * 100 + 0\n}\n",
     );
-    let warm = locklint(&root, &args);
-    same_run(&warm, &cold, "edited");
+    let warm = p.check();
+    same_run(&warm, &p.cold, "edited");
     assert!(!stderr(&warm).contains("rebuilt"), "{}", stderr(&warm));
     // stored again with the file's new state
     assert_ne!(std::fs::read(&answer).unwrap(), stored);
-    same_run(&locklint(&root, &args), &cold, "after the edit");
+    same_run(&p.check(), &p.cold, "after the edit");
     // the answer is the one a run without the cache gives
-    let fresh = locklint(&root, &["check", "--format", "json", "--no-cache"]);
-    same_run(&warm, &fresh, "without the cache");
+    same_run(&warm, &p.uncached(), "without the cache");
 }
 
 #[test]
 fn an_edit_that_calls_a_lock_helper_is_analysed_again() {
-    let (_tmp, root) = workspace();
-    let money = root.join("crates/billing/src/money.rs");
-    edit(
-        &money,
-        "pub fn cents(units: u64) -> u64 {\n    units * 100\n}\n",
-    );
-    let cache = tempfile::tempdir().unwrap();
-    let c = cache.path().display().to_string();
-    let args = ["check", "--format", "json", "--cache-dir", &c];
-    let cold = locklint(&root, &args);
-    assert!(!stdout(&cold).contains("money.rs"), "{}", stdout(&cold));
-    spoil_entries(cache.path());
+    let p = LeftOut::new();
     // no Redis client in sight, but the name of a helper of the `locks` crate, which billing
     // depends on: the analysis would parse it
     edit(
-        &money,
+        &p.money,
         "pub async fn settle<C>(con: &mut C, token: &str) {\n    let _ = locks::try_lock(con, \"lock:settle\", token, 30_000).await;\n}\n",
     );
-    let warm = locklint(&root, &args);
+    let warm = p.check();
     assert!(stderr(&warm).contains("rebuilt"), "{}", stderr(&warm));
-    let fresh = locklint(&root, &["check", "--format", "json", "--no-cache"]);
-    assert_eq!(stdout(&warm), stdout(&fresh));
+    assert_eq!(stdout(&warm), stdout(&p.uncached()));
     assert!(stdout(&warm).contains("money.rs"), "{}", stdout(&warm));
 }
 
