@@ -19,6 +19,8 @@
 
 #[path = "support/corpus.rs"]
 mod corpus;
+#[path = "support/rss.rs"]
+mod rss;
 
 use corpus::corpus;
 use locklint::engine::{self, Options};
@@ -128,19 +130,6 @@ fn cpu_seconds() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The process's peak resident set, in KiB.
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// A digest of a run's findings (rule, file, span, message), leaving out the parse errors of
 /// files the prefilter does not let through (those are parsed only without it): equal digests
 /// mean the prefilter cost no finding.
@@ -231,7 +220,7 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
     });
     println!(
         "RESULT {wall} {} {lines} {findings} {parse_errors} {sum} {cpu}",
-        peak_rss_kib()
+        rss::peak_rss_kib("self")
     );
 }
 

@@ -18,6 +18,8 @@
 mod corpus;
 #[path = "../tests/support/frames.rs"]
 mod frames;
+#[path = "support/rss.rs"]
+mod rss;
 
 use serde_json::{json, Value};
 use std::io::{BufReader, Write};
@@ -110,15 +112,7 @@ impl Server {
 
     /// The server's peak resident set, in KiB.
     fn peak_rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmHWM:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|kb| kb.parse().ok())
-            })
-            .unwrap_or(0)
+        rss::peak_rss_kib(&self.child.id().to_string())
     }
 
     fn stop(mut self) {

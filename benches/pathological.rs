@@ -22,6 +22,8 @@
 
 #[path = "../tests/support/pathological.rs"]
 mod pathological;
+#[path = "support/rss.rs"]
+mod rss;
 
 use locklint::engine::{self, Options};
 use pathological as p;
@@ -239,15 +241,7 @@ fn child(dir: &Path, stage: Stage) {
     let stage_wall = stage_start.elapsed().as_secs_f64();
     let wall = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds();
-    let hwm = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
+    let hwm = rss::peak_rss_kib("self");
     let parse_errors = report
         .findings
         .iter()

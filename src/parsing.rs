@@ -72,6 +72,14 @@ pub(crate) fn scan(
         .collect()
 }
 
+/// Whether a file of `package` whose text gives `hit` ([`scan`]) spells a name of `needed` as
+/// it must appear, in a package it was asked in.
+fn spells(needed: &[locks::reach::Wanted], hit: &[bool], package: Option<u32>) -> bool {
+    needed.iter().enumerate().any(|(k, w)| {
+        hit[2 * k] && (w.with.is_none() || hit[2 * k + 1]) && w.within.contains(package)
+    })
+}
+
 /// A file to parse if it matters: its source (without its text when the prefilter left it
 /// out), whether it is wanted from the start, and its text kept aside if it was left out.
 pub(crate) type ToParse = (FileRef, bool, Option<Arc<str>>);
@@ -117,14 +125,9 @@ impl Closure {
         if needs_parse(path, text) {
             return true;
         }
-        let (mentions, patterns) = mentions_of(&self.asked);
-        let mut hit = vec![false; patterns];
-        for p in mentions.find(text) {
-            hit[p] = true;
-        }
-        self.asked.iter().enumerate().any(|(k, w)| {
-            hit[2 * k] && (w.with.is_none() || hit[2 * k + 1]) && w.within.contains(package)
-        })
+        scan(&self.asked, &|_| Some(Cow::Borrowed(text)), vec![0])
+            .iter()
+            .any(|(_, hit)| spells(&self.asked, hit, package))
     }
 }
 
@@ -219,12 +222,7 @@ pub(crate) fn parse_needed(
         let more: Vec<usize> = source
             .mentioning(&needed, &sources, &text, candidates)
             .into_iter()
-            .filter(|(i, hit)| {
-                let package = packages.package(*i);
-                needed.iter().enumerate().any(|(k, w)| {
-                    hit[2 * k] && (w.with.is_none() || hit[2 * k + 1]) && w.within.contains(package)
-                })
-            })
+            .filter(|(i, hit)| spells(&needed, hit, packages.package(*i)))
             .map(|(i, _)| i)
             .collect();
         if more.is_empty() {
