@@ -223,15 +223,17 @@ fn child(dir: &Path, stage: Stage) {
     let stage_start = Instant::now();
     let produced = match stage {
         Stage::Analyse => 0,
-        Stage::Human => locklint::output::human::render(
-            &report,
-            locklint::output::human::Style {
+        // written as the command line writes it: one finding at a time, to a stream
+        Stage::Human => {
+            let mut out = Counted::default();
+            let style = locklint::output::human::Style {
                 color: false,
                 width: 100,
-            },
-            false,
-        )
-        .len(),
+            };
+            locklint::output::human::write(&report, style, false, &mut out)
+                .expect("a counting sink does not fail");
+            out.0
+        }
         Stage::AddSuppressions => locklint::suppress::insertions(&report.findings, "bench")
             .iter()
             .map(|(_, edits)| edits.len())
@@ -251,6 +253,21 @@ fn child(dir: &Path, stage: Stage) {
         "RESULT {wall} {hwm} {} {parse_errors} {cpu} {stage_wall}",
         report.findings.len()
     );
+}
+
+/// A sink that counts the bytes written to it.
+#[derive(Default)]
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// User and system time of this process so far, every thread included (`/proc/self/stat`,

@@ -965,13 +965,18 @@ fn merge_duplicates(mut all: Vec<(Option<usize>, Diagnostic)>) -> Vec<(Option<us
             .then(a.message.cmp(&b.message))
     });
     let mut out: Vec<(Option<usize>, Diagnostic)> = Vec::with_capacity(all.len());
-    let mut seen: HashSet<(&'static str, PathBuf, crate::source::Span)> = HashSet::new();
     // locations the last kept finding already shows
     let mut shown: HashSet<(PathBuf, crate::source::Span)> = HashSet::new();
     let at = |l: &Location| (l.file.path.clone(), l.span);
+    // sorted, the variants of one finding are neighbours: a finding is new when it is not the
+    // last kept one
+    let same = |a: &Diagnostic, b: &Diagnostic| {
+        a.rule == b.rule
+            && a.primary.span == b.primary.span
+            && a.primary.file.path == b.primary.file.path
+    };
     for (trace, d) in all {
-        let key = (d.rule, d.primary.file.path.clone(), d.primary.span);
-        if seen.insert(key) {
+        if !out.last().is_some_and(|(_, kept)| same(kept, &d)) {
             shown.clear();
             shown.insert(at(&d.primary));
             shown.extend(d.related.iter().map(|r| at(&r.location)));
@@ -1030,20 +1035,21 @@ fn build_trace_fixes(
             let open =
                 std::cell::RefCell::new(kept.iter().map(|(_, w)| *w).collect::<HashSet<_>>());
             let wanted = |d: &Diagnostic| open.borrow_mut().remove(&key(d));
-            let mut built: HashMap<Wanted, Option<Fix>> = HashMap::new();
+            let mut built: HashMap<Wanted, Fix> = HashMap::new();
             for r in active.iter().filter(|r| rules.contains(r.info().name)) {
                 let _ = isolate::catch(|| {
                     let mut v = Vec::new();
                     r.check(trace, &project.facts, Fixes::For(&wanted), &mut v);
-                    for d in v.into_iter().filter(|d| d.fix.is_some()) {
-                        let fix = d.fix.clone();
-                        built.entry(key(&d)).or_insert(fix);
+                    for mut d in v {
+                        if let Some(fix) = d.fix.take() {
+                            built.entry(key(&d)).or_insert(fix);
+                        }
                     }
                 });
                 forget_spans();
             }
             kept.iter()
-                .map(|(k, w)| (*k, built.get(w).cloned().flatten()))
+                .map(|(k, w)| (*k, built.remove(w)))
                 .collect::<Vec<_>>()
         })
         .collect();

@@ -104,9 +104,9 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// Sort key: path, position, rule.
-    pub fn sort_key(&self) -> (String, usize, usize, &'static str) {
+    pub fn sort_key(&self) -> (&str, usize, usize, &'static str) {
         (
-            self.primary.path().to_string(),
+            self.primary.path(),
             self.primary.span.start,
             self.primary.span.end,
             self.rule,

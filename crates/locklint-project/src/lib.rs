@@ -114,6 +114,8 @@ pub fn analyze_in<'a>(
             inlined: 0,
         };
         ex.expand(root, None, None, None, &[], &[], None);
+        // a trace lives as long as the project: no room for operations that never come
+        ex.ops.shrink_to_fit();
         traces.push(Trace::new(
             idx.func(root),
             files[root.file].file.clone(),
