@@ -71,6 +71,11 @@ fn a_syntax_error_in_a_streamed_body_is_the_file_s_syntax_error() {
         "fn a() { f() g() }\n",
         "impl S { fn a(&self) { m!(x) y } }\n",
         "fn a() { ok(); }\nfn b() { let = ; }\n",
+        // inside blocks taken out of their statements
+        "fn a() { if x { let y = 1 let z = 2; } w(); }\n",
+        "fn a() { loop { f() g() } }\nfn b() {}\n",
+        "fn a() { let v = async move { match x { _ => { h(, ) } } }; }\n",
+        "fn a() { if x { ok(); } else { let = ; } }\n",
     ] {
         let path = Path::new("broken.rs");
         let whole = ir_json(path, text, usize::MAX);
@@ -113,4 +118,31 @@ fn doc_comments_folded_in_a_large_file_give_the_same_ir() {
         assert_eq!(whole, ir_json(path, text, 0), "{text}");
     }
     assert!(ir_json(Path::new("docs.rs"), no_use, 0).contains("\"item_slot\":31"));
+}
+
+#[test]
+fn a_large_block_inside_a_statement_is_streamed_and_gives_the_same_ir() {
+    // one statement (`if`) holding a block far past the streaming size, with a lock taken,
+    // released in a nested `loop`, and a reply bound inside a spawned `async move` block
+    let mut text = String::from(
+        "use redis::AsyncCommands;\n\npub async fn big(con: &mut redis::aio::MultiplexedConnection, go: bool) -> redis::RedisResult<()> {\n    if go {\n",
+    );
+    for i in 0..1500 {
+        text.push_str(&format!(
+            "        let v{i}: bool = con.set_nx(\"lock:job:{i}\", \"1\").await?;\n        if !v{i} {{ return Ok(()); }}\n"
+        ));
+    }
+    text.push_str("        loop {\n            let _: () = con.del(\"lock:job:0\").await?;\n            break;\n        }\n    } else {\n        tokio::spawn(async move {\n            let seen: Option<String> = None;\n            seen\n        });\n    }\n    Ok(())\n}\n");
+    assert!(text.len() > 100_000);
+    let path = Path::new("nested.rs");
+    let whole = ir_json(path, &text, usize::MAX);
+    assert!(!whole.contains("could not parse"), "{whole}");
+    assert_eq!(whole.matches("\"set_nx\"").count(), 1500);
+    assert_eq!(whole.matches("\"del\"").count(), 1);
+    let default = {
+        let file = SourceFile::new(path.to_path_buf(), text.clone());
+        serde_json::to_string(&locklint_frontend::rust::analyze(0, file)).unwrap()
+    };
+    assert_eq!(default, whole);
+    assert_eq!(ir_json(path, &text, 0), whole);
 }

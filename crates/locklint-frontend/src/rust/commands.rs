@@ -7,7 +7,10 @@ use std::collections::HashSet;
 
 /// Upper-cased identifiers appearing anywhere in an expression's tokens
 /// (`ExistenceCheck::NX`, `SetExpiry::PX(..)`, `ValueComparison::ifeq(..)`).
-pub fn option_words(tokens: proc_macro2::TokenStream) -> HashSet<String> {
+pub fn option_words(
+    tokens: proc_macro2::TokenStream,
+    bodies: &super::bodies::Bodies,
+) -> HashSet<String> {
     let mut out = HashSet::new();
     let mut stack = vec![tokens];
     while let Some(ts) = stack.pop() {
@@ -16,7 +19,7 @@ pub fn option_words(tokens: proc_macro2::TokenStream) -> HashSet<String> {
                 proc_macro2::TokenTree::Ident(i) => {
                     out.insert(i.to_string().to_ascii_uppercase());
                 }
-                proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                proc_macro2::TokenTree::Group(g) => stack.push(bodies.stream_of(&g)),
                 _ => {}
             }
         }
@@ -24,8 +27,8 @@ pub fn option_words(tokens: proc_macro2::TokenStream) -> HashSet<String> {
     out
 }
 
-pub fn expr_words(e: &syn::Expr) -> HashSet<String> {
-    option_words(e.to_token_stream())
+pub fn expr_words(e: &syn::Expr, bodies: &super::bodies::Bodies) -> HashSet<String> {
+    option_words(e.to_token_stream(), bodies)
 }
 
 fn expiry_from_words(w: &HashSet<String>) -> Option<Expiry> {
@@ -325,7 +328,7 @@ mod tests {
     struct Direct;
     impl OptionSource for Direct {
         fn words(&self, arg: &syn::Expr) -> HashSet<String> {
-            expr_words(arg)
+            expr_words(arg, &crate::rust::bodies::Bodies::default())
         }
     }
 

@@ -369,10 +369,14 @@ fn walk_fn(
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
     let (function, nested, inits, embedded) = match cx.bodies.take(body) {
-        Some(tokens) => match walker.run_streamed(&tokens) {
-            Ok(walked) => walked,
-            Err(e) => return cx.bodies.failed(e),
-        },
+        Some(tokens) => {
+            let walked = walker.run_streamed(&tokens);
+            cx.bodies.forget_blocks();
+            match walked {
+                Ok(walked) => walked,
+                Err(e) => return cx.bodies.failed(e),
+            }
+        }
         None => walker.run(body),
     };
     fns[func_idx] = locklint_ir::Function {

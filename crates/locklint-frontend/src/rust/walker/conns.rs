@@ -32,9 +32,9 @@ pub(super) fn conn_var(e: &syn::Expr) -> Option<String> {
 }
 
 /// Whether an expression's tokens name a pool type or value (`PgPoolOptions`, `PgPool`).
-fn names_pool(e: &syn::Expr) -> bool {
+fn names_pool(e: &syn::Expr, bodies: &crate::rust::bodies::Bodies) -> bool {
     let mut pool = false;
-    idents_of(e, |i| {
+    idents_of(e, bodies, |i| {
         pool |= i.to_string().to_ascii_lowercase().contains("pool")
     });
     pool
@@ -56,13 +56,14 @@ impl FnWalker<'_> {
                 "acquire" | "try_acquire" | "get" | "get_owned" | "get_timeout" => {
                     (self.executor_of(&m.receiver) == Some(Executor::Pool)).then_some(false)
                 }
-                "connect" | "connect_with" => (!names_pool(e)).then_some(true),
+                "connect" | "connect_with" => (!names_pool(e, self.cx.bodies)).then_some(true),
                 _ => None,
             },
             syn::Expr::Call(c) => {
                 let (name, _) = path_last(&c.func)?;
-                (matches!(name.as_str(), "connect" | "connect_with") && !names_pool(e))
-                    .then_some(true)
+                (matches!(name.as_str(), "connect" | "connect_with")
+                    && !names_pool(e, self.cx.bodies))
+                .then_some(true)
             }
             _ => None,
         }
@@ -135,7 +136,7 @@ impl FnWalker<'_> {
     pub(super) fn conn_scope_ends(&mut self, mark: usize, last: Option<&syn::Stmt>, end: Span) {
         let mut tail_names = HashSet::new();
         if let Some(syn::Stmt::Expr(e, None)) = last {
-            idents_of(e, |i| {
+            idents_of(e, self.cx.bodies, |i| {
                 tail_names.insert(i.to_string());
             });
         }

@@ -63,7 +63,7 @@ impl FnWalker<'_> {
         }
         if u == ResultUse::Returned && self.depth <= SHALLOW {
             let returned = &mut self.returned_names;
-            idents_of(e, |i| {
+            idents_of(e, self.cx.bodies, |i| {
                 returned.insert(i.to_string());
             });
         }

@@ -4,23 +4,35 @@
 
 use super::*;
 
+/// Blocks walked from their tokens (held empty by their statement's tree), and whether each
+/// diverges, by where it starts.
+pub(super) type Diverging = HashMap<(usize, usize), Option<bool>>;
+
 /// Whether a block always leaves the enclosing flow (return, break, continue, panic).
-pub(super) fn block_diverges(block: &syn::Block) -> Option<bool> {
-    let last = block.stmts.last()?;
+pub(super) fn block_diverges(block: &syn::Block, taken: &Diverging) -> Option<bool> {
+    let Some(last) = block.stmts.last() else {
+        let start = block.brace_token.span.open().start();
+        return taken.get(&(start.line, start.column)).copied().flatten();
+    };
+    stmt_diverges(last, taken)
+}
+
+/// Whether a block whose last statement is `last` diverges.
+pub(super) fn stmt_diverges(last: &syn::Stmt, taken: &Diverging) -> Option<bool> {
     match last {
-        syn::Stmt::Expr(e, _) => expr_diverges(e),
+        syn::Stmt::Expr(e, _) => expr_diverges(e, taken),
         syn::Stmt::Macro(m) => macro_diverges(&m.mac).then_some(false),
         _ => None,
     }
 }
 
 /// `Some(true)` when the divergence is a `break`.
-pub(super) fn expr_diverges(e: &syn::Expr) -> Option<bool> {
+pub(super) fn expr_diverges(e: &syn::Expr, taken: &Diverging) -> Option<bool> {
     match e {
         syn::Expr::Return(_) | syn::Expr::Continue(_) => Some(false),
         syn::Expr::Break(_) => Some(true),
         syn::Expr::Macro(m) if macro_diverges(&m.mac) => Some(false),
-        syn::Expr::Block(b) => block_diverges(&b.block),
+        syn::Expr::Block(b) => block_diverges(&b.block, taken),
         _ => None,
     }
 }
@@ -173,7 +185,7 @@ impl FnWalker<'_> {
                             out.extend(b.sources.iter().copied());
                         }
                     }
-                    proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                    proc_macro2::TokenTree::Group(g) => stack.push(self.cx.bodies.stream_of(&g)),
                     _ => {}
                 }
             }
@@ -190,6 +202,9 @@ impl FnWalker<'_> {
     }
 
     pub(super) fn walk_block(&mut self, block: &syn::Block, tail: ResultUse) {
+        if let Some(tokens) = self.cx.bodies.take(block) {
+            return self.walk_taken(&tokens, tail);
+        }
         let marks = self.block_start();
         let n = block.stmts.len();
         for (i, stmt) in block.stmts.iter().enumerate() {
@@ -350,6 +365,12 @@ impl FnWalker<'_> {
             self.deps.extend(sources.iter().copied());
         }
         let single = names.len() == 1 && self.depth <= SHALLOW;
+        // a Redis reply bound here (`let v: bool = con.set_nx(..).await?`) is a value, not a
+        // builder, a script invocation or a query: nothing reads its initialiser again
+        let reply = builder.is_none()
+            && self.events[mark.min(self.events.len())..]
+                .iter()
+                .any(|e| matches!(e, Event::Op(o) if matches!(o.result, ResultUse::Bound { .. })));
         let ty = match &l.pat {
             syn::Pat::Type(t) => super::super::types::receiver_name(&t.ty),
             _ => None,
@@ -371,7 +392,7 @@ impl FnWalker<'_> {
                 (
                     Some(key_of(&init.expr, self)),
                     Some(value_of(&init.expr, self)),
-                    initialiser(&init.expr),
+                    if reply { None } else { initialiser(&init.expr) },
                     Some(self.span_of(&*init.expr)),
                 )
             } else {
@@ -411,7 +432,7 @@ impl FnWalker<'_> {
             self.expr(els, u);
         }
         self.deps.truncate(deps_mark);
-        let then = block_diverges(&i.then_branch);
+        let then = block_diverges(&i.then_branch, &self.diverging);
         if then == Some(true) {
             if let Some(top) = self.loop_break_deps.last_mut() {
                 top.extend(deps.iter().copied());

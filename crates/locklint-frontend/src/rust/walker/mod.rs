@@ -143,6 +143,11 @@ pub struct FnWalker<'a> {
     macro_depth: usize,
     /// Operator switches (`if force {`) the walk is inside, innermost last.
     switches: Vec<String>,
+    /// The expressions a fix lays out, collected as the body's statements are walked.
+    laid_out: laid_out::Expressions<'a>,
+    /// Whether each block taken out of its statement and walked from its tokens diverges (see
+    /// [`flow::block_diverges`]), by where it starts: its statement's tree holds it empty.
+    diverging: flow::Diverging,
 }
 
 impl Scope for FnWalker<'_> {
@@ -193,7 +198,7 @@ impl FnWalker<'_> {
 
 impl OptionSource for FnWalker<'_> {
     fn words(&self, arg: &syn::Expr) -> HashSet<String> {
-        let mut w = commands::expr_words(arg);
+        let mut w = commands::expr_words(arg, self.cx.bodies);
         let mut seen = HashSet::new();
         let mut todo: Vec<String> = w.iter().cloned().collect();
         // follow locals that hold option builders
@@ -203,7 +208,7 @@ impl OptionSource for FnWalker<'_> {
             }
             if let Some(b) = self.env.get_upper(&word) {
                 if let Some(e) = &b.expr {
-                    for x in commands::expr_words(e) {
+                    for x in commands::expr_words(e, self.cx.bodies) {
                         if w.insert(x.clone()) {
                             todo.push(x);
                         }
@@ -236,13 +241,17 @@ fn pat_names(pat: &syn::Pat, out: &mut Vec<String>) {
 }
 
 /// Every identifier in a node's tokens, macro arguments included.
-fn idents_of(node: &impl quote::ToTokens, mut each: impl FnMut(proc_macro2::Ident)) {
+fn idents_of(
+    node: &impl quote::ToTokens,
+    bodies: &super::bodies::Bodies,
+    mut each: impl FnMut(proc_macro2::Ident),
+) {
     let mut stack = vec![node.to_token_stream()];
     while let Some(ts) = stack.pop() {
         for tt in ts {
             match tt {
                 proc_macro2::TokenTree::Ident(i) => each(i),
-                proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                proc_macro2::TokenTree::Group(g) => stack.push(bodies.stream_of(&g)),
                 _ => {}
             }
         }
@@ -359,6 +368,8 @@ impl<'a> FnWalker<'a> {
             param_receivers,
             macro_depth: 0,
             switches: Vec::new(),
+            laid_out: laid_out::Expressions::new(cx.file),
+            diverging: HashMap::new(),
         }
     }
 
@@ -381,19 +392,28 @@ impl<'a> FnWalker<'a> {
     /// Walk the body; returns the function, nested fn items to walk next, and struct field initialisers.
     pub fn run(mut self, body: &syn::Block) -> Walked {
         self.walk_block(body, ResultUse::Returned);
-        let mut laid_out = laid_out::Expressions::new(self.cx.file);
-        laid_out.block(body);
-        self.finish(body.stmts.last(), laid_out, || {
-            quote::ToTokens::to_token_stream(body)
-        })
+        self.laid_out.block(body);
+        self.finish(body.stmts.last(), || quote::ToTokens::to_token_stream(body))
     }
 
     /// Walk a body given as its brace group's tokens, parsing one statement at a time and
     /// dropping each statement's tree once it is walked: the same walk as [`Self::run`] over the
-    /// parsed block, with the syntax tree of one statement alive at a time. A syntax error is
-    /// the error parsing the whole block gives.
+    /// parsed block, with the syntax tree of one statement alive at a time (the large blocks
+    /// inside a statement are walked the same way, see `Bodies::hollow_blocks`). A syntax error
+    /// is the error parsing the whole block gives.
     pub fn run_streamed(mut self, body: &proc_macro2::Group) -> syn::Result<Walked> {
-        let mut laid_out = laid_out::Expressions::new(self.cx.file);
+        let last = self.walk_tokens(body, &ResultUse::Returned)?;
+        Ok(self.finish(last.as_ref(), || body.stream()))
+    }
+
+    /// Walk a block given as its brace group's tokens, one statement at a time (with its large
+    /// blocks taken out, to be walked the same way); returns its last statement.
+    fn walk_tokens(
+        &mut self,
+        block: &proc_macro2::Group,
+        tail: &ResultUse,
+    ) -> syn::Result<Option<syn::Stmt>> {
+        let hollowed = self.cx.bodies.hollow_blocks(block);
         let mut last = None;
         let walk = |input: syn::parse::ParseStream| -> syn::Result<()> {
             let content;
@@ -404,21 +424,36 @@ impl<'a> FnWalker<'a> {
             while let Some(stmt) = pending.take() {
                 let next = statements.next(&content)?;
                 let is_last = next.is_none();
-                self.walk_stmt(&stmt, is_last, &ResultUse::Returned);
-                laid_out.stmt(&stmt);
+                self.walk_stmt(&stmt, is_last, tail);
+                self.laid_out.stmt(&stmt);
                 if is_last {
                     last = Some(stmt);
                 }
                 pending = next;
             }
-            laid_out.tail(last.as_ref());
+            self.laid_out.tail(last.as_ref());
             let close = self.span_of(&brace.span.close());
             self.block_end(marks, last.as_ref(), close);
             Ok(())
         };
-        let tokens = proc_macro2::TokenStream::from(proc_macro2::TokenTree::Group(body.clone()));
+        let tokens = proc_macro2::TokenStream::from(proc_macro2::TokenTree::Group(hollowed));
         syn::parse::Parser::parse2(walk, tokens)?;
-        Ok(self.finish(last.as_ref(), laid_out, || body.stream()))
+        Ok(last)
+    }
+
+    /// Walk a block taken out of its statement, from its tokens; a syntax error in it is the
+    /// file's (kept with the bodies', reported when the function's walk ends).
+    pub(super) fn walk_taken(&mut self, block: &proc_macro2::Group, tail: ResultUse) {
+        match self.walk_tokens(block, &tail) {
+            Ok(last) => {
+                let start = block.span_open().start();
+                let diverges = last
+                    .as_ref()
+                    .and_then(|l| flow::stmt_diverges(l, &self.diverging));
+                self.diverging.insert((start.line, start.column), diverges);
+            }
+            Err(e) => self.cx.bodies.failed(e),
+        }
     }
 
     /// After the walk of a body whose last statement is `last`: replies bound to names are
@@ -427,9 +462,10 @@ impl<'a> FnWalker<'a> {
     fn finish(
         mut self,
         last: Option<&syn::Stmt>,
-        laid_out: laid_out::Expressions,
         tokens: impl FnOnce() -> proc_macro2::TokenStream,
     ) -> Walked {
+        let laid_out =
+            std::mem::replace(&mut self.laid_out, laid_out::Expressions::new(self.cx.file));
         laid_out.mark(&mut self.events);
         let returns_key = match last {
             Some(syn::Stmt::Expr(e, None)) => {
