@@ -22,6 +22,7 @@ pub fn analyze(ir: &mut FileIr) {
     let mut statements = Vec::new();
     let mut problems = Vec::new();
     let mut crash = Vec::new();
+    let mut exposed = Vec::new();
     let mut texts = vec![SqlText::default(); ir.embedded.len()];
     for (idx, e) in ir.embedded.iter_mut().enumerate() {
         if e.language != Language::Sql {
@@ -69,6 +70,8 @@ pub fn analyze(ir: &mut FileIr) {
             body: None,
             handler: false,
             routine: None,
+            branches: Vec::new(),
+            exposed: &mut exposed,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))
@@ -97,6 +100,9 @@ pub fn analyze(ir: &mut FileIr) {
     }
     ir.sql.statements = statements;
     ir.sql.texts = texts;
+    exposed.sort();
+    exposed.dedup();
+    ir.sql.exposed = exposed;
     ir.problems.extend(crash);
     ir.problems
         .extend(problems.into_iter().map(|(span, message)| ParseProblem {
