@@ -313,3 +313,37 @@ fn an_unlock_before_an_early_return_is_on_that_way_out_only() {
     let found: Vec<_> = analyse(&[("f.sql", &raise)]).iter().map(at).collect();
     assert_eq!(found, vec![]);
 }
+
+#[test]
+fn a_write_in_a_with_query_takes_the_conditions_of_the_query_that_picked_its_rows() {
+    let sql = "WITH live AS (\n\
+                 SELECT t.id FROM tasks t JOIN unnest($1::bigint[]) AS want(id) ON want.id = t.id\n\
+                 WHERE t.lease_until > now()\n\
+               ), done AS (\n\
+                 UPDATE tasks t SET worker = NULL, lease_until = NULL FROM live WHERE t.id = live.id RETURNING t.id\n\
+               ), other AS (\n\
+                 UPDATE tasks t SET worker = NULL FROM live JOIN audits a ON a.id = live.id WHERE t.id = live.id RETURNING t.id\n\
+               )\n\
+               SELECT count(*) FROM done;\n";
+    let ir = frontend::analyze(0, SourceFile::new("q.sql".into(), sql.to_string()));
+    let writes: Vec<_> = ir
+        .sql
+        .statements
+        .iter()
+        .filter(|st| st.kind == locklint::ir::sql::StatementKind::Update)
+        .collect();
+    assert_eq!(writes.len(), 2);
+    let compared = |st: &locklint::ir::sql::Statement| -> Vec<String> {
+        st.filter
+            .iter()
+            .flat_map(|f| &f.comparisons)
+            .flat_map(|c| c.left.columns.iter().chain(&c.right.columns))
+            .filter(|c| st.is_target(c))
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    // the picking query's `lease_until > now()` is the first write's, on its own table
+    assert!(compared(writes[0]).contains(&"lease_until".to_string()));
+    // a `FROM` that joins the picked rows to another table is not followed
+    assert!(!compared(writes[1]).contains(&"lease_until".to_string()));
+}

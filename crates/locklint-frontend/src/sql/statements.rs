@@ -306,7 +306,7 @@ impl Context<'_> {
                 if self.facts(&mut st, &ast, toks, start) {
                     self.statements.push(st);
                     if w0 == "with" {
-                        self.cte_writes(toks, in_body);
+                        self.cte_writes(toks, in_body, &ast);
                     }
                 } else {
                     self.refuse(
@@ -335,8 +335,10 @@ impl Context<'_> {
     /// The writes of a statement's `WITH` queries (`WITH dead AS (DELETE FROM jobs WHERE id =
     /// $1 RETURNING *) INSERT INTO jobs_dead SELECT * FROM dead`), each analysed as a statement
     /// of its own, at its own place. A write that names another `WITH` query (`.. FROM picked`)
-    /// depends on it and is left to the statement as a whole.
-    fn cte_writes(&mut self, toks: &[Token], in_body: bool) {
+    /// is analysed with the statement's `WITH` queries in scope (`whole`), so the rows a query
+    /// of its own table picked (`UPDATE jobs j .. FROM picked WHERE j.id = picked.id`) bring
+    /// that query's conditions.
+    fn cte_writes(&mut self, toks: &[Token], in_body: bool, whole: &ast::Statement) {
         let depths = lex::depths(self.text, toks);
         let mut names: Vec<String> = Vec::new();
         let mut bodies: Vec<(usize, usize)> = Vec::new();
@@ -390,7 +392,28 @@ impl Context<'_> {
                 .any(|t| t.kind == Tk::Word && names.contains(&lex::ident(t.text(self.text))));
             if writes && !names_other {
                 self.statement(body, in_body);
+            } else if writes {
+                self.cte_write_in_scope(body, in_body, whole);
             }
+        }
+    }
+
+    /// A write of a `WITH` query that names another one, analysed with the `WITH` queries of
+    /// `whole` in scope; nothing when it does not parse alone.
+    fn cte_write_in_scope(&mut self, body: &[Token], in_body: bool, whole: &ast::Statement) {
+        let ast::Statement::Query(q) = whole else {
+            return;
+        };
+        let ctes: Vec<&ast::Cte> = q.with.iter().flat_map(|w| &w.cte_tables).collect();
+        let (Some(first), Some(last)) = (body.first(), body.last()) else {
+            return;
+        };
+        let Ok(write) = parse(&self.text[first.start..last.end]) else {
+            return;
+        };
+        let mut st = self.blank(body, in_body);
+        if self.facts_with(&mut st, &write, body, first.start, &ctes) {
+            self.statements.push(st);
         }
     }
 
@@ -947,7 +970,7 @@ impl Context<'_> {
                 if let Some(sel) = &up.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
-                    ex.picked_in_from_guards(st, up.from.as_ref(), sel);
+                    ex.picked_in_from_guards(st, up.from.as_ref(), sel, ctes);
                 }
             }
             ast::Statement::Delete(del) => {
