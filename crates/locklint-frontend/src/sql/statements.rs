@@ -398,21 +398,30 @@ impl Context<'_> {
         }
     }
 
-    /// A write of a `WITH` query that names another one, analysed with the `WITH` queries of
-    /// `whole` in scope; nothing when it does not parse alone.
+    /// A write of a `WITH` query that names another one, analysed as `WITH <the statement's
+    /// queries> <write>`: the queries it reads are in scope, and the rows they lock (`FOR
+    /// UPDATE SKIP LOCKED`) are its row locks, as for a write that ends a `WITH` statement.
+    /// Nothing when it does not parse alone.
     fn cte_write_in_scope(&mut self, body: &[Token], in_body: bool, whole: &ast::Statement) {
         let ast::Statement::Query(q) = whole else {
             return;
         };
-        let ctes: Vec<&ast::Cte> = q.with.iter().flat_map(|w| &w.cte_tables).collect();
         let (Some(first), Some(last)) = (body.first(), body.last()) else {
             return;
         };
         let Ok(write) = parse(&self.text[first.start..last.end]) else {
             return;
         };
+        let body_of = match &write {
+            ast::Statement::Update(_) => ast::SetExpr::Update(write),
+            ast::Statement::Delete(_) => ast::SetExpr::Delete(write),
+            _ => return,
+        };
+        let mut scoped = (**q).clone();
+        scoped.body = Box::new(body_of);
+        let scoped = ast::Statement::Query(Box::new(scoped));
         let mut st = self.blank(body, in_body);
-        if self.facts_with(&mut st, &write, body, first.start, &ctes) {
+        if self.facts(&mut st, &scoped, body, first.start) {
             self.statements.push(st);
         }
     }
