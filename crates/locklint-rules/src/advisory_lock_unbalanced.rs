@@ -1,5 +1,7 @@
-//! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
-//! try-lock whose boolean result is never read.
+//! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, still held
+//! when a PL/pgSQL body raises before its unlock, or taken and released by two functions
+//! exposed to clients (two calls that may run on different sessions); or a try-lock whose
+//! boolean result is never read.
 
 use super::sql_matching::{related, sql_diagnostic};
 use super::{Rule, RuleInfo};
