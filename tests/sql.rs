@@ -266,3 +266,84 @@ pub async fn finish(db: &Db, id: i64) -> Result<()> {
         .collect();
     assert_eq!(found, vec![("unfenced-write", 3)]);
 }
+
+#[test]
+fn functions_handed_to_other_roles_are_exposed() {
+    let sql = "CREATE FUNCTION app.take(k bigint) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER AS $$\n\
+               BEGIN RETURN pg_try_advisory_lock(k); END; $$;\n\
+               CREATE FUNCTION app.give(k bigint) RETURNS boolean LANGUAGE plpgsql AS $$\n\
+               BEGIN RETURN pg_advisory_unlock(k); END; $$;\n\
+               CREATE FUNCTION inner_helper(k bigint) RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $$\n\
+               BEGIN PERFORM pg_advisory_lock(k); END; $$;\n\
+               GRANT EXECUTE ON FUNCTION app.give(bigint), \"Other\"(text, int) TO web_user;\n\
+               GRANT SELECT ON jobs TO web_user;\n";
+    let ir = frontend::analyze(0, SourceFile::new("api.sql".into(), sql.to_string()));
+    assert_eq!(ir.sql.exposed, vec!["give", "other", "take"]);
+}
+
+#[test]
+fn an_unlock_before_an_early_return_is_on_that_way_out_only() {
+    let sql = "CREATE FUNCTION f(k bigint) RETURNS int AS $$\n\
+               BEGIN\n\
+               PERFORM pg_advisory_lock(k);\n\
+               IF k = 0 THEN PERFORM pg_advisory_unlock(k); RETURN 0; END IF;\n\
+               IF k = 1 THEN PERFORM pg_advisory_unlock(k); ELSE PERFORM pg_advisory_unlock(k); END IF;\n\
+               LOOP PERFORM pg_advisory_unlock(k); RETURN 2; END LOOP;\n\
+               END; $$ LANGUAGE plpgsql;\n";
+    let ir = frontend::analyze(0, SourceFile::new("f.sql".into(), sql.to_string()));
+    let unlocks: Vec<bool> = ir
+        .sql
+        .statements
+        .iter()
+        .filter(|st| st.advisory.iter().any(|a| a.unlock))
+        .map(|st| st.exit_path)
+        .collect();
+    assert_eq!(unlocks, vec![true, false, false, true]);
+    // and the rule follows: the early unlock does not cover the error past the branch
+    let raise = sql.replace(
+        "RETURN 2; END LOOP;",
+        "RETURN 2; END LOOP;\nRAISE EXCEPTION 'x';",
+    );
+    let late = raise.replace(
+        "IF k = 1 THEN PERFORM pg_advisory_unlock(k); ELSE PERFORM pg_advisory_unlock(k); END IF;\n",
+        "",
+    );
+    let found: Vec<_> = analyse(&[("f.sql", &late)]).iter().map(at).collect();
+    assert_eq!(found, vec![("advisory-lock-unbalanced", 3, 9)]);
+    let found: Vec<_> = analyse(&[("f.sql", &raise)]).iter().map(at).collect();
+    assert_eq!(found, vec![]);
+}
+
+#[test]
+fn a_write_in_a_with_query_takes_the_conditions_of_the_query_that_picked_its_rows() {
+    let sql = "WITH live AS (\n\
+                 SELECT t.id FROM tasks t JOIN unnest($1::bigint[]) AS want(id) ON want.id = t.id\n\
+                 WHERE t.lease_until > now()\n\
+               ), done AS (\n\
+                 UPDATE tasks t SET worker = NULL, lease_until = NULL FROM live WHERE t.id = live.id RETURNING t.id\n\
+               ), other AS (\n\
+                 UPDATE tasks t SET worker = NULL FROM live JOIN audits a ON a.id = live.id WHERE t.id = live.id RETURNING t.id\n\
+               )\n\
+               SELECT count(*) FROM done;\n";
+    let ir = frontend::analyze(0, SourceFile::new("q.sql".into(), sql.to_string()));
+    let writes: Vec<_> = ir
+        .sql
+        .statements
+        .iter()
+        .filter(|st| st.kind == locklint::ir::sql::StatementKind::Update)
+        .collect();
+    assert_eq!(writes.len(), 2);
+    let compared = |st: &locklint::ir::sql::Statement| -> Vec<String> {
+        st.filter
+            .iter()
+            .flat_map(|f| &f.comparisons)
+            .flat_map(|c| c.left.columns.iter().chain(&c.right.columns))
+            .filter(|c| st.is_target(c))
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    // the picking query's `lease_until > now()` is the first write's, on its own table
+    assert!(compared(writes[0]).contains(&"lease_until".to_string()));
+    // a `FROM` that joins the picked rows to another table is not followed
+    assert!(!compared(writes[1]).contains(&"lease_until".to_string()));
+}

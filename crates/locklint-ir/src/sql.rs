@@ -13,6 +13,12 @@ pub struct SqlIr {
     /// Per embedded text (by index in [`crate::FileIr::embedded`]): the range of its statements in
     /// [`SqlIr::statements`], and its top-level PostgreSQL parameters.
     pub texts: Vec<SqlText>,
+    /// The functions and procedures the file hands to other roles to call (lower case, without
+    /// their schema): defined `SECURITY DEFINER`, or named by a `GRANT EXECUTE ON FUNCTION`.
+    /// Such a function is an entry point of a client (a PostgREST or Supabase `rpc`, a role of
+    /// the application), each of whose calls may run on another pooled session.
+    #[serde(default)]
+    pub exposed: Vec<String>,
 }
 
 #[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
@@ -285,6 +291,11 @@ pub struct Statement {
     /// f(..)`): the function's name (lower case).
     #[serde(default)]
     pub call: Option<String>,
+    /// In a PL/pgSQL body: the statement is in an `IF` branch or a loop that leaves the routine
+    /// with a `RETURN` after it (`IF done THEN PERFORM unlock(..); RETURN 0; END IF;`), so it
+    /// runs only on that way out, never on the way past the branch.
+    #[serde(default)]
+    pub exit_path: bool,
 }
 
 /// The rows a `SELECT ... FOR UPDATE` locks.

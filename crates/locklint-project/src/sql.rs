@@ -324,6 +324,32 @@ pub fn filter_compares(st: &Statement, cols: &[&str]) -> bool {
     })
 }
 
+/// Every comparison of these columns of the written table in the statement's filter keeps
+/// rows whose time has not passed (`lease_expires_at > now()`, `now() <= lease_until`), and
+/// there is one: the statement picks live leases, which no reaper does.
+pub fn filter_keeps_live(st: &Statement, cols: &[&str]) -> bool {
+    let Some(f) = &st.filter else {
+        return false;
+    };
+    let ours = |side: &Operand| {
+        side.columns
+            .iter()
+            .any(|col| st.is_target(col) && cols.contains(&col.name.as_str()))
+    };
+    let mut any = false;
+    for c in &f.comparisons {
+        for (side, op) in [(&c.left, c.op), (&c.right, c.op.flip())] {
+            if ours(side) {
+                any = true;
+                if !matches!(op, CmpOp::Gt | CmpOp::GtEq) {
+                    return false;
+                }
+            }
+        }
+    }
+    any
+}
+
 /// A write that assigns the fencing column from itself (`fence = fence + 1`): a counter that
 /// issues tokens, not a write protected by one.
 pub fn issues_fences(st: &Statement, fence: &str) -> bool {

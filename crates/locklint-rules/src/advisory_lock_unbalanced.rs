@@ -1,5 +1,7 @@
-//! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, or a
-//! try-lock whose boolean result is never read.
+//! `advisory-lock-unbalanced`: a session-level advisory lock that is never unlocked, still held
+//! when a PL/pgSQL body raises before its unlock, or taken and released by two functions
+//! exposed to clients (two calls that may run on different sessions); or a try-lock whose
+//! boolean result is never read.
 
 use super::sql_matching::{related, sql_diagnostic};
 use super::{Rule, RuleInfo};
@@ -88,6 +90,37 @@ fn raised_before_unlock(
     d
 }
 
+/// A session lock taken by a function the file exposes to client roles (`SECURITY DEFINER`,
+/// `GRANT EXECUTE`) and left held when it returns, released only by another exposed call:
+/// each call of a client that reaches the database through an HTTP/RPC layer or a pool may run
+/// on another session, where the unlock releases nothing.
+fn split_over_calls(
+    file: &FileIr,
+    a: &Advisory,
+    locker: &str,
+    unlocker: &str,
+    unlock: &Advisory,
+) -> Diagnostic {
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        a.span,
+        "held after the call returns",
+        format!("session-level `{}` is taken by `{locker}()`, which the file exposes for clients to call, and is still held when it returns; only a separate call of `{unlocker}()` releases it. Over an HTTP/RPC layer (PostgREST, Supabase `rpc`) or a connection pool the two calls can run on different sessions: the unlock then releases nothing and the lock stays held for the life of the pooled connection", a.name),
+        if a.named {
+            "do the locked work inside one function that takes and releases the lock, or take it on a connection the client keeps for both calls".to_string()
+        } else {
+            "do the locked work inside one function that takes `pg_advisory_xact_lock` (released when its transaction ends), or take the lock on a connection the client keeps for both calls".to_string()
+        },
+    );
+    d.related.push(related(
+        file,
+        unlock.span,
+        format!("released only by this separate function, `{unlocker}()`"),
+    ));
+    d
+}
+
 /// The PL/pgSQL functions of a file that take a session lock and leave it held for their
 /// caller (`bigbang_lock()`), and those that unlock (`bigbang_unlock()`), by name.
 #[derive(Default)]
@@ -121,6 +154,43 @@ impl<'f> Helpers<'f> {
         h
     }
 
+    /// An exposed function of the file (`exposed`) other than `locker` whose own unlock
+    /// releases `lock`: the function and that unlock. Of several, the one whose key is written
+    /// as the lock's, else the first after the lock, else the first.
+    fn exposed_unlock(
+        &self,
+        statements: &'f [Statement],
+        exposed: &[String],
+        locker: &str,
+        lock: &Advisory,
+    ) -> Option<(&'f str, &'f Advisory)> {
+        let candidates: Vec<(&'f str, &'f Advisory)> = statements
+            .iter()
+            .filter_map(|st| {
+                let name = st.routine.as_deref().filter(|n| *n != locker)?;
+                if !exposed.iter().any(|e| e == name) {
+                    return None;
+                }
+                let u = st.advisory.iter().find(|u| {
+                    let mut one = UnlockSet::default();
+                    one.add(u);
+                    u.unlock && one.releases(lock)
+                })?;
+                Some((name, u))
+            })
+            .collect();
+        candidates
+            .iter()
+            .find(|(_, u)| u.args == lock.args)
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .find(|(_, u)| u.span.start > lock.span.start)
+            })
+            .or(candidates.first())
+            .copied()
+    }
+
     /// Whether a statement releases `lock`: by its own unlock or by calling an unlocking
     /// function.
     fn releases(&self, st: &Statement, lock: &Advisory) -> bool {
@@ -149,6 +219,10 @@ impl<'f> Helpers<'f> {
                 break;
             }
             if self.releases(later, lock) {
+                if later.exit_path {
+                    // an unlock before an early `RETURN`: the way past the branch still holds
+                    continue;
+                }
                 return None;
             }
             if later.kind == StatementKind::Raise {
@@ -269,6 +343,21 @@ impl Rule for AdvisoryLockUnbalanced {
                 if let Some(raise) = helpers.raise_before_unlock(&file.sql.statements, at, a) {
                     out.push(raised_before_unlock(file, a, st.span, Some(f), raise));
                 }
+            }
+        }
+        // a lock taken by one exposed function and released by another: two calls of a client
+        let mut split: Vec<(&str, &Advisory)> = helpers
+            .lockers
+            .iter()
+            .filter(|(name, _)| file.sql.exposed.iter().any(|e| e == *name))
+            .map(|(name, a)| (*name, *a))
+            .collect();
+        split.sort_by_key(|(_, a)| a.span.start);
+        for (locker, a) in split {
+            if let Some((unlocker, u)) =
+                helpers.exposed_unlock(&file.sql.statements, &file.sql.exposed, locker, a)
+            {
+                out.push(split_over_calls(file, a, locker, unlocker, u));
             }
         }
         // SQL run from Rust

@@ -7,7 +7,8 @@ use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::StatementKind;
 use locklint_ir::FileIr;
 use locklint_project::sql::{
-    filter_compares, has_holder_check, has_owner_check, lock_table_writes, lock_write, LockWrite,
+    filter_compares, filter_keeps_live, has_holder_check, has_owner_check, lock_table_writes,
+    lock_write, LockWrite,
 };
 use locklint_project::Project;
 
@@ -36,8 +37,13 @@ impl Rule for LockTableNoOwnerCheck {
             let expiry: Vec<&str> = lt.expiry.iter().map(String::as_str).collect();
             let (what, message) = match lock_write(st, &lt) {
                 // a reaper that only removes expired rows is fine; a release of any row whose
-                // lease is set (`lease_expires_at IS NOT NULL`) is no reaper
-                LockWrite::Release if filter_compares(st, &expiry) => continue,
+                // lease is set (`lease_expires_at IS NOT NULL`) or still live (`lease_expires_at
+                // > now()`) is no reaper
+                LockWrite::Release
+                    if filter_compares(st, &expiry) && !filter_keeps_live(st, &expiry) =>
+                {
+                    continue
+                }
                 // deleting a row of a work table finishes the work (`unfenced-write`)
                 LockWrite::Release if lt.work && st.kind == StatementKind::Delete => continue,
                 LockWrite::Release => (

@@ -22,6 +22,7 @@ pub fn analyze(ir: &mut FileIr) {
     let mut statements = Vec::new();
     let mut problems = Vec::new();
     let mut crash = Vec::new();
+    let mut exposed = Vec::new();
     let mut texts = vec![SqlText::default(); ir.embedded.len()];
     for (idx, e) in ir.embedded.iter_mut().enumerate() {
         if e.language != Language::Sql {
@@ -69,6 +70,8 @@ pub fn analyze(ir: &mut FileIr) {
             body: None,
             handler: false,
             routine: None,
+            branches: Vec::new(),
+            exposed: &mut exposed,
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))
@@ -97,6 +100,9 @@ pub fn analyze(ir: &mut FileIr) {
     }
     ir.sql.statements = statements;
     ir.sql.texts = texts;
+    exposed.sort();
+    exposed.dedup();
+    ir.sql.exposed = exposed;
     ir.problems.extend(crash);
     ir.problems
         .extend(problems.into_iter().map(|(span, message)| ParseProblem {
@@ -258,14 +264,28 @@ mod tests {
             &sql[st[1].start..st[1].end],
             "DELETE FROM jobs WHERE id = $1 RETURNING id, payload"
         );
-        // a write that reads another `WITH` query depends on it: left to the whole statement
+        // a write that reads another `WITH` query is analysed with it in scope: the rows it
+        // picked bring its conditions and its row lock
         let st = statements(
             "WITH picked AS (SELECT id FROM jobs WHERE state = 'ready' FOR UPDATE SKIP LOCKED), \
              taken AS (UPDATE jobs SET state = 'running' FROM picked WHERE jobs.id = picked.id RETURNING jobs.id) \
              SELECT id FROM taken",
         );
-        assert_eq!(st.len(), 1);
-        assert_eq!(st[0].kind, StatementKind::Select);
+        let kinds: Vec<_> = st.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, [StatementKind::Select, StatementKind::Update]);
+        let taken = &st[1];
+        let compared: Vec<&str> = taken
+            .filter
+            .iter()
+            .flat_map(|f| &f.comparisons)
+            .flat_map(|c| c.left.columns.iter().chain(&c.right.columns))
+            .map(|c| c.name.as_str())
+            .collect();
+        assert!(compared.contains(&"state"), "{compared:?}");
+        assert_eq!(
+            taken.row_lock.as_ref().map(|r| r.tables.clone()),
+            Some(vec!["jobs".to_string()])
+        );
     }
 
     #[test]

@@ -42,12 +42,15 @@ impl Exprs<'_, '_> {
 
     /// Add to an `UPDATE`'s filter the conditions of a subquery in its `FROM` that picks its
     /// rows: `UPDATE jobs SET .. FROM (SELECT id FROM jobs WHERE hold_until < now() ..) AS
-    /// picked WHERE jobs.id = picked.id`.
+    /// picked WHERE jobs.id = picked.id`, or of a `WITH` query (`ctes`) named there (`WITH
+    /// picked AS (SELECT j.id FROM jobs j JOIN unnest($1) u(id) ON u.id = j.id WHERE ..) ..
+    /// FROM picked`; joined to a set-returning function at most, which only narrows the rows).
     pub(super) fn picked_in_from_guards(
         &self,
         st: &mut Statement,
         from: Option<&ast::UpdateTableFromKind>,
         selection: &Expr,
+        ctes: &[&ast::Cte],
     ) {
         let Some(
             ast::UpdateTableFromKind::AfterSet(tables)
@@ -62,16 +65,34 @@ impl Exprs<'_, '_> {
         let (_, joined) = self.filter_of(selection);
         let mut found: Vec<Guard> = Vec::new();
         for t in tables.iter().filter(|t| t.joins.is_empty()) {
-            let ast::TableFactor::Derived {
-                subquery,
-                alias: Some(derived),
-                ..
-            } = &t.relation
-            else {
-                continue;
+            let (derived, picked_by) = match &t.relation {
+                ast::TableFactor::Derived {
+                    subquery,
+                    alias: Some(derived),
+                    ..
+                } => (derived.name.value.to_lowercase(), single_table(subquery)),
+                ast::TableFactor::Table {
+                    name,
+                    alias,
+                    args: None,
+                    ..
+                } => {
+                    let named = object_name(name);
+                    let Some(cte) = ctes
+                        .iter()
+                        .find(|c| c.alias.name.value.to_lowercase() == named)
+                    else {
+                        continue;
+                    };
+                    let derived = alias
+                        .as_ref()
+                        .map_or(named, |a| a.name.value.to_lowercase());
+                    (derived, narrowed_table(&cte.query))
+                }
+                _ => continue,
             };
-            let derived = derived.name.value.to_lowercase();
-            let Some((select, inner_table, inner_alias)) = single_table(subquery) else {
+            let derived = derived.as_str();
+            let Some((select, inner_table, inner_alias)) = picked_by else {
                 continue;
             };
             let Some(column) = selected_column(select) else {
@@ -85,7 +106,7 @@ impl Exprs<'_, '_> {
                 let (Some(l), Some(r)) = (&k.left.bare, &k.right.bare) else {
                     return false;
                 };
-                let ours = |c: &Col| c.qualifier.as_deref() == Some(derived.as_str());
+                let ours = |c: &Col| c.qualifier.as_deref() == Some(derived);
                 let theirs = |c: &Col| c.qualifier.is_some() && st.is_target(c);
                 l.name == column
                     && r.name == column
@@ -209,6 +230,42 @@ fn single_table_of(select: &ast::Select) -> Option<(&ast::Select, String, String
         return None;
     }
     let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+        return None;
+    };
+    let table = object_name(name);
+    let alias = alias
+        .as_ref()
+        .map_or_else(|| table.clone(), |a| a.name.value.to_lowercase());
+    Some((select, table, alias))
+}
+
+/// [`single_table`], or a `SELECT` of one table joined only to set-returning functions
+/// (`JOIN unnest($1) u(id) ON u.id = j.id`), which narrow its rows and read no other table.
+fn narrowed_table(q: &ast::Query) -> Option<(&ast::Select, String, String)> {
+    let ast::SetExpr::Select(select) = q.body.as_ref() else {
+        return None;
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    let narrows = |j: &ast::Join| {
+        matches!(
+            &j.relation,
+            ast::TableFactor::UNNEST { .. }
+                | ast::TableFactor::Function { .. }
+                | ast::TableFactor::Table { args: Some(_), .. }
+        )
+    };
+    if !from.joins.iter().all(narrows) {
+        return None;
+    }
+    let ast::TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        ..
+    } = &from.relation
+    else {
         return None;
     };
     let table = object_name(name);

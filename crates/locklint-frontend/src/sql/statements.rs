@@ -105,6 +105,11 @@ pub struct Context<'a> {
     pub handler: bool,
     /// The name of the function or procedure whose body is being split.
     pub routine: Option<String>,
+    /// The open `IF` branches and loops of the body being split: where the statements of each
+    /// (of its current branch, after an `ELSE`) start in `statements`.
+    pub branches: Vec<usize>,
+    /// The functions the file exposes to other roles ([`locklint_ir::sql::SqlIr::exposed`]).
+    pub exposed: &'a mut Vec<String>,
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -192,8 +197,12 @@ impl Context<'_> {
             self.body_depth += 1;
             let outer = self.body.replace(toks.first().map_or(0, |t| t.start));
             let name = self.routine_name(toks);
+            if let Some(n) = name.as_ref().filter(|_| self.security_definer(toks)) {
+                self.exposed.push(n.clone());
+            }
             let outer_routine = std::mem::replace(&mut self.routine, name);
             let outer_handler = std::mem::replace(&mut self.handler, false);
+            let outer_branches = std::mem::take(&mut self.branches);
             let first = self.statements.len();
             for t in toks {
                 if let Tk::Dollar { body } = t.kind {
@@ -210,10 +219,15 @@ impl Context<'_> {
                 });
             }
             self.handler = outer_handler;
+            self.branches = outer_branches;
             self.routine = outer_routine;
             self.body = outer;
             self.body_depth -= 1;
             return;
+        }
+        if !in_body && w0 == "grant" {
+            let granted = self.granted_functions(toks);
+            self.exposed.extend(granted);
         }
         if in_body && self.word(toks.first()) == "exception" {
             self.handler = true;
@@ -222,6 +236,7 @@ impl Context<'_> {
         let toks = if in_body {
             let rest = self.strip_control(toks);
             self.condition_queries(&toks[..toks.len() - rest.len()]);
+            self.mark_exit_path(rest);
             rest
         } else {
             toks
@@ -291,7 +306,7 @@ impl Context<'_> {
                 if self.facts(&mut st, &ast, toks, start) {
                     self.statements.push(st);
                     if w0 == "with" {
-                        self.cte_writes(toks, in_body);
+                        self.cte_writes(toks, in_body, &ast);
                     }
                 } else {
                     self.refuse(
@@ -320,8 +335,10 @@ impl Context<'_> {
     /// The writes of a statement's `WITH` queries (`WITH dead AS (DELETE FROM jobs WHERE id =
     /// $1 RETURNING *) INSERT INTO jobs_dead SELECT * FROM dead`), each analysed as a statement
     /// of its own, at its own place. A write that names another `WITH` query (`.. FROM picked`)
-    /// depends on it and is left to the statement as a whole.
-    fn cte_writes(&mut self, toks: &[Token], in_body: bool) {
+    /// is analysed with the statement's `WITH` queries in scope (`whole`), so the rows a query
+    /// of its own table picked (`UPDATE jobs j .. FROM picked WHERE j.id = picked.id`) bring
+    /// that query's conditions.
+    fn cte_writes(&mut self, toks: &[Token], in_body: bool, whole: &ast::Statement) {
         let depths = lex::depths(self.text, toks);
         let mut names: Vec<String> = Vec::new();
         let mut bodies: Vec<(usize, usize)> = Vec::new();
@@ -375,7 +392,37 @@ impl Context<'_> {
                 .any(|t| t.kind == Tk::Word && names.contains(&lex::ident(t.text(self.text))));
             if writes && !names_other {
                 self.statement(body, in_body);
+            } else if writes {
+                self.cte_write_in_scope(body, in_body, whole);
             }
+        }
+    }
+
+    /// A write of a `WITH` query that names another one, analysed as `WITH <the statement's
+    /// queries> <write>`: the queries it reads are in scope, and the rows they lock (`FOR
+    /// UPDATE SKIP LOCKED`) are its row locks, as for a write that ends a `WITH` statement.
+    /// Nothing when it does not parse alone.
+    fn cte_write_in_scope(&mut self, body: &[Token], in_body: bool, whole: &ast::Statement) {
+        let ast::Statement::Query(q) = whole else {
+            return;
+        };
+        let (Some(first), Some(last)) = (body.first(), body.last()) else {
+            return;
+        };
+        let Ok(write) = parse(&self.text[first.start..last.end]) else {
+            return;
+        };
+        let body_of = match &write {
+            ast::Statement::Update(_) => ast::SetExpr::Update(write),
+            ast::Statement::Delete(_) => ast::SetExpr::Delete(write),
+            _ => return,
+        };
+        let mut scoped = (**q).clone();
+        scoped.body = Box::new(body_of);
+        let scoped = ast::Statement::Query(Box::new(scoped));
+        let mut st = self.blank(body, in_body);
+        if self.facts(&mut st, &scoped, body, first.start) {
+            self.statements.push(st);
         }
     }
 
@@ -507,6 +554,7 @@ impl Context<'_> {
             body: if in_body { self.body } else { None },
             routine: if in_body { self.routine.clone() } else { None },
             call: None,
+            exit_path: false,
         }
     }
 
@@ -591,6 +639,53 @@ impl Context<'_> {
         name
     }
 
+    /// Whether a `CREATE FUNCTION` header (the tokens outside its body) says `SECURITY
+    /// DEFINER`.
+    fn security_definer(&self, toks: &[Token]) -> bool {
+        toks.windows(2)
+            .any(|w| w[0].is_word(self.text, "security") && w[1].is_word(self.text, "definer"))
+    }
+
+    /// The functions and procedures a `GRANT EXECUTE ON FUNCTION f(..), g(..) TO ..` names
+    /// (lower case, without their schema); none for another grant.
+    fn granted_functions(&self, toks: &[Token]) -> Vec<String> {
+        let mut names = Vec::new();
+        if !toks.get(1).is_some_and(|t| t.is_word(self.text, "execute")) {
+            return names;
+        }
+        let Some(on) = toks.iter().position(|t| t.is_word(self.text, "on")) else {
+            return names;
+        };
+        if !toks.get(on + 1).is_some_and(|t| {
+            t.is_word(self.text, "function")
+                || t.is_word(self.text, "procedure")
+                || t.is_word(self.text, "routine")
+        }) {
+            return names;
+        }
+        let mut i = on + 2;
+        let mut last = None;
+        while let Some(t) = toks.get(i) {
+            if t.kind == Tk::Word {
+                if t.is_word(self.text, "to") {
+                    break;
+                }
+                last = Some(lex::ident(t.text(self.text)));
+            } else if t.is_punct(self.text, "(") {
+                names.extend(last.take());
+                match lex::matching_paren(self.text, toks, i) {
+                    Some(close) => i = close,
+                    None => break,
+                }
+            } else if t.is_punct(self.text, ",") {
+                names.extend(last.take());
+            }
+            i += 1;
+        }
+        names.extend(last);
+        names
+    }
+
     /// Whether a PL/pgSQL `RAISE` ends the routine with an error: a bare `RAISE` (re-raise),
     /// `RAISE EXCEPTION`, or a `RAISE` without a level (`RAISE 'message'`, `RAISE SQLSTATE ..`,
     /// `RAISE USING ..`, a condition name); not `RAISE NOTICE`, `WARNING`, `INFO`, `LOG`,
@@ -604,19 +699,30 @@ impl Context<'_> {
 
     /// Drop PL/pgSQL control words before a statement (`BEGIN`, `IF .. THEN`, `ELSE`, `LOOP`,
     /// `END IF`, `RETURN QUERY`, `DECLARE`).
-    fn strip_control<'t>(&self, mut toks: &'t [Token]) -> &'t [Token] {
+    fn strip_control<'t>(&mut self, mut toks: &'t [Token]) -> &'t [Token] {
         loop {
             let w = self.word(toks.first());
             let before = toks.len();
             match w.as_str() {
+                "loop" => self.branches.push(self.statements.len()),
+                "if" | "while" | "for" | "foreach" => self.branches.push(self.statements.len()),
+                "else" | "elsif" | "elseif" => {
+                    if let Some(start) = self.branches.last_mut() {
+                        *start = self.statements.len();
+                    }
+                }
+                _ => {}
+            }
+            match w.as_str() {
                 "begin" | "else" | "loop" | "declare" | "then" => toks = &toks[1..],
                 "end" => {
                     toks = &toks[1..];
-                    if matches!(
-                        self.word(toks.first()).as_str(),
-                        "if" | "loop" | "case" | "while" | "for"
-                    ) {
+                    let what = self.word(toks.first());
+                    if matches!(what.as_str(), "if" | "loop" | "case" | "while" | "for") {
                         toks = &toks[1..];
+                        if what != "case" {
+                            self.branches.pop();
+                        }
                     }
                 }
                 "return" if self.word(toks.get(1)) == "query" => toks = &toks[2..],
@@ -641,6 +747,23 @@ impl Context<'_> {
             }
             if toks.len() == before || toks.is_empty() {
                 return toks;
+            }
+        }
+    }
+
+    /// A `RETURN` (not `RETURN NEXT`) inside an `IF` branch or a loop: the statements of the
+    /// branch before it run only on that way out of the routine.
+    fn mark_exit_path(&mut self, toks: &[Token]) {
+        if self.word(toks.first()) != "return" || self.word(toks.get(1)) == "next" {
+            return;
+        }
+        let Some(&start) = self.branches.last() else {
+            return;
+        };
+        let body = self.body;
+        for st in self.statements.iter_mut().skip(start) {
+            if st.body == body {
+                st.exit_path = true;
             }
         }
     }
@@ -856,7 +979,7 @@ impl Context<'_> {
                 if let Some(sel) = &up.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
-                    ex.picked_in_from_guards(st, up.from.as_ref(), sel);
+                    ex.picked_in_from_guards(st, up.from.as_ref(), sel, ctes);
                 }
             }
             ast::Statement::Delete(del) => {

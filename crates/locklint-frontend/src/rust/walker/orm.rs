@@ -350,6 +350,7 @@ impl Write {
             body: None,
             routine: None,
             call: None,
+            exit_path: false,
         }
     }
 }
