@@ -291,8 +291,8 @@ pub enum Appears {
 
 /// A function's definition.
 pub const FN: &[&str] = &["fn"];
-/// A struct's definition.
-pub const STRUCT: &[&str] = &["struct"];
+/// A struct's or an enum's definition (an enum's one-field variants are typed like fields).
+pub const STRUCT: &[&str] = &["struct", "enum"];
 /// A `const` or `static` item's definition.
 pub const CONST: &[&str] = &["const", "static"];
 

@@ -448,6 +448,20 @@ pub struct Call {
     pub span: Span,
     pub result: ResultUse,
     pub deps: Vec<Dep>,
+    /// Per argument, the parameters of the calling function it is made of.
+    #[serde(default)]
+    pub arg_params: Vec<ArgParams>,
+}
+
+/// Which parameters of the calling function a call's argument is made of.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ArgParams {
+    /// The argument is this parameter, through references and conversions (`&key`,
+    /// `key.into().as_bytes()`).
+    pub direct: Option<usize>,
+    /// The argument is what a helper call builds from these parameters
+    /// (`KeyValue::build_key(prefix, key)`).
+    pub built_from: Vec<usize>,
 }
 
 /// Events of a function body in source order.

@@ -3,6 +3,7 @@
 //! arguments.
 
 use locklint_ir::source::{FileRef, Span};
+use locklint_ir::vocabulary;
 use locklint_ir::{Call, Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse, Value};
 use std::collections::HashMap;
 
@@ -76,6 +77,20 @@ fn call_values(
         .collect()
 }
 
+/// Per argument of a call, whether it is a lock's key as the chain sees it: a key parameter
+/// of a lock-named function passed on as it is (through references and conversions), or, in
+/// a lock-named function, one of its parameters or what a helper call builds from them.
+fn lock_args(call: &Call, named_lock: bool, lock_params: &[bool]) -> Vec<bool> {
+    call.arg_params
+        .iter()
+        .map(|a| {
+            a.direct
+                .is_some_and(|i| named_lock || lock_params.get(i) == Some(&true))
+                || (named_lock && !a.built_from.is_empty())
+        })
+        .collect()
+}
+
 pub(crate) struct Expander<'i, 'a> {
     pub(crate) idx: &'i Index<'a>,
     pub(crate) root: FnId,
@@ -109,6 +124,7 @@ impl<'a> Expander<'_, 'a> {
         outer_deps: &[NodeId],
         via: &[(FileRef, Span)],
         root_event: Option<NodeId>,
+        lock_params: &[bool],
     ) -> Vec<NodeId> {
         let func = self.idx.func(at);
         let file = self.idx.files[at.file].file.clone();
@@ -160,6 +176,13 @@ impl<'a> Expander<'_, 'a> {
                     if args.is_some() {
                         self.inlined += 1;
                     }
+                    let lock_param = op.key.parts.len() == 1
+                        && matches!(op.key.parts[0], Part::Hole(_))
+                        && op
+                            .key
+                            .param
+                            .as_ref()
+                            .is_some_and(|(i, _)| lock_params.get(*i) == Some(&true));
                     self.ops.push(TraceOp {
                         op,
                         file: file.clone(),
@@ -173,6 +196,7 @@ impl<'a> Expander<'_, 'a> {
                         at: root_event.unwrap_or(op.id),
                         value,
                         keys,
+                        lock_param,
                     });
                 }
                 Event::Call(call) => {
@@ -202,6 +226,10 @@ impl<'a> Expander<'_, 'a> {
                     let mut v = via.to_vec();
                     v.push((file.clone(), call.span));
                     let seen = call_values(call, func, &file, values);
+                    // a lock-named root that others call is seen through its callers
+                    let named_lock = vocabulary::is_lock_fn_name(&func.name)
+                        && !(self.stack.len() == 1 && self.idx.callers.contains_key(&at));
+                    let lock_args = lock_args(call, named_lock, lock_params);
                     let reads = self.expand(
                         target,
                         Some(&call_args),
@@ -210,6 +238,7 @@ impl<'a> Expander<'_, 'a> {
                         &deps,
                         &v,
                         Some(root_event.unwrap_or(call.id)),
+                        &lock_args,
                     );
                     if call.result == ResultUse::Returned {
                         returned_reads.extend(reads.iter().copied());

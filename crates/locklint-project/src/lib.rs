@@ -113,7 +113,7 @@ pub fn analyze_in<'a>(
             stack: Vec::new(),
             inlined: 0,
         };
-        ex.expand(root, None, None, None, &[], &[], None);
+        ex.expand(root, None, None, None, &[], &[], None, &[]);
         // a trace lives as long as the project: no room for operations that never come
         ex.ops.shrink_to_fit();
         traces.push(Trace::new(

@@ -123,7 +123,10 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
             let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)
                 && whole
                 && (o.op.key.param.is_some() || o.op.key.field.is_some());
-            o.is_lock = pattern || used_as_lock || lock_fn;
+            // a lock-named wrapper's key, deleted or set by the helpers it dispatches to
+            let wrapper_key = o.lock_param && !vocabulary::key_names_bookkeeping(&o.key);
+            o.is_lock = pattern || used_as_lock || lock_fn || wrapper_key;
+            o.lock_param = wrapper_key && !(pattern || used_as_lock || lock_fn);
             if o.op.kind.is_acquire() {
                 if let Some(id) = scoped {
                     nx.insert(id);

@@ -23,7 +23,8 @@ pub enum Need {
     Use,
     /// As a function being defined (`fn name`).
     Function,
-    /// As a struct being defined (`struct name`): its fields' declared types.
+    /// As a struct or an enum being defined (`struct name`, `enum name`): its fields' declared
+    /// types, or its one-field variants'.
     Struct,
     /// As a `const` or `static` being defined.
     Const,
@@ -90,7 +91,8 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                     Event::Op(op) => keys.push(&op.key),
                     Event::Call(c) => {
                         keys.extend(&c.args);
-                        // the struct whose field's declared type picks the method
+                        // the struct whose field's declared type picks the method (the enum
+                        // whose variant's, for a receiver bound by the variant's pattern)
                         if let Some(Receiver::Field { owner, .. }) = c.receiver.as_deref() {
                             add_with(owner, Need::Struct, None, PackageSet::All);
                         }

@@ -35,6 +35,11 @@ pub struct TraceOp<'a> {
     /// Every key of a multi-key command or script invocation (see [`Op::keys`]), resolved
     /// like [`TraceOp::key`].
     pub keys: Vec<TraceKey>,
+    /// The key is a lock only as what a lock-named function further up the chain was given as
+    /// its key or built from its parameters with a helper call (`remove_lock(prefix, key)`
+    /// deleting `build_key(prefix, key)` through a dispatch to the backend's helpers): the
+    /// operation is a generic helper's, and the lock is the caller's.
+    pub lock_param: bool,
 }
 
 /// One key of a multi-key command, as the trace sees it.

@@ -42,8 +42,12 @@ pub fn related(o: &TraceOp, label: impl Into<String>) -> Related {
 
 /// Related spans for the calls that led from the root function to the operation.
 pub fn call_chain(o: &TraceOp) -> Vec<Related> {
-    o.via
-        .iter()
+    call_chain_from(&o.via)
+}
+
+/// Related spans for these calls of a chain.
+pub fn call_chain_from(via: &[(FileRef, Span)]) -> Vec<Related> {
+    via.iter()
         .map(|(f, s)| Related {
             location: Location::new(f.clone(), *s),
             label: "through this call".to_string(),

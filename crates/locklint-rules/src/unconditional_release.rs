@@ -1,8 +1,8 @@
 //! `unconditional-release`: a lock is deleted without an atomic check that the caller still owns it.
 
 use super::matching::{
-    command_name, comparison_and_chain, dependent_read, diagnostic, key_text, site, with_related,
-    RELEASE_HELP,
+    call_chain_from, command_name, comparison_and_chain, dependent_read, diagnostic, key_text,
+    related, site, with_related, RELEASE_HELP,
 };
 use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{
@@ -50,14 +50,24 @@ impl Rule for UnconditionalRelease {
                     "lock `{key}` is released with a plain {cmd}; if it expired and another process took it, this deletes their lock"
                 ),
             };
+            // a generic helper's delete of a lock-named wrapper's key: the release is the
+            // root's call of the wrapper, and the delete it ends in is related
+            let (at, related_spans) = match o.via.split_first() {
+                Some((first, rest)) if o.lock_param => {
+                    let mut rel = call_chain_from(rest);
+                    rel.push(related(o, "the plain delete this call ends in"));
+                    (first.clone(), rel)
+                }
+                _ => (site(o), comparison_and_chain(compared, o)),
+            };
             let d = diagnostic(
                 &INFO,
-                site(o),
+                at,
                 "deletes whatever lock is there",
                 message,
                 RELEASE_HELP.to_string(),
             );
-            let mut d = with_related(d, comparison_and_chain(compared, o));
+            let mut d = with_related(d, related_spans);
             if fixes.wants(&d) {
                 d.fix = guarded_release(o, &facts.fix);
             }

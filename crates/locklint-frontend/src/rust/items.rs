@@ -340,6 +340,23 @@ fn walk_items(
                     walk_items(cx, items, None, fns, ir);
                 }
             }
+            // a variant with one field is typed like a field of the enum named by the
+            // variant (`enum Store { Redis(Arc<RedisStore>) }`: `(Store, Redis)` is a
+            // `RedisStore`), for receivers bound by the variant's pattern
+            syn::Item::Enum(e) if !is_test(&e.attrs) => {
+                for v in &e.variants {
+                    let syn::Fields::Unnamed(f) = &v.fields else {
+                        continue;
+                    };
+                    let [field] = f.unnamed.iter().collect::<Vec<_>>()[..] else {
+                        continue;
+                    };
+                    if let Some(ty) = super::types::receiver_name(&field.ty) {
+                        ir.field_types
+                            .push((e.ident.to_string(), v.ident.to_string(), ty));
+                    }
+                }
+            }
             syn::Item::Struct(s) if !is_test(&s.attrs) => {
                 for f in &s.fields {
                     let (Some(name), Some(ty)) = (&f.ident, super::types::receiver_name(&f.ty))

@@ -134,11 +134,17 @@ impl FnWalker<'_> {
                     let mark = self.env.len();
                     let mut names = Vec::new();
                     pat_names(&arm.pat, &mut names);
+                    let variant = variant_binding(&arm.pat, self.impl_type.as_deref());
                     for n in names {
+                        let variant = variant
+                            .as_ref()
+                            .filter(|(b, _, _)| *b == n)
+                            .map(|(_, e, v)| (e.clone(), v.clone()));
                         self.env.push(
                             n,
                             Binding {
                                 sources: deps.clone(),
+                                variant,
                                 ..Default::default()
                             },
                         );
@@ -159,11 +165,17 @@ impl FnWalker<'_> {
                 let sources = bounded(sources);
                 let mut names = Vec::new();
                 pat_names(&l.pat, &mut names);
+                let variant = variant_binding(&l.pat, self.impl_type.as_deref());
                 for n in names {
+                    let variant = variant
+                        .as_ref()
+                        .filter(|(b, _, _)| *b == n)
+                        .map(|(_, e, v)| (e.clone(), v.clone()));
                     self.env.push(
                         n,
                         Binding {
                             sources: sources.clone(),
+                            variant,
                             ..Default::default()
                         },
                     );
@@ -236,6 +248,7 @@ impl FnWalker<'_> {
                             executor,
                             ty: None,
                             drop_closes: self.drop_closes(&a.right),
+                            variant: None,
                         },
                     );
                 }
@@ -395,6 +408,7 @@ impl FnWalker<'_> {
                 span,
                 result: u,
                 deps: self.current_deps(),
+                arg_params: c.args.iter().map(|a| self.arg_params(a)).collect(),
             }));
         }
         for a in &c.args {
@@ -579,6 +593,7 @@ impl FnWalker<'_> {
                 span,
                 result: u,
                 deps: self.current_deps(),
+                arg_params: m.args.iter().map(|a| self.arg_params(a)).collect(),
             }));
         }
         self.expr(&m.receiver, ResultUse::Used);

@@ -410,6 +410,7 @@ impl FnWalker<'_> {
                     executor,
                     ty: ty.clone(),
                     drop_closes: drop_closes.filter(|_| i == 0),
+                    variant: None,
                 },
             );
         }

@@ -85,6 +85,9 @@ struct Binding {
     /// A connection: whether dropping it closes it (`Some(true)`) or hands it back to its
     /// pool (`Some(false)`).
     drop_closes: Option<bool>,
+    /// Bound by an enum variant's pattern (`Store::Redis(store) => ..`): the enum and the
+    /// variant, whose one field's declared type is the binding's.
+    variant: Option<(String, String)>,
 }
 
 /// The initialiser a binding keeps: none for arithmetic on numbers and locals (`v + 1`,
@@ -218,6 +221,29 @@ impl OptionSource for FnWalker<'_> {
         }
         w
     }
+}
+
+/// The one binding of an enum variant's pattern with one field (`Store::Redis(store)`,
+/// `Self::Redis(ref store)`): its name, the enum (the impl's type for `Self`) and the variant.
+fn variant_binding(pat: &syn::Pat, impl_type: Option<&str>) -> Option<(String, String, String)> {
+    let syn::Pat::TupleStruct(t) = pat else {
+        return None;
+    };
+    let [syn::Pat::Ident(i)] = t.elems.iter().collect::<Vec<_>>().as_slice() else {
+        return None;
+    };
+    if i.subpat.is_some() || t.qself.is_some() {
+        return None;
+    }
+    let mut segs = t.path.segments.iter().rev();
+    let variant = segs.next()?.ident.to_string();
+    let owner = segs.next()?.ident.to_string();
+    let owner = if owner == "Self" {
+        impl_type?.to_string()
+    } else {
+        owner
+    };
+    Some((i.ident.to_string(), owner, variant))
 }
 
 fn pat_names(pat: &syn::Pat, out: &mut Vec<String>) {
@@ -595,6 +621,13 @@ impl<'a> FnWalker<'a> {
         match e {
             syn::Expr::Reference(r) => self.receiver_of(&r.expr),
             syn::Expr::Paren(p) => self.receiver_of(&p.expr),
+            syn::Expr::Path(p) => {
+                let (owner, field) = self
+                    .lookup(&p.path.get_ident()?.to_string())?
+                    .variant
+                    .clone()?;
+                Some(Box::new(Receiver::Field { owner, field }))
+            }
             syn::Expr::Field(f) => match &f.member {
                 syn::Member::Named(n) => Some(Box::new(Receiver::Field {
                     owner: self.receiver_type(&f.base)?,
@@ -604,6 +637,59 @@ impl<'a> FnWalker<'a> {
             },
             _ => None,
         }
+    }
+
+    /// The parameter an argument is, through references and conversions (`&key`,
+    /// `key.into().as_bytes()`); a local of the same name is not the parameter.
+    fn param_of_arg(&self, e: &syn::Expr) -> Option<usize> {
+        match e {
+            syn::Expr::Reference(r) => self.param_of_arg(&r.expr),
+            syn::Expr::Paren(p) => self.param_of_arg(&p.expr),
+            syn::Expr::MethodCall(m)
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "into"
+                            | "as_bytes"
+                            | "as_ref"
+                            | "as_str"
+                            | "as_slice"
+                            | "clone"
+                            | "to_vec"
+                            | "to_owned"
+                            | "to_string"
+                    ) =>
+            {
+                self.param_of_arg(&m.receiver)
+            }
+            syn::Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                if self.lookup(&name).is_some() {
+                    return None;
+                }
+                self.params.iter().position(|n| *n == name)
+            }
+            _ => None,
+        }
+    }
+
+    /// Which of this function's parameters a call's argument is made of: the parameter
+    /// itself, or the parameters a helper call building it is given directly.
+    pub(super) fn arg_params(&self, e: &syn::Expr) -> locklint_ir::ArgParams {
+        let direct = self.param_of_arg(e);
+        let mut inner = e;
+        while let syn::Expr::Reference(syn::ExprReference { expr, .. })
+        | syn::Expr::Paren(syn::ExprParen { expr, .. }) = inner
+        {
+            inner = expr;
+        }
+        let built_from = match (direct, inner) {
+            (None, syn::Expr::Call(c)) => {
+                c.args.iter().filter_map(|a| self.param_of_arg(a)).collect()
+            }
+            _ => Vec::new(),
+        };
+        locklint_ir::ArgParams { direct, built_from }
     }
 
     fn lookup(&self, name: &str) -> Option<&Binding> {

@@ -9,6 +9,8 @@ pub(super) struct PendingArg {
     pub(super) key: KeyRef,
     pub(super) value: Value,
     pub(super) span: Span,
+    /// Computed from other values (`now() + expires`): the value is not its parameter's.
+    pub(super) computed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -216,7 +218,18 @@ impl FnWalker<'_> {
     pub(super) fn pending_arg(&self, e: &syn::Expr) -> PendingArg {
         let span = self.span_of(e);
         let key = key_of(e, self);
+        let mut inner = e;
+        while let syn::Expr::Reference(syn::ExprReference { expr, .. })
+        | syn::Expr::Paren(syn::ExprParen { expr, .. }) = inner
+        {
+            inner = expr;
+        }
         PendingArg {
+            computed: match inner {
+                syn::Expr::Binary(_) => true,
+                syn::Expr::Unary(u) => !matches!(u.op, syn::UnOp::Deref(_)),
+                _ => false,
+            },
             word: str_lit(e).or_else(|| key.constant_text()),
             value: value_of(e, self),
             key,
@@ -269,7 +282,8 @@ impl FnWalker<'_> {
         };
         let value_at = value_arg.and_then(|i| args.get(i));
         let value = value_at.map(|a| (a.value.clone(), a.span));
-        let whole_param = |a: &&PendingArg| a.key.parts.len() == 1 && a.value == Value::Dynamic;
+        let whole_param =
+            |a: &&PendingArg| a.key.parts.len() == 1 && a.value == Value::Dynamic && !a.computed;
         let value_param = value_at
             .filter(whole_param)
             .and_then(|a| a.key.param.as_ref().map(|(i, _)| *i));
