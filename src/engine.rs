@@ -1031,25 +1031,32 @@ fn build_trace_fixes(
         .flat_map_iter(|(t, kept)| {
             let trace = &project.traces[*t];
             let rules: HashSet<&'static str> = kept.iter().map(|(_, w)| w.0).collect();
-            // each wanted finding once: the first variant asked for takes it
-            let open =
-                std::cell::RefCell::new(kept.iter().map(|(_, w)| *w).collect::<HashSet<_>>());
-            let wanted = |d: &Diagnostic| open.borrow_mut().remove(&key(d));
-            let mut built: HashMap<Wanted, Fix> = HashMap::new();
+            // each wanted finding's place among the kept ones; the first variant asked for
+            // takes it
+            let places: HashMap<Wanted, usize> =
+                kept.iter().enumerate().map(|(i, (_, w))| (*w, i)).collect();
+            let asked = std::cell::RefCell::new(vec![false; kept.len()]);
+            let wanted = |d: &Diagnostic| {
+                places
+                    .get(&key(d))
+                    .is_some_and(|&i| !std::mem::replace(&mut asked.borrow_mut()[i], true))
+            };
+            let mut built: Vec<Option<Fix>> = vec![None; kept.len()];
             for r in active.iter().filter(|r| rules.contains(r.info().name)) {
                 let _ = isolate::catch(|| {
                     let mut v = Vec::new();
                     r.check(trace, &project.facts, Fixes::For(&wanted), &mut v);
                     for mut d in v {
-                        if let Some(fix) = d.fix.take() {
-                            built.entry(key(&d)).or_insert(fix);
+                        if let (Some(fix), Some(&i)) = (d.fix.take(), places.get(&key(&d))) {
+                            built[i].get_or_insert(fix);
                         }
                     }
                 });
                 forget_spans();
             }
             kept.iter()
-                .map(|(k, w)| (*k, built.remove(w)))
+                .zip(built)
+                .map(|((k, _), fix)| (*k, fix))
                 .collect::<Vec<_>>()
         })
         .collect();
