@@ -98,6 +98,136 @@ pub(crate) struct Closure {
     pub asked: Vec<locks::reach::Wanted>,
     /// Each file's package (by the files [`Closure::parsed`] is of).
     pub packages: Vec<Option<u32>>,
+    /// What the run read of each parsed file ([`Role`]), when asked for ([`Closure::with_roles`];
+    /// empty otherwise, `None` for a file not parsed or one whose role cannot be kept).
+    pub roles: Vec<Option<Role>>,
+}
+
+/// What a run read of a file it parsed: whether the file was parsed from the start (the
+/// prefilter let it through, or every file is parsed) or for the names it spells (then which
+/// of the names the rounds asked for it spells, as a hash), and its intermediate form as the
+/// front-ends gave it (a hash of it as the analysis cache stores it, without its text, placed
+/// first in the project, its offsets into the file by rank: see `shape`). Another text of the
+/// file with the same role is parsed in the same round and gives the same intermediate form
+/// but for offsets moved in order, so every round, project fact and trace is the same but
+/// for those offsets; the findings that point into the file are read from its text too, so
+/// the callers compare roles only for files no finding points into. A file whose text holds
+/// a suppression comment (`locklint:`) has no role, since the suppressions are read from the
+/// text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Role {
+    pub first: bool,
+    pub spelled: u64,
+    pub shape: u64,
+}
+
+impl Role {
+    /// The role of the file at `path` with `text` and `ir`, the front-ends' form of that text
+    /// placed first in the project ([`FileIr::place_at`]`(0)`), among the names `asked`; `None`
+    /// when it holds a suppression comment or its form does not serialise.
+    pub fn of(
+        path: &std::path::Path,
+        text: &str,
+        ir: &FileIr,
+        asked: &[locks::reach::Wanted],
+        parse_all: bool,
+    ) -> Option<Role> {
+        use std::hash::{Hash, Hasher};
+        if text.contains("locklint:") {
+            return None;
+        }
+        let first = parse_all || needs_parse(path, text);
+        let spelled = if first {
+            0
+        } else {
+            let hit = scan(asked, &|_| Some(Cow::Borrowed(text)), vec![0])
+                .pop()
+                .map(|(_, hit)| hit)
+                .unwrap_or_default();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for (k, w) in asked.iter().enumerate() {
+                if hit.get(2 * k) == Some(&true) && (w.with.is_none() || hit[2 * k + 1]) {
+                    k.hash(&mut h);
+                }
+            }
+            h.finish()
+        };
+        Some(Role {
+            first,
+            spelled,
+            shape: shape(ir)?,
+        })
+    }
+}
+
+/// A hash of a file's intermediate form as the analysis cache stores it (without its text),
+/// with every offset into the file (each span's ends, each point of a literal's text map, where
+/// a fix adds an item) replaced by its rank among them: text added or removed where the form records nothing (a
+/// comment, blank lines, code the front-ends keep nothing of) moves the offsets after it
+/// without reordering them, and leaves the hash as it was. Everything else, the names, keys,
+/// operations and embedded texts, must be the same.
+fn shape(ir: &FileIr) -> Option<u64> {
+    use std::hash::Hasher;
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut form = serde_json::to_value(ir).ok()?;
+    let mut offsets = Vec::new();
+    file_offsets(&mut form, &mut |n| offsets.extend(n.as_u64()));
+    offsets.sort_unstable();
+    offsets.dedup();
+    file_offsets(&mut form, &mut |n| {
+        if let Some(rank) = n.as_u64().and_then(|x| offsets.binary_search(&x).ok()) {
+            *n = serde_json::Value::from(rank);
+        }
+    });
+    let mut h = Hashing(std::collections::hash_map::DefaultHasher::new());
+    serde_json::to_writer(&mut h, &form).ok()?;
+    Some(h.0.finish())
+}
+
+/// Calls `at` on every offset into the file a serialised intermediate form holds: the ends
+/// of each span (`{"start", "end"}`), the file side of each point of a text map
+/// (`{"points": [[text, file], ..]}`) and each function's `item_slot`.
+fn file_offsets(v: &mut serde_json::Value, at: &mut impl FnMut(&mut serde_json::Value)) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let number =
+                |k: &str, m: &serde_json::Map<String, Value>| m.get(k).is_some_and(Value::is_u64);
+            if m.len() == 2 && number("start", m) && number("end", m) {
+                m.values_mut().for_each(&mut *at);
+                return;
+            }
+            if m.len() == 1 {
+                if let Some(Value::Array(points)) = m.get_mut("points") {
+                    for p in points {
+                        match p.as_array_mut().map(|p| p.as_mut_slice()) {
+                            Some([t, f]) if t.is_u64() && f.is_u64() => at(f),
+                            _ => file_offsets(p, at),
+                        }
+                    }
+                    return;
+                }
+            }
+            for (k, x) in m.iter_mut() {
+                match x {
+                    // where a fix adds an item the function sees
+                    Value::Number(_) if k == "item_slot" => at(x),
+                    _ => file_offsets(x, at),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| file_offsets(x, at)),
+        _ => {}
+    }
 }
 
 impl Closure {
@@ -107,15 +237,46 @@ impl Closure {
     pub fn of_project(self, at: &[usize], all: usize, packages: &locks::Packages) -> Closure {
         let mut parsed = vec![false; all];
         let mut of = vec![None; all];
+        let mut roles = if self.roles.is_empty() {
+            Vec::new()
+        } else {
+            vec![None; all]
+        };
         for (source, &file) in at.iter().enumerate() {
             parsed[file] = self.parsed.get(source).copied().unwrap_or(false);
             of[file] = packages.package(source);
+            if let Some(r) = roles.get_mut(file) {
+                *r = self.roles.get(source).copied().flatten();
+            }
         }
         Closure {
             parsed,
             asked: self.asked,
             packages: of,
+            roles,
         }
+    }
+
+    /// The closure with the [`Role`] of each file of `irs` (the files it is of, as the
+    /// front-ends gave them) that it parsed.
+    pub fn with_roles(mut self, irs: &mut [FileIr], parse_all: bool) -> Closure {
+        let asked = &self.asked;
+        self.roles = irs
+            .par_iter_mut()
+            .zip(&self.parsed)
+            .enumerate()
+            .map(|(i, (ir, &parsed))| {
+                if !parsed {
+                    return None;
+                }
+                // the form as stored, placed first: the same wherever the file sits
+                ir.place_at(0);
+                let role = Role::of(&ir.file.path, &ir.file.text, ir, asked, parse_all);
+                ir.place_at(i);
+                role
+            })
+            .collect();
+        self
     }
 
     /// Whether `text`, the new text of file `i` (of package `package`) that the run left out,
@@ -246,6 +407,7 @@ pub(crate) fn parse_needed(
         parsed: parsed_yet,
         asked,
         packages: Vec::new(),
+        roles: Vec::new(),
     };
     (irs, rebuilt, closure)
 }
