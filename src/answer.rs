@@ -30,7 +30,7 @@ use crate::cache::Cache;
 use crate::config::Resolver;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Related, Severity};
 use crate::engine::{Note, Options};
-use crate::parsing::{Closure, Role};
+use crate::parsing::{Closure, Read, Role};
 use crate::source::{display_path, FileRef, SourceFile, Span};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -139,8 +139,8 @@ struct StoredClosure {
     packages: Vec<Option<u32>>,
     asked: Vec<(String, u8, Option<String>, usize)>,
     sets: Vec<Option<Vec<bool>>>,
-    /// What the run read of each parsed file ([`Role`]).
-    roles: Vec<Option<Role>>,
+    /// What the run read of each parsed file ([`Read`]).
+    roles: Vec<Option<Read>>,
 }
 
 impl StoredClosure {
@@ -569,13 +569,14 @@ struct Alike<'a> {
 
 impl Alike<'_> {
     /// The state of project file `i`, changed since the answer, when the run that stored it
-    /// parsed the file and the new text has the same [`Role`] (parsed in the same round, the
-    /// same intermediate form: every project fact and trace is the same) and no stored finding
-    /// points into the file (its findings' lines, snippets and fixes are read from the text).
-    /// The new text is analysed through the cache, so the next run that analyses the project
-    /// finds it. `None` otherwise.
+    /// parsed the file, no stored finding points into the file (its findings' lines, snippets
+    /// and fixes are read from the text), and the new text has the same [`Role`] (parsed in
+    /// the same round) and its form the same `parsing::shape` as the form the run read (from
+    /// its entry in the cache): every project fact and trace is the same. The new text is
+    /// analysed through the cache, so the next run that analyses the project finds it. `None`
+    /// otherwise.
     fn state(&self, closure: &Closure, i: usize, path: &Path) -> Option<FileState> {
-        let role = closure.roles.get(i).copied().flatten()?;
+        let read = closure.roles.get(i)?.as_ref()?;
         if self.shown.contains(&i) {
             return None;
         }
@@ -589,11 +590,14 @@ impl Alike<'_> {
             _ => return None,
         };
         let state = state?;
+        if Role::of(&file, &closure.asked, self.parse_all) != Some(read.role) {
+            return None;
+        }
+        let before = crate::parsing::shape(&self.cache.stored(&read.entry)?)?;
         let ir = crate::engine::on_large_stack(|| {
             crate::engine::analyze_cached(self.cache, 0, file.clone()).0
         })?;
-        let now = Role::of(&file.path, &file.text, &ir, &closure.asked, self.parse_all);
-        (now == Some(role)).then_some(state)
+        (crate::parsing::shape(&ir) == Some(before)).then_some(state)
     }
 }
 

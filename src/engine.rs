@@ -725,11 +725,20 @@ pub(crate) trait Files: crate::parsing::Source {
 
     /// Every file the analysis needs was parsed.
     fn parsed(&self) {}
+
+    /// The analysis cache the files' forms are stored in.
+    fn cache(&self) -> Option<&Cache> {
+        None
+    }
 }
 
 impl Files for Disk<'_> {
     fn load(&self, path: PathBuf, record: bool) -> (Loaded, Option<FileState>) {
         load(path, self.overlay, self.parse_all, record, false)
+    }
+
+    fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
     }
 
     /// The project was analysed: what the cache holds beyond it is no longer needed (not after
@@ -796,8 +805,8 @@ pub(crate) fn analyze_paths(
     files.parsed();
     // what the run read of each parsed file, for the stored answer: another text that reads
     // the same keeps it
-    if record {
-        closure = closure.with_roles(&mut irs, opts.parse_all);
+    if let Some(cache) = files.cache().filter(|_| record) {
+        closure = closure.with_roles(&irs, opts.parse_all, cache);
     }
     let closure = closure.of_project(&at, all, &packages);
     // each run afresh, after the cache: a write's table may be declared in another file

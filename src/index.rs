@@ -79,8 +79,9 @@ struct Last {
     findings: Vec<crate::diagnostic::Diagnostic>,
     /// The files those findings point into (primary and related locations, fix edits).
     shown: HashSet<PathBuf>,
-    /// The [`parsing::Role`] of the parsed files looked at since (by their text then).
-    roles: HashMap<PathBuf, Option<parsing::Role>>,
+    /// The [`parsing::Role`] and [`parsing::shape`] of the parsed files looked at since (by
+    /// their text then).
+    roles: HashMap<PathBuf, Option<(parsing::Role, u64)>>,
 }
 
 /// What analyses found and the next can use, by file.
@@ -461,7 +462,7 @@ impl Held {
                 0,
                 crate::source::SourceFile::new(p.clone(), text.to_string()),
             );
-            let now = parsing::Role::of(p, text, &ir, asked, parse_all);
+            let now = parsing::Role::of(&ir.file, asked, parse_all).zip(parsing::shape(&ir));
             ir.place_at(i);
             self.memo.keep(ir);
             if now != Some(before) {
@@ -554,18 +555,18 @@ impl Memo {
             .map(|ir| ir.file.clone())
     }
 
-    /// The [`parsing::Role`] of the form kept for the file at `path` (for the text it was
-    /// made from), the form dropped: the file's text changed, and a form of the new text
-    /// takes its place.
+    /// The [`parsing::Role`] and [`parsing::shape`] of the form kept for the file at `path`
+    /// (for the text it was made from), the form dropped: the file's text changed, and a form
+    /// of the new text takes its place.
     fn role(
         &self,
         path: &Path,
         asked: &[locks::reach::Wanted],
         parse_all: bool,
-    ) -> Option<parsing::Role> {
+    ) -> Option<(parsing::Role, u64)> {
         let mut ir = self.parsed.lock().ok()?.remove(path)?;
         ir.place_at(0);
-        parsing::Role::of(path, &ir.file.text, &ir, asked, parse_all)
+        parsing::Role::of(&ir.file, asked, parse_all).zip(parsing::shape(&ir))
     }
 
     /// The file holds another text.

@@ -8,6 +8,7 @@
 //! ([`Options::parse_all`], which the tests compare with), except that a syntax error is
 //! reported only for a file that is parsed.
 
+use crate::cache::Cache;
 use crate::engine::Options;
 use crate::frontend;
 use crate::ir::FileIr;
@@ -98,44 +99,43 @@ pub(crate) struct Closure {
     pub asked: Vec<locks::reach::Wanted>,
     /// Each file's package (by the files [`Closure::parsed`] is of).
     pub packages: Vec<Option<u32>>,
-    /// What the run read of each parsed file ([`Role`]), when asked for ([`Closure::with_roles`];
-    /// empty otherwise, `None` for a file not parsed or one whose role cannot be kept).
-    pub roles: Vec<Option<Role>>,
+    /// What the run read of each parsed file ([`Read`]), when asked for
+    /// ([`Closure::with_roles`]; empty otherwise, `None` for a file not parsed or one whose
+    /// role cannot be kept).
+    pub roles: Vec<Option<Read>>,
 }
 
-/// What a run read of a file it parsed: whether the file was parsed from the start (the
-/// prefilter let it through, or every file is parsed) or for the names it spells (then which
-/// of the names the rounds asked for it spells, as a hash), and its intermediate form as the
-/// front-ends gave it (a hash of it as the analysis cache stores it, without its text, placed
-/// first in the project, its offsets into the file by rank: see `shape`). Another text of the
-/// file with the same role is parsed in the same round and gives the same intermediate form
-/// but for offsets moved in order, so every round, project fact and trace is the same but
-/// for those offsets; the findings that point into the file are read from its text too, so
-/// the callers compare roles only for files no finding points into. A file whose text holds
-/// a suppression comment (`locklint:`) has no role, since the suppressions are read from the
-/// text.
+/// A parsed file as a run that stores its answer read it: its [`Role`], and the key of its
+/// intermediate form's entry in the analysis cache (compared with another text's form by
+/// [`shape`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Read {
+    pub role: Role,
+    pub entry: String,
+}
+
+/// Why a run parsed a file: from the start (the prefilter let it through, or every file is
+/// parsed) or for the names it spells (then which of the names the rounds asked for it
+/// spells, as a hash). Another text of the file with the same role, whose intermediate form
+/// has the same [`shape`], is parsed in the same round and gives the same form but for
+/// offsets moved in order, so every round, project fact and trace is the same but for those
+/// offsets; the findings that point into the file are read from its text too, so the callers
+/// compare roles only for files no finding points into. A file whose text holds a suppression
+/// comment has no role, since the suppressions are read from the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Role {
     pub first: bool,
     pub spelled: u64,
-    pub shape: u64,
 }
 
 impl Role {
-    /// The role of the file at `path` with `text` and `ir`, the front-ends' form of that text
-    /// placed first in the project ([`FileIr::place_at`]`(0)`), among the names `asked`; `None`
-    /// when it holds a suppression comment or its form does not serialise.
-    pub fn of(
-        path: &std::path::Path,
-        text: &str,
-        ir: &FileIr,
-        asked: &[locks::reach::Wanted],
-        parse_all: bool,
-    ) -> Option<Role> {
+    /// The role of `file` among the names `asked`; `None` when it holds a suppression comment.
+    pub fn of(file: &FileRef, asked: &[locks::reach::Wanted], parse_all: bool) -> Option<Role> {
         use std::hash::{Hash, Hasher};
-        if text.contains("locklint:") {
+        if crate::suppress::suppresses(file) {
             return None;
         }
+        let (path, text) = (file.path.as_path(), file.text.as_str());
         let first = parse_all || needs_parse(path, text);
         let spelled = if first {
             0
@@ -152,11 +152,7 @@ impl Role {
             }
             h.finish()
         };
-        Some(Role {
-            first,
-            spelled,
-            shape: shape(ir)?,
-        })
+        Some(Role { first, spelled })
     }
 }
 
@@ -166,7 +162,8 @@ impl Role {
 /// comment, blank lines, code the front-ends keep nothing of) moves the offsets after it
 /// without reordering them, and leaves the hash as it was. Everything else, the names, keys,
 /// operations and embedded texts, must be the same.
-fn shape(ir: &FileIr) -> Option<u64> {
+/// The form must be placed first in the project ([`FileIr::place_at`]`(0)`).
+pub(crate) fn shape(ir: &FileIr) -> Option<u64> {
     use std::hash::Hasher;
     struct Hashing(std::collections::hash_map::DefaultHasher);
     impl std::io::Write for Hashing {
@@ -246,7 +243,7 @@ impl Closure {
             parsed[file] = self.parsed.get(source).copied().unwrap_or(false);
             of[file] = packages.package(source);
             if let Some(r) = roles.get_mut(file) {
-                *r = self.roles.get(source).copied().flatten();
+                *r = self.roles.get(source).cloned().flatten();
             }
         }
         Closure {
@@ -257,23 +254,21 @@ impl Closure {
         }
     }
 
-    /// The closure with the [`Role`] of each file of `irs` (the files it is of, as the
-    /// front-ends gave them) that it parsed.
-    pub fn with_roles(mut self, irs: &mut [FileIr], parse_all: bool) -> Closure {
+    /// The closure with what it read of each file of `irs` (the files it is of) that it
+    /// parsed: its [`Role`] and the key of its form's entry in `cache`.
+    pub fn with_roles(mut self, irs: &[FileIr], parse_all: bool, cache: &Cache) -> Closure {
         let asked = &self.asked;
         self.roles = irs
-            .par_iter_mut()
+            .par_iter()
             .zip(&self.parsed)
-            .enumerate()
-            .map(|(i, (ir, &parsed))| {
+            .map(|(ir, &parsed)| {
                 if !parsed {
                     return None;
                 }
-                // the form as stored, placed first: the same wherever the file sits
-                ir.place_at(0);
-                let role = Role::of(&ir.file.path, &ir.file.text, ir, asked, parse_all);
-                ir.place_at(i);
-                role
+                Some(Read {
+                    role: Role::of(&ir.file, asked, parse_all)?,
+                    entry: cache.key(&ir.file),
+                })
             })
             .collect();
         self
