@@ -598,10 +598,20 @@ pub(crate) fn walk_project(
         &[],
         prune.clone(),
     );
+    // the walk follows no link and keeps only regular files: a file's canonical path is the
+    // canonical root joined with its path under the root (one canonical path to find, not
+    // one per file, each a look-up of every component)
+    let canonical_root = root.canonicalize().ok();
     walked
         .into_iter()
         .filter(|p| resolver.for_file(p).is_ok_and(|s| !s.excludes(p)))
-        .map(|p| (file_key(&p), p))
+        .map(|p| {
+            let key = match (&canonical_root, p.strip_prefix(root)) {
+                (Some(r), Ok(under)) if !under.as_os_str().is_empty() => r.join(under),
+                _ => file_key(&p),
+            };
+            (key, p)
+        })
         .collect()
 }
 
