@@ -99,8 +99,9 @@ fn cases(size: usize) -> Vec<Case> {
         });
     }
     let per_line = |f: Generator| p::count_for(size, f(11).len() - f(1).len()) * 10;
-    let rust: [(&str, Generator); 6] = [
+    let rust: [(&str, Generator); 7] = [
         ("many_lets", p::many_lets),
+        ("nested_block", p::nested_block),
         ("many_redis_calls", p::many_redis_calls),
         ("many_findings", p::many_findings),
         ("get_then_set_chain", p::get_then_set_chain),

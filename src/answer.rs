@@ -15,7 +15,9 @@
 //!   the same bytes (a file only touched) keep the answer, and so do other bytes of a file
 //!   the run left out when it would leave them out too (the run's `parsing::Closure`: the
 //!   prefilter does not let them through and they spell no name the rounds asked for in the
-//!   file's package); other bytes discard it;
+//!   file's package), and other bytes of a file the run parsed when they read the same to the
+//!   analysis (the same `parsing::Role`: parsed in the same round, the same intermediate form)
+//!   and no stored finding points into the file; other bytes discard it;
 //! - the content of every configuration file that can govern a project file or name its
 //!   package (`locklint.toml`, `.locklint.toml`, `Cargo.toml` in each directory holding a
 //!   project file and in every directory above it) and of every file a configuration extends.
@@ -28,18 +30,18 @@ use crate::cache::Cache;
 use crate::config::Resolver;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Fix, Location, Related, Severity};
 use crate::engine::{Note, Options};
-use crate::parsing::Closure;
+use crate::parsing::{Closure, Read, Role};
 use crate::source::{display_path, FileRef, SourceFile, Span};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The layout of a stored answer; another layout is not read.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// A file modified less than this before the start of the run that stored the answer (or
 /// after it) may have been written again within the same tick of the file system's clock
@@ -137,6 +139,8 @@ struct StoredClosure {
     packages: Vec<Option<u32>>,
     asked: Vec<(String, u8, Option<String>, usize)>,
     sets: Vec<Option<Vec<bool>>>,
+    /// What the run read of each parsed file ([`Read`]).
+    roles: Vec<Option<Read>>,
 }
 
 impl StoredClosure {
@@ -169,6 +173,7 @@ impl StoredClosure {
             packages: c.packages.clone(),
             asked,
             sets,
+            roles: c.roles.clone(),
         }
     }
 
@@ -202,6 +207,7 @@ impl StoredClosure {
             parsed: self.parsed.clone(),
             asked,
             packages: self.packages.clone(),
+            roles: self.roles.clone(),
         })
     }
 }
@@ -262,6 +268,9 @@ fn key_of(opts: &Options) -> String {
 pub struct Answers {
     path: PathBuf,
     key: String,
+    /// Where an edited file's new text is analysed (see `parsed_alike`).
+    cache: Cache,
+    parse_all: bool,
 }
 
 /// What looking for a stored answer found.
@@ -290,6 +299,8 @@ impl Answers {
         Answers {
             path: cache.dir().join(name),
             key,
+            cache: cache.clone(),
+            parse_all: opts.parse_all,
         }
     }
 
@@ -332,16 +343,27 @@ impl Answers {
             return Found::Stale;
         }
         let closure = stored.closure.closure();
+        let shown = shown_files(&stored.findings);
         let checks: Vec<Check> = files
             .par_iter()
             .enumerate()
             .zip(&stored.files)
             .map(|((i, path), (_, state))| {
                 match check(path, state, stored.started) {
-                    // a file left out whose new text would be left out again changes nothing
+                    // a file left out whose new text would be left out again, or a parsed
+                    // file whose new text reads the same, changes nothing
                     Check::Changed => closure
                         .as_ref()
-                        .and_then(|c| left_out_again(c, i, path))
+                        .and_then(|c| {
+                            left_out_again(c, i, path).or_else(|| {
+                                let alike = Alike {
+                                    shown: &shown,
+                                    cache: &self.cache,
+                                    parse_all: self.parse_all,
+                                };
+                                alike.state(c, i, path)
+                            })
+                        })
                         .map_or(Check::Changed, Check::Reread),
                     c => c,
                 }
@@ -522,6 +544,61 @@ fn left_out_again(closure: &Closure, i: usize, path: &Path) -> Option<FileState>
     (!closure.would_parse(path, &text, package))
         .then_some(state)
         .flatten()
+}
+
+/// The files the stored findings point into (primary and related locations, fix edits).
+fn shown_files(findings: &[StoredDiagnostic]) -> HashSet<usize> {
+    let mut shown = HashSet::new();
+    for d in findings {
+        shown.insert(d.primary.file);
+        shown.extend(d.related.iter().map(|(l, _)| l.file));
+        if let Some(f) = &d.fix {
+            shown.extend(f.edits.iter().map(|(l, _)| l.file));
+        }
+    }
+    shown
+}
+
+/// What tells whether a parsed file's new text changes nothing ([`Alike::state`]).
+struct Alike<'a> {
+    /// The files the stored findings point into.
+    shown: &'a HashSet<usize>,
+    cache: &'a Cache,
+    parse_all: bool,
+}
+
+impl Alike<'_> {
+    /// The state of project file `i`, changed since the answer, when the run that stored it
+    /// parsed the file, no stored finding points into the file (its findings' lines, snippets
+    /// and fixes are read from the text), and the new text has the same [`Role`] (parsed in
+    /// the same round) and its form the same `parsing::shape` as the form the run read (from
+    /// its entry in the cache): every project fact and trace is the same. The new text is
+    /// analysed through the cache, so the next run that analyses the project finds it. `None`
+    /// otherwise.
+    fn state(&self, closure: &Closure, i: usize, path: &Path) -> Option<FileState> {
+        let read = closure.roles.get(i)?.as_ref()?;
+        if self.shown.contains(&i) {
+            return None;
+        }
+        let (loaded, state) =
+            crate::engine::load(path.to_path_buf(), None, self.parse_all, true, true);
+        let file = match loaded {
+            crate::engine::Loaded::File(f) => f,
+            crate::engine::Loaded::Unread(f, _, Some(text)) => {
+                SourceFile::new(f.path.clone(), text.to_string())
+            }
+            _ => return None,
+        };
+        let state = state?;
+        if Role::of(&file, &closure.asked, self.parse_all) != Some(read.role) {
+            return None;
+        }
+        let before = crate::parsing::shape(&self.cache.stored(&read.entry)?)?;
+        let ir = crate::engine::on_large_stack(|| {
+            crate::engine::analyze_cached(self.cache, 0, file.clone()).0
+        })?;
+        (crate::parsing::shape(&ir) == Some(before)).then_some(state)
+    }
 }
 
 /// Whether a file still is what the stored state says, reading it only when its length or

@@ -93,17 +93,39 @@ impl Cache {
     /// The entry of `file`: where its analysis is stored (the file's text is hashed once, for
     /// the lookup and the store that may follow).
     pub fn entry(&self, file: &FileRef) -> Entry {
+        self.entry_at(&self.key(file))
+    }
+
+    /// The key of `file`'s entry (see [`Cache::stored`]).
+    pub fn key(&self, file: &FileRef) -> String {
         let mut h = Sha256::new();
         h.update(file.path.as_os_str().as_encoded_bytes());
         h.update([0]);
         h.update(file.text.as_bytes());
         let digest = h.finalize();
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        let path = self.entries.join(&hex[..2]).join(&hex[2..]);
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn entry_at(&self, key: &str) -> Entry {
+        let path = match (key.get(..2), key.get(2..)) {
+            (Some(dir), Some(name)) if !key.contains(['/', '\\', '.']) => {
+                self.entries.join(dir).join(name)
+            }
+            _ => self.entries.join("-"),
+        };
         if let Ok(mut used) = self.used.lock() {
             used.insert(path.clone());
         }
         Entry { path }
+    }
+
+    /// The analysis stored under `key` ([`Cache::key`]), without its file, placed first in
+    /// the project; `None` when there is none or it does not read back.
+    pub fn stored(&self, key: &str) -> Option<FileIr> {
+        let bytes = std::fs::read(&self.entry_at(key).path).ok()?;
+        let mut ir: FileIr = serde_json::from_slice(&bytes).ok()?;
+        ir.place_at(0);
+        Some(ir)
     }
 }
 

@@ -749,6 +749,8 @@ type Governing = Result<Arc<Settings>, Arc<ConfigError>>;
 pub struct Resolver {
     mode: Mode,
     dirs: Mutex<HashMap<PathBuf, Governing>>,
+    /// The canonical form of each directory holding a file asked about, as the file names it.
+    parents: Mutex<HashMap<PathBuf, PathBuf>>,
     files: Mutex<HashMap<PathBuf, Loaded>>,
     notes: Mutex<BTreeMap<PathBuf, String>>,
 }
@@ -758,6 +760,7 @@ impl Resolver {
         Resolver {
             mode,
             dirs: Mutex::new(HashMap::new()),
+            parents: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             notes: Mutex::new(BTreeMap::new()),
         }
@@ -769,6 +772,13 @@ impl Resolver {
             Mode::Isolated => Ok(Arc::new(Settings::default())),
             Mode::Fixed(s) => Ok(s.clone()),
             Mode::Discover => {
+                // a regular file (not a link) is governed by its directory's settings: that
+                // directory's canonical form is found once, not every component of every file
+                if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+                    if let Some(parent) = path.parent() {
+                        return self.for_dir(&self.canonical_dir(parent));
+                    }
+                }
                 let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
                 let dir = if abs.is_dir() {
                     abs
@@ -778,6 +788,24 @@ impl Resolver {
                 self.for_dir(&dir)
             }
         }
+    }
+
+    /// The canonical form of the directory `dir` (as a file in it names it: `""` is the current
+    /// directory), found once.
+    fn canonical_dir(&self, dir: &Path) -> PathBuf {
+        if let Some(d) = self.parents.lock().ok().and_then(|m| m.get(dir).cloned()) {
+            return d;
+        }
+        let named = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let canonical = named.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if let Ok(mut m) = self.parents.lock() {
+            m.insert(dir.to_path_buf(), canonical.clone());
+        }
+        canonical
     }
 
     /// The settings of the nearest configuration at or above `dir` (canonical).

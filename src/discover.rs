@@ -86,7 +86,12 @@ pub fn discover(
         }
     }
     files.sort();
-    files.dedup_by(|a, b| same_file(a, b));
+    files.dedup();
+    // one root yields each file once (the walk follows no link); several may name one file
+    // twice, under two spellings
+    if roots.len() > 1 {
+        files.dedup_by(|a, b| same_file(a, b));
+    }
     (files, errors)
 }
 

@@ -598,10 +598,20 @@ pub(crate) fn walk_project(
         &[],
         prune.clone(),
     );
+    // the walk follows no link and keeps only regular files: a file's canonical path is the
+    // canonical root joined with its path under the root (one canonical path to find, not
+    // one per file, each a look-up of every component)
+    let canonical_root = root.canonicalize().ok();
     walked
         .into_iter()
         .filter(|p| resolver.for_file(p).is_ok_and(|s| !s.excludes(p)))
-        .map(|p| (file_key(&p), p))
+        .map(|p| {
+            let key = match (&canonical_root, p.strip_prefix(root)) {
+                (Some(r), Ok(under)) if !under.as_os_str().is_empty() => r.join(under),
+                _ => file_key(&p),
+            };
+            (key, p)
+        })
         .collect()
 }
 
@@ -725,11 +735,20 @@ pub(crate) trait Files: crate::parsing::Source {
 
     /// Every file the analysis needs was parsed.
     fn parsed(&self) {}
+
+    /// The analysis cache the files' forms are stored in.
+    fn cache(&self) -> Option<&Cache> {
+        None
+    }
 }
 
 impl Files for Disk<'_> {
     fn load(&self, path: PathBuf, record: bool) -> (Loaded, Option<FileState>) {
         load(path, self.overlay, self.parse_all, record, false)
+    }
+
+    fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
     }
 
     /// The project was analysed: what the cache holds beyond it is no longer needed (not after
@@ -780,37 +799,25 @@ pub(crate) fn analyze_paths(
         if record {
             states.push(state);
         }
-        if matches!(l, Loaded::File(_) | Loaded::Unread(..)) {
+        if tally(&mut report, &l, selected) {
             at.push(i);
         }
         match l {
-            Loaded::File(f) => {
-                if selected {
-                    report.files += 1;
-                    report.lines += f.lines.line_count();
-                    report.selected.insert(f.path.clone());
-                }
-                sources.push((f, true, None));
-            }
-            Loaded::Unread(f, lines, aside) => {
-                if selected {
-                    report.files += 1;
-                    report.lines += lines;
-                    report.selected.insert(f.path.clone());
-                }
-                sources.push((f, false, aside));
-            }
-            // problems reading files outside the selection are not the run's to report
-            Loaded::Skipped(n) if selected => report.notes.push(n),
-            Loaded::Failed(e) if selected => report.errors.push(e),
+            Loaded::File(f) => sources.push((f, true, None)),
+            Loaded::Unread(f, _, aside) => sources.push((f, false, aside)),
             Loaded::Skipped(_) | Loaded::Failed(_) => {}
         }
     }
-    report.project_files = sources.len();
     let paths: Vec<&Path> = sources.iter().map(|(f, ..)| f.path.as_path()).collect();
     let packages = files.packages(&paths, opts.project_root.as_deref());
-    let (mut irs, rebuilt, closure) = crate::parsing::parse_needed(sources, &packages, opts, files);
+    let (mut irs, rebuilt, mut closure) =
+        crate::parsing::parse_needed(sources, &packages, opts, files);
     files.parsed();
+    // what the run read of each parsed file, for the stored answer: another text that reads
+    // the same keeps it
+    if let Some(cache) = files.cache().filter(|_| record) {
+        closure = closure.with_roles(&irs, opts.parse_all, cache);
+    }
     let closure = closure.of_project(&at, all, &packages);
     // each run afresh, after the cache: a write's table may be declared in another file
     locks::resolve_entity_tables(&mut irs);
@@ -824,6 +831,35 @@ pub(crate) fn analyze_paths(
         }
     }
     (report, irs, packages, states, closure)
+}
+
+/// Count a loaded file in the report (a selected one's lines, the note or error of a selected
+/// file that was not analysed: problems reading files outside the selection are not the run's
+/// to report); whether it is a file of the project's analysis.
+pub(crate) fn tally(report: &mut Report, l: &Loaded, selected: bool) -> bool {
+    let (f, lines) = match l {
+        Loaded::File(f) => (f, f.lines.line_count()),
+        Loaded::Unread(f, lines, _) => (f, *lines),
+        Loaded::Skipped(n) => {
+            if selected {
+                report.notes.push(n.clone());
+            }
+            return false;
+        }
+        Loaded::Failed(e) => {
+            if selected {
+                report.errors.push(e.clone());
+            }
+            return false;
+        }
+    };
+    if selected {
+        report.files += 1;
+        report.lines += lines;
+        report.selected.insert(f.path.clone());
+    }
+    report.project_files += 1;
+    true
 }
 
 /// [`analyze_file`] through the cache: a stored analysis of the same path and text is used,
@@ -1031,25 +1067,32 @@ fn build_trace_fixes(
         .flat_map_iter(|(t, kept)| {
             let trace = &project.traces[*t];
             let rules: HashSet<&'static str> = kept.iter().map(|(_, w)| w.0).collect();
-            // each wanted finding once: the first variant asked for takes it
-            let open =
-                std::cell::RefCell::new(kept.iter().map(|(_, w)| *w).collect::<HashSet<_>>());
-            let wanted = |d: &Diagnostic| open.borrow_mut().remove(&key(d));
-            let mut built: HashMap<Wanted, Fix> = HashMap::new();
+            // each wanted finding's place among the kept ones; the first variant asked for
+            // takes it
+            let places: HashMap<Wanted, usize> =
+                kept.iter().enumerate().map(|(i, (_, w))| (*w, i)).collect();
+            let asked = std::cell::RefCell::new(vec![false; kept.len()]);
+            let wanted = |d: &Diagnostic| {
+                places
+                    .get(&key(d))
+                    .is_some_and(|&i| !std::mem::replace(&mut asked.borrow_mut()[i], true))
+            };
+            let mut built: Vec<Option<Fix>> = vec![None; kept.len()];
             for r in active.iter().filter(|r| rules.contains(r.info().name)) {
                 let _ = isolate::catch(|| {
                     let mut v = Vec::new();
                     r.check(trace, &project.facts, Fixes::For(&wanted), &mut v);
                     for mut d in v {
-                        if let Some(fix) = d.fix.take() {
-                            built.entry(key(&d)).or_insert(fix);
+                        if let (Some(fix), Some(&i)) = (d.fix.take(), places.get(&key(&d))) {
+                            built[i].get_or_insert(fix);
                         }
                     }
                 });
                 forget_spans();
             }
             kept.iter()
-                .map(|(k, w)| (*k, built.remove(w)))
+                .zip(built)
+                .map(|((k, _), fix)| (*k, fix))
                 .collect::<Vec<_>>()
         })
         .collect();

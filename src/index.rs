@@ -5,9 +5,11 @@
 //! from the disk: a file is read again only when [`Index::files_changed`] says it changed (or
 //! its editor's text goes away); a file created or deleted has the project's files listed
 //! again (the new ones read), a configuration or manifest that changed has the project read
-//! anew. Each analysis then runs the front-ends on the files whose text changed and the
-//! project-wide steps (the rounds, facts, rules) over the whole project, with the engine's own
-//! stages, so the findings are those of [`engine::run`] on the same texts.
+//! anew. Each analysis then runs the front-ends on the files whose text changed; when every
+//! file changed since the last analysis changes nothing that analysis read (see
+//! [`parsing::Role`]) its findings stand, else the project-wide steps (the rounds, facts,
+//! rules) run over the whole project, with the engine's own stages, so the findings are those
+//! of [`engine::run`] on the same texts.
 
 use crate::answer::FileState;
 use crate::cache::Cache;
@@ -39,6 +41,8 @@ pub struct Index {
     /// Times the files of the project were read from the disk (a file read again counts
     /// again).
     reads: usize,
+    /// Analyses that analysed the project (not answered by the last one's findings).
+    analysed: usize,
     pool: rayon::ThreadPool,
 }
 
@@ -59,6 +63,25 @@ struct Held {
     /// The configuration's notes told so far (each is told once: the configuration is
     /// read once).
     told: Mutex<HashSet<(String, String)>>,
+    /// The last analysis of the project, and the files whose text changed since.
+    last: Option<Last>,
+    since: HashSet<PathBuf>,
+}
+
+/// What the last analysis of the project found and rested on: another analysis whose files
+/// changed only in ways that change nothing it read has the same findings ([`Held::reuse`]).
+struct Last {
+    /// The project's files, in order.
+    files: Vec<PathBuf>,
+    /// Which of them it parsed, in which packages, and the names its rounds asked for.
+    closure: parsing::Closure,
+    /// The findings of the whole project.
+    findings: Vec<crate::diagnostic::Diagnostic>,
+    /// The files those findings point into (primary and related locations, fix edits).
+    shown: HashSet<PathBuf>,
+    /// The [`parsing::Role`] and [`parsing::shape`] of the parsed files looked at since (by
+    /// their text then).
+    roles: HashMap<PathBuf, Option<(parsing::Role, u64)>>,
 }
 
 /// What analyses found and the next can use, by file.
@@ -95,6 +118,7 @@ impl Index {
             held: None,
             changed: Vec::new(),
             reads: 0,
+            analysed: 0,
             pool: engine::pool(),
         }
     }
@@ -102,6 +126,13 @@ impl Index {
     /// How many times a file of the project was read from the disk.
     pub fn reads(&self) -> usize {
         self.reads
+    }
+
+    /// How many analyses analysed the project (the rounds, the project facts and the rules);
+    /// the others answered with the findings of the one before, whose files changed only in
+    /// ways that change nothing it read.
+    pub fn analysed(&self) -> usize {
+        self.analysed
     }
 
     /// Files changed, created or deleted on disk: read again at the next analysis.
@@ -132,7 +163,9 @@ impl Index {
             overlay: Some(overlay),
             ..self.opts.clone()
         };
-        held.analyse(&opts, &self.pool)
+        let (report, analysed) = held.analyse(&opts, &self.pool);
+        self.analysed += usize::from(analysed);
+        report
     }
 
     /// Takes in the files reported changed: the project is found again when a configuration
@@ -197,6 +230,8 @@ impl Index {
             edited: HashSet::new(),
             memo: Memo::default(),
             told: Mutex::default(),
+            last: None,
+            since: HashSet::new(),
         };
         held.hold(walked, files, self.opts.project_root.as_deref());
         Ok(held)
@@ -248,6 +283,8 @@ impl Held {
         self.packages = crate::packages::of_files(loaded_paths(&files).iter().copied(), root);
         self.walked = walked;
         self.files = files;
+        // another list of files: the last analysis stands for nothing
+        self.last = None;
     }
 
     /// Lists the project's files again: those held are kept as they are, the others read (and
@@ -292,6 +329,7 @@ impl Held {
     /// Walked file `i` read from the disk.
     fn read(&mut self, i: usize, parse_all: bool) -> Loaded {
         self.memo.changed(&self.walked[i].1);
+        self.since.insert(self.walked[i].1.clone());
         engine::load(self.walked[i].1.clone(), None, parse_all, false, true).0
     }
 
@@ -319,43 +357,140 @@ impl Held {
             self.edited.insert(p.clone());
             if text_of(&self.files[i]) != Some(text.as_str()) {
                 self.memo.changed(p);
+                self.since.insert(p.clone());
                 self.files[i] = engine::loaded_text(p.clone(), text.clone(), parse_all, true);
             }
         }
         reads
     }
 
-    /// One analysis of `opts`' selection over the files held.
-    fn analyse(&self, opts: &Options, pool: &rayon::ThreadPool) -> Report {
+    /// One analysis of `opts`' selection over the files held: the last one's findings when
+    /// the files changed since change nothing it read ([`Held::reuse`]), else the project
+    /// analysed (then `true`).
+    fn analyse(&mut self, opts: &Options, pool: &rayon::ThreadPool) -> (Report, bool) {
         let (kept, mut told) = match engine::select(opts, &self.resolver, &self.prune) {
             Ok(s) => s,
-            Err(report) => return *report,
+            Err(report) => return (*report, false),
         };
         if let Ok(mut seen) = self.told.lock() {
             told.config_notes
                 .retain(|n| seen.insert((n.path.clone(), n.message.clone())));
         }
         let (files, _) = engine::project_files(opts, kept, &|| self.walked.clone());
-        pool.install(|| {
-            let memory = Memory {
-                held: self,
-                overlay: opts.overlay.as_deref(),
-                cache: opts.cache_dir.as_deref().and_then(Cache::open),
-                parse_all: opts.parse_all,
-            };
-            let (mut report, irs, packages, _, _) =
-                engine::analyze_paths(files, opts, false, &memory);
-            let project = locks::analyze_in(&irs, &self.settings.project(), &packages);
-            report.findings = engine::findings_of(&project, opts);
-            let files = irs.len();
-            drop(project);
-            self.memo.give_back(irs);
-            engine::keep_selected(&mut report, files);
-            engine::tell(&mut report, told, &self.settings);
-            engine::finish(&mut report, opts, &self.resolver);
-            report
-        })
+        let (mut report, last) = pool.install(|| match self.reuse(&files, opts.parse_all) {
+            Some(report) => (report, None),
+            None => {
+                let (report, last) = self.analyse_project(files, opts);
+                (report, Some(last))
+            }
+        });
+        let analysed = last.is_some();
+        if let Some(last) = last {
+            self.last = Some(last);
+        }
+        self.since.clear();
+        engine::tell(&mut report, told, &self.settings);
+        engine::finish(&mut report, opts, &self.resolver);
+        (report, analysed)
     }
+
+    /// The project's files analysed (rounds, project facts, rules), with the report of the
+    /// selection and what the analysis rested on.
+    fn analyse_project(&self, files: Vec<(PathBuf, bool)>, opts: &Options) -> (Report, Last) {
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let memory = Memory {
+            held: self,
+            overlay: opts.overlay.as_deref(),
+            cache: opts.cache_dir.as_deref().and_then(Cache::open),
+            parse_all: opts.parse_all,
+        };
+        let (mut report, irs, packages, _, closure) =
+            engine::analyze_paths(files, opts, false, &memory);
+        let project = locks::analyze_in(&irs, &self.settings.project(), &packages);
+        report.findings = engine::findings_of(&project, opts);
+        let count = irs.len();
+        drop(project);
+        self.memo.give_back(irs);
+        let last = Last {
+            files: paths,
+            closure,
+            shown: shown(&report.findings),
+            findings: report.findings.clone(),
+            roles: HashMap::new(),
+        };
+        engine::keep_selected(&mut report, count);
+        (report, last)
+    }
+
+    /// The report of the last analysis, when the project's files are the same and every file
+    /// whose text changed since changes nothing it read: a file it left out that it would
+    /// leave out again (`parsing::Closure::would_parse`), or a file it parsed, into which none
+    /// of its findings points, whose new text has the same [`parsing::Role`] (parsed in the
+    /// same round, the same intermediate form). The files are counted as an analysis counts
+    /// them; a changed file's new form is kept for the next analysis.
+    fn reuse(&mut self, files: &[(PathBuf, bool)], parse_all: bool) -> Option<Report> {
+        let last = self.last.as_mut()?;
+        if files.len() != last.files.len()
+            || files.iter().zip(&last.files).any(|((p, _), q)| p != q)
+        {
+            return None;
+        }
+        for p in &self.since {
+            let i = last.files.iter().position(|q| q == p)?;
+            let text = text_of(&self.files[*self.by_path.get(p)?])?;
+            if !last.closure.parsed.get(i).copied().unwrap_or(true) {
+                let package = last.closure.packages.get(i).copied().flatten();
+                if last.closure.would_parse(p, text, package) {
+                    return None;
+                }
+                continue;
+            }
+            if last.shown.contains(p) {
+                return None;
+            }
+            let asked = &last.closure.asked;
+            let before = match last.roles.get(p) {
+                Some(role) => *role,
+                None => {
+                    let role = self.memo.role(p, asked, parse_all);
+                    last.roles.insert(p.clone(), role);
+                    role
+                }
+            };
+            let before = before?;
+            let mut ir = engine::analyze_file(
+                0,
+                crate::source::SourceFile::new(p.clone(), text.to_string()),
+            );
+            let now = parsing::Role::of(&ir.file, asked, parse_all).zip(parsing::shape(&ir));
+            ir.place_at(i);
+            self.memo.keep(ir);
+            if now != Some(before) {
+                return None;
+            }
+        }
+        let mut report = Report::default();
+        for (p, selected) in files {
+            engine::tally(&mut report, &self.files[*self.by_path.get(p)?], *selected);
+        }
+        report.findings = last.findings.clone();
+        let count = report.project_files;
+        engine::keep_selected(&mut report, count);
+        Some(report)
+    }
+}
+
+/// The files findings point into.
+fn shown(findings: &[crate::diagnostic::Diagnostic]) -> HashSet<PathBuf> {
+    let mut out = HashSet::new();
+    for d in findings {
+        out.insert(d.primary.file.path.clone());
+        out.extend(d.related.iter().map(|r| r.location.file.path.clone()));
+        if let Some(f) = &d.fix {
+            out.extend(f.edits.iter().map(|e| e.location.file.path.clone()));
+        }
+    }
+    out
 }
 
 /// Whether a file's intermediate form changes with the project's other files after the
@@ -418,6 +553,20 @@ impl Memo {
             .get(path)
             .filter(|ir| ir.file.text == text)
             .map(|ir| ir.file.clone())
+    }
+
+    /// The [`parsing::Role`] and [`parsing::shape`] of the form kept for the file at `path`
+    /// (for the text it was made from), the form dropped: the file's text changed, and a form
+    /// of the new text takes its place.
+    fn role(
+        &self,
+        path: &Path,
+        asked: &[locks::reach::Wanted],
+        parse_all: bool,
+    ) -> Option<(parsing::Role, u64)> {
+        let mut ir = self.parsed.lock().ok()?.remove(path)?;
+        ir.place_at(0);
+        parsing::Role::of(&ir.file, asked, parse_all).zip(parsing::shape(&ir))
     }
 
     /// The file holds another text.

@@ -8,6 +8,7 @@
 //! ([`Options::parse_all`], which the tests compare with), except that a syntax error is
 //! reported only for a file that is parsed.
 
+use crate::cache::Cache;
 use crate::engine::Options;
 use crate::frontend;
 use crate::ir::FileIr;
@@ -98,6 +99,132 @@ pub(crate) struct Closure {
     pub asked: Vec<locks::reach::Wanted>,
     /// Each file's package (by the files [`Closure::parsed`] is of).
     pub packages: Vec<Option<u32>>,
+    /// What the run read of each parsed file ([`Read`]), when asked for
+    /// ([`Closure::with_roles`]; empty otherwise, `None` for a file not parsed or one whose
+    /// role cannot be kept).
+    pub roles: Vec<Option<Read>>,
+}
+
+/// A parsed file as a run that stores its answer read it: its [`Role`], and the key of its
+/// intermediate form's entry in the analysis cache (compared with another text's form by
+/// [`shape`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Read {
+    pub role: Role,
+    pub entry: String,
+}
+
+/// Why a run parsed a file: from the start (the prefilter let it through, or every file is
+/// parsed) or for the names it spells (then which of the names the rounds asked for it
+/// spells, as a hash). Another text of the file with the same role, whose intermediate form
+/// has the same [`shape`], is parsed in the same round and gives the same form but for
+/// offsets moved in order, so every round, project fact and trace is the same but for those
+/// offsets; the findings that point into the file are read from its text too, so the callers
+/// compare roles only for files no finding points into. A file whose text holds a suppression
+/// comment has no role, since the suppressions are read from the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Role {
+    pub first: bool,
+    pub spelled: u64,
+}
+
+impl Role {
+    /// The role of `file` among the names `asked`; `None` when it holds a suppression comment.
+    pub fn of(file: &FileRef, asked: &[locks::reach::Wanted], parse_all: bool) -> Option<Role> {
+        use std::hash::{Hash, Hasher};
+        if crate::suppress::suppresses(file) {
+            return None;
+        }
+        let (path, text) = (file.path.as_path(), file.text.as_str());
+        let first = parse_all || needs_parse(path, text);
+        let spelled = if first {
+            0
+        } else {
+            let hit = scan(asked, &|_| Some(Cow::Borrowed(text)), vec![0])
+                .pop()
+                .map(|(_, hit)| hit)
+                .unwrap_or_default();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for (k, w) in asked.iter().enumerate() {
+                if hit.get(2 * k) == Some(&true) && (w.with.is_none() || hit[2 * k + 1]) {
+                    k.hash(&mut h);
+                }
+            }
+            h.finish()
+        };
+        Some(Role { first, spelled })
+    }
+}
+
+/// A hash of a file's intermediate form as the analysis cache stores it (without its text),
+/// with every offset into the file (each span's ends, each point of a literal's text map, where
+/// a fix adds an item) replaced by its rank among them: text added or removed where the form records nothing (a
+/// comment, blank lines, code the front-ends keep nothing of) moves the offsets after it
+/// without reordering them, and leaves the hash as it was. Everything else, the names, keys,
+/// operations and embedded texts, must be the same.
+/// The form must be placed first in the project ([`FileIr::place_at`]`(0)`).
+pub(crate) fn shape(ir: &FileIr) -> Option<u64> {
+    use std::hash::Hasher;
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut form = serde_json::to_value(ir).ok()?;
+    let mut offsets = Vec::new();
+    file_offsets(&mut form, &mut |n| offsets.extend(n.as_u64()));
+    offsets.sort_unstable();
+    offsets.dedup();
+    file_offsets(&mut form, &mut |n| {
+        if let Some(rank) = n.as_u64().and_then(|x| offsets.binary_search(&x).ok()) {
+            *n = serde_json::Value::from(rank);
+        }
+    });
+    let mut h = Hashing(std::collections::hash_map::DefaultHasher::new());
+    serde_json::to_writer(&mut h, &form).ok()?;
+    Some(h.0.finish())
+}
+
+/// Calls `at` on every offset into the file a serialised intermediate form holds: the ends
+/// of each span (`{"start", "end"}`), the file side of each point of a text map
+/// (`{"points": [[text, file], ..]}`) and each function's `item_slot`.
+fn file_offsets(v: &mut serde_json::Value, at: &mut impl FnMut(&mut serde_json::Value)) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let number =
+                |k: &str, m: &serde_json::Map<String, Value>| m.get(k).is_some_and(Value::is_u64);
+            if m.len() == 2 && number("start", m) && number("end", m) {
+                m.values_mut().for_each(&mut *at);
+                return;
+            }
+            if m.len() == 1 {
+                if let Some(Value::Array(points)) = m.get_mut("points") {
+                    for p in points {
+                        match p.as_array_mut().map(|p| p.as_mut_slice()) {
+                            Some([t, f]) if t.is_u64() && f.is_u64() => at(f),
+                            _ => file_offsets(p, at),
+                        }
+                    }
+                    return;
+                }
+            }
+            for (k, x) in m.iter_mut() {
+                match x {
+                    // where a fix adds an item the function sees
+                    Value::Number(_) if k == "item_slot" => at(x),
+                    _ => file_offsets(x, at),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| file_offsets(x, at)),
+        _ => {}
+    }
 }
 
 impl Closure {
@@ -107,15 +234,44 @@ impl Closure {
     pub fn of_project(self, at: &[usize], all: usize, packages: &locks::Packages) -> Closure {
         let mut parsed = vec![false; all];
         let mut of = vec![None; all];
+        let mut roles = if self.roles.is_empty() {
+            Vec::new()
+        } else {
+            vec![None; all]
+        };
         for (source, &file) in at.iter().enumerate() {
             parsed[file] = self.parsed.get(source).copied().unwrap_or(false);
             of[file] = packages.package(source);
+            if let Some(r) = roles.get_mut(file) {
+                *r = self.roles.get(source).cloned().flatten();
+            }
         }
         Closure {
             parsed,
             asked: self.asked,
             packages: of,
+            roles,
         }
+    }
+
+    /// The closure with what it read of each file of `irs` (the files it is of) that it
+    /// parsed: its [`Role`] and the key of its form's entry in `cache`.
+    pub fn with_roles(mut self, irs: &[FileIr], parse_all: bool, cache: &Cache) -> Closure {
+        let asked = &self.asked;
+        self.roles = irs
+            .par_iter()
+            .zip(&self.parsed)
+            .map(|(ir, &parsed)| {
+                if !parsed {
+                    return None;
+                }
+                Some(Read {
+                    role: Role::of(&ir.file, asked, parse_all)?,
+                    entry: cache.key(&ir.file),
+                })
+            })
+            .collect();
+        self
     }
 
     /// Whether `text`, the new text of file `i` (of package `package`) that the run left out,
@@ -246,6 +402,7 @@ pub(crate) fn parse_needed(
         parsed: parsed_yet,
         asked,
         packages: Vec::new(),
+        roles: Vec::new(),
     };
     (irs, rebuilt, closure)
 }

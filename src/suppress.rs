@@ -297,6 +297,11 @@ fn parse(file: &FileRef, c: &Comment, statements: &[(usize, usize)]) -> Option<S
     })
 }
 
+/// Whether `file` holds a suppression comment.
+pub(crate) fn suppresses(file: &FileRef) -> bool {
+    !suppressions(file).is_empty()
+}
+
 fn suppressions(file: &FileRef) -> Vec<Suppression> {
     if !file.text.contains("locklint:") {
         return Vec::new();

@@ -598,3 +598,91 @@ fn a_baseline_applies_afresh_to_a_stored_answer_and_other_rules_have_their_own()
     assert_eq!(stdout(&cached), stdout(&uncached));
     assert_eq!(answers(cache.path()).len(), 2);
 }
+
+/// [`sources::layered`], every file an hour old.
+fn layered() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, root) = sources::layered();
+    age(&root);
+    (tmp, root)
+}
+
+#[test]
+fn an_edit_of_a_parsed_file_that_changes_nothing_the_analysis_read_keeps_the_answer() {
+    let (_tmp, root) = layered();
+    let cache = tempfile::tempdir().unwrap();
+    let cold = cached_check(&root, cache.path());
+    assert!(stdout(&cold).contains("lock-result-ignored"));
+    // the analysis cache spoiled but for the const file's entry (the form the answer read of
+    // it, which an edit is compared with): a run that analyses the project again says so
+    for p in files_under(cache.path()) {
+        let keep = is_answer(&p)
+            || p.file_name().is_some_and(|n| n == ".gitignore")
+            || String::from_utf8_lossy(&std::fs::read(&p).unwrap()).contains("report_title");
+        if !keep {
+            std::fs::write(&p, b"not an analysis").unwrap();
+        }
+    }
+    let answer = answers(cache.path()).remove(0);
+    let stored = std::fs::read(&answer).unwrap();
+    // the const's file, parsed for it, no finding in it: a comment between two items moves
+    // every offset after it and changes nothing the analysis read
+    let keys = root.join("src/keys.rs");
+    let text = std::fs::read_to_string(&keys).unwrap();
+    let at = text.find("pub fn report_title").unwrap();
+    edit(
+        &keys,
+        &format!("{}// The title of a report.\n{}", &text[..at], &text[at..]),
+    );
+    let warm = cached_check(&root, cache.path());
+    same_run(&warm, &cold, "commented");
+    assert!(!stderr(&warm).contains("rebuilt"), "{}", stderr(&warm));
+    // stored again with the file's new state, and the answer a run without the cache gives
+    assert_ne!(std::fs::read(&answer).unwrap(), stored);
+    same_run(&cached_check(&root, cache.path()), &cold, "after the edit");
+    let uncached = locklint(&root, &["check", "--format", "json", "--no-cache"]);
+    same_run(&warm, &uncached, "without the cache");
+    // the same comment in the caller, whose findings it moves: analysed again
+    let jobs = root.join("src/jobs.rs");
+    let text = std::fs::read_to_string(&jobs).unwrap();
+    edit(&jobs, &format!("// The nightly jobs.\n{text}"));
+    let moved = cached_check(&root, cache.path());
+    assert!(stderr(&moved).contains(REBUILT_ENTRY), "{}", stderr(&moved));
+    assert_ne!(stdout(&moved), stdout(&cold));
+    assert_eq!(
+        stdout(&moved),
+        stdout(&locklint(
+            &root,
+            &["check", "--format", "json", "--no-cache"]
+        )),
+        "the caller edited"
+    );
+}
+
+#[test]
+fn an_edit_of_a_helper_a_const_or_the_schema_is_analysed_again() {
+    let (_tmp, root) = layered();
+    let cache = tempfile::tempdir().unwrap();
+    let cold = stdout(&cached_check(&root, cache.path()));
+    for (file, from, to) in sources::FACT_EDITS {
+        let path = root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}");
+        for (edited, findings) in [(text.replace(from, to), None), (text, Some(&cold))] {
+            spoil_entries(cache.path());
+            edit(&path, &edited);
+            let warm = cached_check(&root, cache.path());
+            assert!(
+                stderr(&warm).contains(REBUILT_ENTRY),
+                "{file}: {}",
+                stderr(&warm)
+            );
+            let uncached = locklint(&root, &["check", "--format", "json", "--no-cache"]);
+            assert_eq!(stdout(&warm), stdout(&uncached), "{file}");
+            match findings {
+                // the edit changes findings; taken back, they are the first run's
+                None => assert_ne!(&stdout(&warm), &cold, "{file}"),
+                Some(cold) => assert_eq!(&stdout(&warm), cold, "{file}"),
+            }
+        }
+    }
+}

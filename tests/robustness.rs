@@ -270,6 +270,20 @@ fn many_findings_in_one_function() {
 }
 
 #[test]
+fn many_findings_in_a_block_nested_in_one_statement() {
+    // the block is walked from its tokens a statement at a time, as a function body is
+    let n = 20_000;
+    let dir = dir_with(&[("nested.rs", &p::nested_block(n))]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "nested.rs", "setnx-without-expiry");
+    assert_eq!(found.len(), n);
+    let text = p::nested_block(n);
+    let last = found.iter().max_by_key(|d| d.primary.span.start).unwrap();
+    assert_eq!(last.primary.span.start, text.rfind("set_nx(").unwrap());
+    assert_eq!(findings_in(&report, "nested.rs", "parse-error").len(), 0);
+}
+
+#[test]
 fn many_bindings_and_reads_in_one_function() {
     let n = 60_000;
     let dir = dir_with(&[

@@ -261,6 +261,25 @@ pub fn many_findings(n: usize) -> String {
     )
 }
 
+/// `n` reads bound to locals and `n` acquires whose result is checked, all inside one `if`
+/// block nested in a `tokio::spawn(async move { .. })`: one statement of the function holds
+/// every other.
+pub fn nested_block(n: usize) -> String {
+    let mut body = vec![
+        "tokio::spawn(async move {".to_string(),
+        "if std::env::var(\"GO\").is_ok() {".to_string(),
+    ];
+    for i in 0..n {
+        body.push(format!(
+            "let v{i}: Option<String> = con.get(\"cache:{i}\").await?; if !con.set_nx(\"lock:job:{i}\", \"1\").await? {{ return Ok(()); }}"
+        ));
+    }
+    body.push("}".to_string());
+    body.push("Ok::<(), redis::RedisError>(())".to_string());
+    body.push("});".to_string());
+    rust_fn(body.into_iter())
+}
+
 /// `n` GET-then-SET pairs on the same lock key in one function.
 pub fn get_then_set_chain(n: usize) -> String {
     rust_fn((0..n).map(|i| {

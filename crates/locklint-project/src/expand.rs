@@ -4,8 +4,11 @@
 
 use locklint_ir::source::{FileRef, Span};
 use locklint_ir::vocabulary;
-use locklint_ir::{Call, Event, FnId, Function, KeyRef, NodeId, OpKind, Part, ResultUse, Value};
-use std::collections::HashMap;
+use locklint_ir::{
+    Call, Event, FnId, Function, KeyIdentity, KeyRef, NodeId, OpKind, Part, ResultUse, Value,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::trace::{identity, TraceKey};
 use crate::{Index, TraceOp};
@@ -91,6 +94,36 @@ fn lock_args(call: &Call, named_lock: bool, lock_params: &[bool]) -> Vec<bool> {
         .collect()
 }
 
+/// One copy of each key and key identity the project's traces hold, shared by every operation
+/// that resolves to it: a helper expanded at thousands of call sites with the same key keeps
+/// one key, not thousands.
+#[derive(Default)]
+pub(crate) struct Shared {
+    keys: HashSet<Arc<KeyRef>>,
+    identities: HashSet<Arc<KeyIdentity>>,
+}
+
+impl Shared {
+    fn key(&mut self, key: KeyRef) -> Arc<KeyRef> {
+        if let Some(k) = self.keys.get(&key) {
+            return k.clone();
+        }
+        let k = Arc::new(key);
+        self.keys.insert(k.clone());
+        k
+    }
+
+    fn identity(&mut self, id: Option<KeyIdentity>) -> Option<Arc<KeyIdentity>> {
+        let id = id?;
+        if let Some(i) = self.identities.get(&id) {
+            return Some(i.clone());
+        }
+        let i = Arc::new(id);
+        self.identities.insert(i.clone());
+        Some(i)
+    }
+}
+
 pub(crate) struct Expander<'i, 'a> {
     pub(crate) idx: &'i Index<'a>,
     pub(crate) root: FnId,
@@ -100,6 +133,7 @@ pub(crate) struct Expander<'i, 'a> {
     pub(crate) stack: Vec<FnId>,
     /// Helper operations taken in so far.
     pub(crate) inlined: usize,
+    pub(crate) shared: &'i mut Shared,
 }
 
 impl<'a> Expander<'_, 'a> {
@@ -147,8 +181,8 @@ impl<'a> Expander<'_, 'a> {
                         .map(|(k, span)| {
                             let key = seen_key(k);
                             TraceKey {
-                                identity: identity(&key, self.root),
-                                key,
+                                identity: self.shared.identity(identity(&key, self.root)),
+                                key: self.shared.key(key),
                                 span: *span,
                                 is_lock: false,
                             }
@@ -163,7 +197,8 @@ impl<'a> Expander<'_, 'a> {
                     }
                     let mut deps = self.expand_deps(&op.deps);
                     deps.extend(outer_deps.iter().copied());
-                    let id = identity(&key, self.root);
+                    let id = self.shared.identity(identity(&key, self.root));
+                    let key = self.shared.key(key);
                     let value = match (op.value_param, values) {
                         (Some(i), Some(vals)) => vals.get(i).cloned().flatten(),
                         _ => None,

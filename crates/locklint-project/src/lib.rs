@@ -104,6 +104,7 @@ pub fn analyze_in<'a>(
     let mut traces = Vec::new();
     let mut roots: Vec<FnId> = idx.touches.iter().copied().collect();
     roots.sort();
+    let mut shared = expand::Shared::default();
     for root in roots {
         let mut ex = Expander {
             idx: &idx,
@@ -112,6 +113,7 @@ pub fn analyze_in<'a>(
             call_reads: HashMap::new(),
             stack: Vec::new(),
             inlined: 0,
+            shared: &mut shared,
         };
         ex.expand(root, None, None, None, &[], &[], None, &[]);
         // a trace lives as long as the project: no room for operations that never come

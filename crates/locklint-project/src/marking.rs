@@ -5,6 +5,7 @@ use crate::{scoped_identity, FixSettings, Trace, TraceOp};
 use locklint_ir::vocabulary;
 use locklint_ir::{KeyIdentity, KeyRef, NodeId, OpKind, Part, ScopedKey};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// (a) with extra lock words from the configuration (`lock-key-patterns`).
 pub fn key_matches(key: &KeyRef, extra: &[String]) -> bool {
@@ -79,13 +80,13 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
         }
     }
     for t in traces.iter_mut() {
-        let local_acquired: HashSet<KeyIdentity> = t
+        let local_acquired: HashSet<Arc<KeyIdentity>> = t
             .ops
             .iter()
             .filter(|o| o.op.kind.is_acquire())
             .filter_map(|o| o.identity.clone())
             .collect();
-        let local_ended: HashSet<KeyIdentity> = t
+        let local_ended: HashSet<Arc<KeyIdentity>> = t
             .ops
             .iter()
             .filter(|o| ends_hold(&o.op.kind))
@@ -111,13 +112,13 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
                 .keys
                 .iter()
                 .map(|k| {
-                    key_matches(&k.key, lock_words) || used_as_lock(&k.key, k.identity.as_ref())
+                    key_matches(&k.key, lock_words) || used_as_lock(&k.key, k.identity.as_deref())
                 })
                 .collect();
             for (k, is_lock) in o.keys.iter_mut().zip(keys) {
                 k.is_lock = is_lock;
             }
-            let used_as_lock = used_as_lock(&o.key, o.identity.as_ref());
+            let used_as_lock = used_as_lock(&o.key, o.identity.as_deref());
             // the key is exactly the function's parameter or a field of `self`
             let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
             let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)
@@ -153,7 +154,7 @@ pub(crate) fn collect_facts(traces: &[Trace]) -> LockFacts {
         // to be followed by an expiry
         let mut seen: HashMap<&KeyIdentity, (bool, Vec<NodeId>)> = HashMap::new();
         for o in &t.ops {
-            let Some(id) = o.identity.as_ref() else {
+            let Some(id) = o.identity.as_deref() else {
                 continue;
             };
             if bare_nx(o) {

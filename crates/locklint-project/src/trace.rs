@@ -5,6 +5,7 @@ use crate::ttl;
 use locklint_ir::source::{FileRef, Span};
 use locklint_ir::{FnId, Function, KeyIdentity, KeyRef, NodeId, Op, ResultUse, ScopedKey, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One operation as seen from a root function, after helper expansion.
 #[derive(Debug, Clone)]
@@ -14,10 +15,11 @@ pub struct TraceOp<'a> {
     pub file: FileRef,
     /// The function the operation is written in.
     pub func: &'a Function,
-    /// Key resolved with the caller's arguments and project-wide consts.
-    pub key: KeyRef,
-    /// Identity used to tell whether two operations touch the same key.
-    pub identity: Option<KeyIdentity>,
+    /// Key resolved with the caller's arguments and project-wide consts (shared by the
+    /// operations of a trace that resolve to the same key).
+    pub key: Arc<KeyRef>,
+    /// Identity used to tell whether two operations touch the same key (shared likewise).
+    pub identity: Option<Arc<KeyIdentity>>,
     pub is_lock: bool,
     /// What the reply is used for, seen from the root function.
     pub result: ResultUse,
@@ -45,10 +47,10 @@ pub struct TraceOp<'a> {
 /// One key of a multi-key command, as the trace sees it.
 #[derive(Debug, Clone)]
 pub struct TraceKey {
-    pub key: KeyRef,
+    pub key: Arc<KeyRef>,
     /// Where the key is written (in the file of the operation).
     pub span: Span,
-    pub identity: Option<KeyIdentity>,
+    pub identity: Option<Arc<KeyIdentity>>,
     /// Whether the key is a lock, by the criteria of [`TraceOp::is_lock`].
     pub is_lock: bool,
 }

@@ -74,7 +74,7 @@ fn renews_only(project: &Project, o: &locklint_project::TraceOp) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Held {
     /// A Redis key (by identity, when the key has one).
-    Redis(Option<KeyIdentity>),
+    Redis(Option<std::sync::Arc<KeyIdentity>>),
     /// A PostgreSQL advisory lock, by its arguments' text.
     Advisory(String),
     /// A row of a lock table.

@@ -47,9 +47,9 @@ impl<'p, 'a> Chains<'p, 'a> {
     /// is only a parameter all the way is the root's.
     pub(super) fn naming_key(&self, o: &TraceOp) -> KeyRef {
         self.levels(o)
-            .map(|(_, x)| &x.key)
+            .map(|(_, x)| &*x.key)
             .find(|k| k.has_literal())
-            .unwrap_or(&o.key)
+            .unwrap_or(&*o.key)
             .clone()
     }
 

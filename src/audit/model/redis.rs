@@ -13,7 +13,7 @@ fn redis_group(o: &TraceOp, key: &crate::ir::KeyRef) -> String {
     if key.has_literal() {
         return key.template();
     }
-    if let Some(KeyIdentity::Field { field, .. }) = &o.identity {
+    if let Some(KeyIdentity::Field { field, .. }) = o.identity.as_deref() {
         return format!("self.{field}");
     }
     format!(

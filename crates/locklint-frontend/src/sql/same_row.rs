@@ -232,10 +232,7 @@ fn single_table_of(select: &ast::Select) -> Option<(&ast::Select, String, String
     let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
         return None;
     };
-    let table = object_name(name);
-    let alias = alias
-        .as_ref()
-        .map_or_else(|| table.clone(), |a| a.name.value.to_lowercase());
+    let (table, alias) = table_and_alias(name, alias.as_ref());
     Some((select, table, alias))
 }
 
@@ -268,11 +265,15 @@ fn narrowed_table(q: &ast::Query) -> Option<(&ast::Select, String, String)> {
     else {
         return None;
     };
-    let table = object_name(name);
-    let alias = alias
-        .as_ref()
-        .map_or_else(|| table.clone(), |a| a.name.value.to_lowercase());
+    let (table, alias) = table_and_alias(name, alias.as_ref());
     Some((select, table, alias))
+}
+
+/// A table's name and the name its columns are qualified with (its alias, or its name).
+fn table_and_alias(name: &ast::ObjectName, alias: Option<&ast::TableAlias>) -> (String, String) {
+    let table = object_name(name);
+    let alias = alias.map_or_else(|| table.clone(), |a| a.name.value.to_lowercase());
+    (table, alias)
 }
 
 /// The one column a `SELECT` selects, by name.
