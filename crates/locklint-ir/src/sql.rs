@@ -305,6 +305,16 @@ pub struct RowLock {
     pub tables: Vec<String>,
     /// The columns its `WHERE` mentions.
     pub columns: Vec<String>,
+    /// Of a locking query that reads several tables (`FROM jobs JOIN job_queues USING
+    /// (queue_name) .. FOR UPDATE OF job_queues`): every table it reads, locked or only joined,
+    /// lower case. Empty for a query of one table.
+    #[serde(default)]
+    pub joined: Vec<String>,
+    /// The columns its `WHERE` requires to lie in the past of the database clock (`locked_at <
+    /// now() - job_expiry`, `now() > lease_until`): the rows it picks are those whose time has
+    /// passed.
+    #[serde(default)]
+    pub passed: Vec<String>,
 }
 
 /// The positional parameters a statement uses, outside quotes, comments and dollar-quoted

@@ -247,6 +247,93 @@ pub fn claims(files: &[FileIr], schema: &Schema) -> BTreeMap<String, ClaimSite> 
     out
 }
 
+/// A lease on the rows of one table that covers the rows of another (the jobs of a queue): a
+/// claim row-locks rows of the lock table picked by a lease time that has passed, joined to
+/// rows of the other table (`SELECT .. FROM jobs JOIN job_queues USING (queue_name) WHERE
+/// (locked_at IS NULL OR locked_at < now() - job_expiry) .. FOR UPDATE OF job_queues SKIP
+/// LOCKED`), and later in the same routine writes a holder and the clock to the locked row
+/// (`UPDATE job_queues SET locked_by = worker_id, locked_at = now() WHERE ..`). The joined
+/// table's rows are what the lease hands out, and the lease lapses: a claim takes a row whose
+/// time has passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinedLease {
+    /// The table whose rows hold the lease (`job_queues`).
+    pub lock: String,
+    /// Its holder and lease time columns.
+    pub owner: String,
+    pub expiry: String,
+    /// The row-locking query that picks the rows.
+    pub claim: ClaimSite,
+}
+
+/// Per table whose rows a lease on another table's rows covers, that lease (the project's first
+/// such claim): see [`JoinedLease`]. Only a locking query of exactly two tables, one of them
+/// locked, in a routine body (whose statements run in one transaction) counts.
+pub fn joined_leases(files: &[FileIr], names: &ColumnNames) -> BTreeMap<String, JoinedLease> {
+    let mut out = BTreeMap::new();
+    for (file, f) in files.iter().enumerate() {
+        for (statement, st) in f.sql.statements.iter().enumerate() {
+            let (Some(rl), Some(body), StatementKind::Select) = (&st.row_lock, st.body, st.kind)
+            else {
+                continue;
+            };
+            let ([lock], [a, b]) = (rl.tables.as_slice(), rl.joined.as_slice()) else {
+                continue;
+            };
+            let covered = if lock == a { b } else { a };
+            if covered == lock
+                || !(lock == a || lock == b)
+                || out.contains_key(covered)
+                || bookkeeping_table(lock)
+                || bookkeeping_table(covered)
+            {
+                continue;
+            }
+            let later = f.sql.statements[statement + 1..]
+                .iter()
+                .filter(|w| w.body == Some(body) && w.embedded == st.embedded);
+            let taken = later
+                .filter(|w| w.kind == StatementKind::Update && w.table.as_deref() == Some(lock))
+                .find_map(|w| takes_on_passed_time(w, &rl.passed, names));
+            if let Some((owner, expiry)) = taken {
+                out.insert(
+                    covered.clone(),
+                    JoinedLease {
+                        lock: lock.clone(),
+                        owner: owner.to_string(),
+                        expiry: expiry.to_string(),
+                        claim: ClaimSite { file, statement },
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Of a write after a row-locking query: the holder and lease time columns it takes the row
+/// with, when it writes the clock to a column the query required to have passed and a value
+/// that is neither a constant, the clock nor the column itself to a column named like a
+/// holder.
+fn takes_on_passed_time<'w>(
+    w: &'w Statement,
+    passed: &[String],
+    names: &ColumnNames,
+) -> Option<(&'w str, &'w str)> {
+    let expiry = w
+        .assignments
+        .iter()
+        .find(|a| a.value.clock && passed.contains(&a.column))?;
+    let owner = w.assignments.iter().find(|a| {
+        a.column != expiry.column
+            && (names.is_owner(&a.column) || vocabulary::names_worker_column(&a.column))
+            && !a.value.is_constant()
+            && !a.value.clock
+            && a.value.bare.as_ref().is_none_or(|c| c.name != a.column)
+    })?;
+    Some((owner.column.as_str(), expiry.column.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +416,70 @@ mod tests {
                 statement: 1
             })
         );
+    }
+
+    /// A queue whose claim leases a lane and takes a batch of it, with the claim's condition
+    /// and the write after it given.
+    fn lane_queue(condition: &str, take: &str) -> String {
+        format!(
+            "CREATE FUNCTION take(p_worker TEXT) RETURNS BIGINT AS $$\n\
+             DECLARE v_lane TEXT; v_batch BIGINT;\n\
+             BEGIN\n\
+               SELECT lanes.lane, batches.id INTO v_lane, v_batch FROM batches JOIN lanes USING (lane)\n\
+                 WHERE {condition} LIMIT 1 FOR UPDATE OF lanes SKIP LOCKED;\n\
+               {take}\n\
+               RETURN v_batch;\n\
+             END;\n\
+             $$ LANGUAGE plpgsql;"
+        )
+    }
+
+    #[test]
+    fn a_claim_that_locks_a_joined_row_leases_the_other_table() {
+        let sql = lane_queue(
+            "(leased_at IS NULL OR leased_at < now() - interval '1 hour')",
+            "UPDATE lanes SET holder = p_worker, leased_at = now() WHERE lane = v_lane;",
+        );
+        let got = joined_leases(&files(&sql), &ColumnNames::default());
+        let jl = got.get("batches").expect("batches are covered");
+        assert_eq!(
+            (jl.lock.as_str(), jl.owner.as_str(), jl.expiry.as_str()),
+            ("lanes", "holder", "leased_at")
+        );
+        assert_eq!(jl.claim.statement, 0);
+        assert!(!got.contains_key("lanes"));
+    }
+
+    #[test]
+    fn joined_claims_without_a_lapsing_lease_cover_nothing() {
+        for (condition, take) in [
+            // no time: a taken lane is never given to another worker
+            (
+                "holder IS NULL",
+                "UPDATE lanes SET holder = p_worker, leased_at = now() WHERE lane = v_lane;",
+            ),
+            // a schedule the claim leaves alone is no lease
+            (
+                "holder IS NULL AND run_at <= now()",
+                "UPDATE lanes SET holder = p_worker WHERE lane = v_lane;",
+            ),
+            // a counter, not a holder
+            (
+                "leased_at < now() - interval '1 hour'",
+                "UPDATE lanes SET taken = taken + 1, leased_at = now() WHERE lane = v_lane;",
+            ),
+            // a holder cleared, not taken
+            (
+                "leased_at < now() - interval '1 hour'",
+                "UPDATE lanes SET holder = NULL, leased_at = now() WHERE lane = v_lane;",
+            ),
+        ] {
+            let sql = lane_queue(condition, take);
+            assert!(
+                joined_leases(&files(&sql), &ColumnNames::default()).is_empty(),
+                "{condition} / {take}"
+            );
+        }
     }
 
     #[test]

@@ -144,6 +144,9 @@ pub struct Schema {
     /// Per lock table, where the project first takes a row of it (`crate::lease::claims`): a
     /// completion written in another file than the claim is linked to it through the table.
     pub claims: BTreeMap<String, crate::lease::ClaimSite>,
+    /// Per table whose rows a lease on another table's rows covers (the jobs of a leased
+    /// queue), that lease (`crate::lease::joined_leases`).
+    pub joined_leases: BTreeMap<String, crate::lease::JoinedLease>,
     /// Per table, the columns the project's statements write.
     pub written: BTreeMap<String, BTreeSet<String>>,
     /// Per table, the columns the project's writes compare with an incoming value (its keys
@@ -199,6 +202,7 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     s.keyed = crate::lease::keyed_columns(files);
     s.lapsing = crate::lease::lapsing(files, &s);
     s.claims = crate::lease::claims(files, &s);
+    s.joined_leases = crate::lease::joined_leases(files, &s.names);
     s
 }
 

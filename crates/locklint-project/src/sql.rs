@@ -295,9 +295,87 @@ pub fn unfenced_completion(st: &Statement, lt: &LockTable, schema: &Schema) -> b
     finishes
         && !filter_mentions(st, &lease)
         && !has_holder_check(st, lt, schema)
-        && !has_token_check(st, schema)
+        && unpinned(st, schema)
+}
+
+/// Neither a second incoming value, a compare-and-set nor a fencing token in the `WHERE`: a
+/// write that nothing but the writer's lease keeps to its own claim.
+fn unpinned(st: &Statement, schema: &Schema) -> bool {
+    !has_token_check(st, schema)
         && !is_compare_and_set(st)
         && !schema.names.fence.iter().any(|c| has_fence_guard(st, c))
+}
+
+/// The `WHERE` requires a column of the target table to hold a named literal (`status =
+/// 'running'`): a state transition that a second, stale writer finds already made.
+fn requires_state(st: &Statement) -> bool {
+    st.filter.iter().flat_map(|f| &f.comparisons).any(|c| {
+        c.op == CmpOp::Eq
+            && [(&c.left, &c.right), (&c.right, &c.left)]
+                .into_iter()
+                .any(|(a, b)| a.bare.as_ref().is_some_and(|x| st.is_target(x)) && b.named_literal)
+    })
+}
+
+/// A write that finishes a row of a table that a lease on another table's rows covers (a job of
+/// a leased queue, [`crate::lease::JoinedLease`]) without showing the lease is still held, in a
+/// routine that frees that lease as its holder afterwards (`UPDATE job_queues SET locked_by =
+/// NULL, locked_at = NULL WHERE queue_name = .. AND locked_by = worker_id`): the routine is the
+/// holder's, and its write is not. An `UPDATE` or `DELETE` outside the claim's transaction,
+/// keyed without a second incoming value, a fencing token, a compare-and-set or a required
+/// state, that mentions neither the holder nor the lease time. The lease is returned.
+pub fn unfenced_covered_completion<'s>(
+    file: &FileIr,
+    st: &Statement,
+    schema: &'s Schema,
+) -> Option<&'s crate::lease::JoinedLease> {
+    let jl = schema.joined_leases.get(st.table.as_deref()?)?;
+    let body = st.body?;
+    if !matches!(st.kind, StatementKind::Update | StatementKind::Delete) || st.filter.is_none() {
+        return None;
+    }
+    let lease = LockTable {
+        table: jl.lock.clone(),
+        owner: Some(jl.owner.clone()),
+        expiry: Some(jl.expiry.clone()),
+        work: false,
+        lapses: true,
+    };
+    let frees_as_holder = file
+        .sql
+        .statements
+        .iter()
+        .filter(|w| w.body == Some(body) && w.embedded == st.embedded && w.start > st.start)
+        .any(|w| {
+            w.table.as_deref() == Some(jl.lock.as_str())
+                && lock_write(w, &lease) == LockWrite::Release
+                && filter_keys_holder(w, &jl.owner)
+        });
+    // the holder or the lease time anywhere in the condition (`AND EXISTS (SELECT 1 FROM
+    // job_queues q WHERE .. AND q.locked_by = worker_id)`)
+    let mentions_lease = st
+        .filter
+        .iter()
+        .flat_map(|f| &f.columns)
+        .any(|c| c.name == jl.owner || c.name == jl.expiry);
+    let guarded = mentions_lease || !unpinned(st, schema) || requires_state(st);
+    (frees_as_holder && !guarded).then_some(jl)
+}
+
+/// The `WHERE` compares the holder column for equality with a value other than a constant
+/// and the column itself (`locked_by = $2`, `locked_by = worker_id` with a routine's
+/// parameter).
+fn filter_keys_holder(st: &Statement, owner: &str) -> bool {
+    st.filter.iter().flat_map(|f| &f.comparisons).any(|c| {
+        c.op == CmpOp::Eq
+            && [(&c.left, &c.right), (&c.right, &c.left)]
+                .into_iter()
+                .any(|(a, b)| {
+                    is_col(st, a, owner)
+                        && !b.is_constant()
+                        && b.bare.as_ref().is_none_or(|x| x.name != owner)
+                })
+    })
 }
 
 /// The condition mentions one of these columns of the target table.
@@ -606,6 +684,76 @@ impl UnlockSet {
 mod tests {
     use super::*;
     use locklint_ir::source::Span;
+
+    /// The writes of `batches` in a lane-leasing queue whose completion routine is `finish`
+    /// (its body, with `p_worker` and `p_batch` parameters), each with whether it is an
+    /// unfenced completion of a covered row.
+    fn covered_completions(finish: &str) -> Vec<bool> {
+        let sql = format!(
+            "CREATE FUNCTION take(p_worker TEXT) RETURNS BIGINT AS $$\n\
+             DECLARE v_lane TEXT; v_batch BIGINT;\n\
+             BEGIN\n\
+               SELECT lanes.lane, batches.id INTO v_lane, v_batch FROM batches JOIN lanes USING (lane)\n\
+                 WHERE leased_at IS NULL OR leased_at < now() - interval '1 hour'\n\
+                 LIMIT 1 FOR UPDATE OF lanes SKIP LOCKED;\n\
+               UPDATE lanes SET holder = p_worker, leased_at = now() WHERE lane = v_lane;\n\
+               UPDATE batches SET tries = tries + 1 WHERE id = v_batch;\n\
+               RETURN v_batch;\n\
+             END;\n\
+             $$ LANGUAGE plpgsql;\n\
+             CREATE FUNCTION finish(p_worker TEXT, p_batch BIGINT) RETURNS VOID AS $$\n\
+             DECLARE v_lane TEXT;\n\
+             BEGIN\n\
+               {finish}\n\
+             END;\n\
+             $$ LANGUAGE plpgsql;"
+        );
+        let files = vec![locklint_frontend::analyze(
+            0,
+            locklint_ir::source::SourceFile::new("q.sql".into(), sql),
+        )];
+        let schema = crate::schema::schema(&files);
+        files[0]
+            .sql
+            .statements
+            .iter()
+            .filter(|st| {
+                st.table.as_deref() == Some("batches") && st.routine.as_deref() == Some("finish")
+            })
+            .map(|st| unfenced_covered_completion(&files[0], st, &schema).is_some())
+            .collect()
+    }
+
+    const FREE: &str =
+        "UPDATE lanes SET holder = NULL, leased_at = NULL WHERE lane = v_lane AND holder = p_worker;";
+
+    #[test]
+    fn a_completion_of_a_covered_row_keyed_by_id_is_unfenced() {
+        let delete =
+            format!("DELETE FROM batches WHERE id = p_batch RETURNING lane INTO v_lane; {FREE}");
+        assert_eq!(covered_completions(&delete), [true]);
+        let update = format!(
+            "UPDATE batches SET tries = tries + 1 WHERE id = p_batch RETURNING lane INTO v_lane; {FREE}"
+        );
+        assert_eq!(covered_completions(&update), [true]);
+    }
+
+    #[test]
+    fn completions_that_keep_to_the_lease_or_to_a_state_are_not() {
+        for finish in [
+            // the lease checked in the write
+            format!("DELETE FROM batches WHERE id = p_batch AND EXISTS (SELECT 1 FROM lanes l WHERE l.lane = batches.lane AND l.holder = p_worker); {FREE}"),
+            // an idempotent state transition
+            format!("UPDATE batches SET state = 'done' WHERE id = p_batch AND state = 'running'; {FREE}"),
+            // a second incoming value
+            format!("DELETE FROM batches WHERE id = $1 AND attempt = $2; {FREE}"),
+            // no release of the lane as its holder in the routine: whose write it is is not shown
+            "DELETE FROM batches WHERE id = p_batch;".to_string(),
+            "DELETE FROM batches WHERE id = p_batch; UPDATE lanes SET holder = NULL, leased_at = NULL WHERE lane = v_lane;".to_string(),
+        ] {
+            assert_eq!(covered_completions(&finish), [false], "{finish}");
+        }
+    }
 
     fn advisory(name: &str, args: &str) -> Advisory {
         let named = !name.starts_with("pg_");

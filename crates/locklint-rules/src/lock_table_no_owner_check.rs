@@ -1,7 +1,7 @@
 //! `lock-table-no-owner-check`: a lock row is released or renewed by name only, without
 //! checking that the caller still owns it.
 
-use super::sql_matching::{owner_check_fix, related, sql_diagnostic, statement_head};
+use super::sql_matching::{head_above, owner_check_fix, related, sql_diagnostic};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::StatementKind;
@@ -58,7 +58,7 @@ impl Rule for LockTableNoOwnerCheck {
             };
             // the finding is the statement's: a statement of several lines is shown where it
             // starts, with its filter (where the owner check is missing) as a related location
-            let head = statement_head(file, st).filter(|h| filter.span.start > h.end);
+            let head = head_above(file, st, filter.span);
             let mut d = sql_diagnostic(
                 &INFO,
                 file,

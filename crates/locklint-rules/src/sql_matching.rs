@@ -33,6 +33,13 @@ pub fn statement_head(file: &FileIr, st: &Statement) -> Option<Span> {
     Some(Span::new(st.span.start, st.span.start + line.len()))
 }
 
+/// The first line of a statement when the condition a finding is about starts on a later
+/// line: the statement is then shown where it starts, and the condition as a related location.
+/// `None` for a statement whose condition is on its first line (shown at the condition).
+pub fn head_above(file: &FileIr, st: &Statement, condition: Span) -> Option<Span> {
+    statement_head(file, st).filter(|h| condition.start > h.end)
+}
+
 /// A diagnostic at a span of a file.
 pub fn sql_diagnostic(
     info: &'static RuleInfo,

@@ -3,8 +3,8 @@
 //! while a lock taken earlier in the function is held, with neither a fence nor idempotence.
 
 use super::sql_matching::{
-    condition_span, end_before_semicolon, owner_check_fix, related, sql_diagnostic, sql_insert_fix,
-    warning,
+    condition_span, end_before_semicolon, head_above, owner_check_fix, related, sql_diagnostic,
+    sql_insert_fix, warning,
 };
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
@@ -14,7 +14,8 @@ use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::sql::{
     earlier_in_transaction, fence_column, has_fence_guard, is_idempotent, issues_fences,
-    lock_table, lock_write, overwrites, runs, unfenced_completion, LockWrite,
+    lock_table, lock_write, overwrites, runs, unfenced_completion, unfenced_covered_completion,
+    LockWrite,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -111,6 +112,7 @@ impl Rule for UnfencedWrite {
             out.push(d);
         }
         completions(file, project, out);
+        covered_completions(file, project, out);
         for f in &file.functions {
             let runs = runs(file, f);
             if runs.is_empty() {
@@ -330,6 +332,68 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
             "write only while holding the lease",
             "the worker's id",
         );
+        out.push(d);
+    }
+}
+
+/// (d): a worker's write that finishes a row covered by a lease on another table's row (a job
+/// of a leased queue: `DELETE FROM jobs WHERE id = job_id` in a routine that then frees the
+/// queue's lock as its holder), after a claim that row-locked the queue joined to its jobs and
+/// takes a queue whose lease time has passed. Not in the claim's own routine (one
+/// transaction), and not when the write shows the lease is still held.
+fn covered_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+    let schema = &project.schema;
+    let in_claiming_transaction = earlier_in_transaction(file);
+    for st in &file.sql.statements {
+        let Some(jl) = unfenced_covered_completion(file, st, schema) else {
+            continue;
+        };
+        let Some(claim_file) = project.files.get(jl.claim.file) else {
+            continue;
+        };
+        let Some(claim) = claim_file.sql.statements.get(jl.claim.statement) else {
+            continue;
+        };
+        let same_transaction = std::ptr::eq(claim_file, file)
+            && claim.body == st.body
+            && claim.embedded == st.embedded;
+        if same_transaction || in_claiming_transaction.contains_key(&std::ptr::from_ref(st)) {
+            continue;
+        }
+        let Some(filter) = &st.filter else { continue };
+        let table = st.table.as_deref().unwrap_or_default();
+        let (what, outcome) = if st.kind == locklint_ir::sql::StatementKind::Delete {
+            (
+                "this delete of",
+                "removes the job the new holder is working on",
+            )
+        } else {
+            (
+                "this write to",
+                "lands on the new holder's attempt: its effect is applied twice, and a retry is not idempotent",
+            )
+        };
+        let lock = &jl.lock;
+        let (owner, expiry) = (&jl.owner, &jl.expiry);
+        // the finding is the statement's, shown where it starts (see `head_above`)
+        let head = head_above(file, st, filter.span);
+        let mut d = warning(sql_diagnostic(
+            &INFO,
+            file,
+            head.unwrap_or(filter.span),
+            format!("does not check the lease on `{lock}`"),
+            format!("{what} a `{table}` row does not check that this worker still holds the lease on its `{lock}` row; the claim takes a `{lock}` row whose `{expiry}` has passed, so once this worker's lease lapses another worker claims the same `{table}` row, and this write {outcome}"),
+            format!("keep the write to the lease's holder: add `AND EXISTS (SELECT 1 FROM {lock} WHERE .. AND {owner} = <the worker's id>)` (or an attempt or lease token the claim wrote) to the `WHERE`, and treat zero affected rows as a lost lease"),
+        ));
+        if head.is_some() {
+            d.related
+                .push(related(file, filter.span, "keyed without the lease"));
+        }
+        d.related.push(related(
+            claim_file,
+            claim.span,
+            format!("the claim row-locks `{lock}` joined to `{table}`, with a lease that lapses"),
+        ));
         out.push(d);
     }
 }

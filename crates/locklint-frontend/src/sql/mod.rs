@@ -303,6 +303,49 @@ mod tests {
     }
 
     #[test]
+    fn returning_into_a_variable_is_read_as_the_write() {
+        use locklint_ir::sql::StatementKind;
+        let st = statements(
+            "CREATE FUNCTION done(p_id BIGINT) RETURNS VOID AS $$\n\
+             DECLARE v_lane TEXT;\n\
+             BEGIN\n\
+               DELETE FROM batches WHERE id = p_id RETURNING lane INTO v_lane;\n\
+               UPDATE batches SET tries = tries + 1 WHERE id = p_id RETURNING * INTO STRICT v_row;\n\
+             END;\n\
+             $$ LANGUAGE plpgsql;",
+        );
+        let writes: Vec<_> = st
+            .iter()
+            .filter(|s| s.is_write())
+            .map(|s| (s.kind, s.table.clone()))
+            .collect();
+        assert_eq!(
+            writes,
+            vec![
+                (StatementKind::Delete, Some("batches".to_string())),
+                (StatementKind::Update, Some("batches".to_string()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_locking_query_records_its_joined_tables_and_passed_times() {
+        let st = statements(
+            "SELECT lanes.lane, batches.id FROM batches JOIN lanes USING (lane)\n\
+             WHERE (leased_at IS NULL OR leased_at < now() - interval '1 hour') AND tries < 5\n\
+             LIMIT 1 FOR UPDATE OF lanes SKIP LOCKED",
+        );
+        let rl = st[0].row_lock.as_ref().unwrap();
+        assert_eq!(rl.tables, vec!["lanes".to_string()]);
+        assert_eq!(rl.joined, vec!["batches".to_string(), "lanes".to_string()]);
+        assert_eq!(rl.passed, vec!["leased_at".to_string()]);
+        // one table: nothing joined; a time in the future is not passed
+        let st = statements("SELECT id FROM jobs WHERE lease_until > now() FOR UPDATE SKIP LOCKED");
+        let rl = st[0].row_lock.as_ref().unwrap();
+        assert!(rl.joined.is_empty() && rl.passed.is_empty(), "{rl:?}");
+    }
+
+    #[test]
     fn named_arguments_are_no_columns() {
         let st = statements(
             "UPDATE jobs SET locked_by = NULL WHERE locked_at < now() - make_interval(secs => $1)",

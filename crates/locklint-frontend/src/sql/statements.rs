@@ -273,7 +273,7 @@ impl Context<'_> {
                 st.table = tables.first().cloned();
                 st.row_lock = Some(RowLock {
                     tables,
-                    columns: Vec::new(),
+                    ..RowLock::default()
                 });
                 self.statements.push(st);
                 return;
@@ -1243,9 +1243,18 @@ impl Context<'_> {
 /// `WHERE` mentions.
 fn row_lock(ex: &Exprs, q: &ast::Query, sel: &ast::Select) -> Option<RowLock> {
     let mut out = RowLock::default();
-    let mut add = |q: &ast::Query, sel: &ast::Select| {
+    let mut add = |q: &ast::Query, sel: &ast::Select, top: bool| {
         if q.locks.is_empty() {
             return;
+        }
+        if top {
+            out.joined = read_tables(sel);
+            if out.joined.len() < 2 {
+                out.joined.clear();
+            }
+            if let Some(e) = &sel.selection {
+                out.passed = passed_columns(&ex.filter_of(e).1);
+            }
         }
         let of: Vec<String> = q
             .locks
@@ -1269,18 +1278,55 @@ fn row_lock(ex: &Exprs, q: &ast::Query, sel: &ast::Select) -> Option<RowLock> {
                 .extend(ex.value(e).columns.into_iter().map(|c| c.name));
         }
     };
-    add(q, sel);
+    add(q, sel, true);
     if let Some(e) = &sel.selection {
         let _ = ast::visit_expressions(e, |x| {
             if let Expr::Exists { subquery, .. } | Expr::Subquery(subquery) = x {
                 if let ast::SetExpr::Select(inner) = subquery.body.as_ref() {
-                    add(subquery, inner);
+                    add(subquery, inner, false);
                 }
             }
             ControlFlow::<()>::Continue(())
         });
     }
     (!out.tables.is_empty()).then_some(out)
+}
+
+/// The tables a query reads in its `FROM` clauses and joins, lower case, each once.
+fn read_tables(sel: &ast::Select) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for from in &sel.from {
+        let joins = from.joins.iter().map(|j| &j.relation);
+        for rel in std::iter::once(&from.relation).chain(joins) {
+            if let ast::TableFactor::Table { name, .. } = rel {
+                let name = object_name(name);
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The columns that comparisons require to be earlier than a time taken from the database
+/// clock (`locked_at < now() - interval '4 hours'`, `now() >= lease_until`, `locked_at < now() -
+/// job_expiry`), each once.
+fn passed_columns(comparisons: &[Cmp]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in comparisons {
+        let (col, clock) = match c.op {
+            CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
+            CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
+            _ => continue,
+        };
+        if let (Some(col), true) = (&col.bare, clock.clock) {
+            if !out.contains(&col.name) && !clock.columns.contains(col) {
+                out.push(col.name.clone());
+            }
+        }
+    }
+    out
 }
 
 /// What an advisory-lock function's name says about its calls.
@@ -1419,10 +1465,49 @@ fn paren_list(text: &str) -> Option<Vec<String>> {
 /// returned when none accepts it.
 fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     let first = parse_as_is(sql);
-    match (&first, weaker_row_locks(sql)) {
-        (Err(_), Some(masked)) => parse_as_is(&masked).or(first),
-        _ => first,
+    if first.is_ok() {
+        return first;
     }
+    let weaker = weaker_row_locks(sql);
+    let into = returning_into(weaker.as_deref().unwrap_or(sql));
+    match into.or(weaker) {
+        Some(masked) => parse_as_is(&masked).or(first),
+        None => first,
+    }
+}
+
+/// The statement with a PL/pgSQL `RETURNING .. INTO target [, ..]` (`DELETE FROM jobs WHERE id
+/// = job_id RETURNING * INTO v_row`), which the parser does not know, read without its `INTO`
+/// part: from the `INTO` after `RETURNING` to the end (the last clause of such a statement) is
+/// blanked, so every offset stays. `None` when there is none.
+fn returning_into(sql: &str) -> Option<String> {
+    let lower = sql.to_ascii_lowercase();
+    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = lower.as_bytes();
+    let mut after_returning = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if word_byte(bytes[i]) {
+            let start = i;
+            while i < bytes.len() && word_byte(bytes[i]) {
+                i += 1;
+            }
+            let before = start == 0 || !word_byte(bytes[start - 1]);
+            match &lower[start..i] {
+                "returning" if before => after_returning = true,
+                "into" if before && after_returning => {
+                    let mut out = sql.as_bytes().to_vec();
+                    let end = lower[start..].find(';').map_or(out.len(), |n| start + n);
+                    out[start..end].fill(b' ');
+                    return String::from_utf8(out).ok();
+                }
+                _ => {}
+            }
+        } else {
+            i += 1;
+        }
+    }
+    None
 }
 
 /// The statement with PostgreSQL's weaker row locks (`FOR NO KEY UPDATE`, `FOR KEY SHARE`),
