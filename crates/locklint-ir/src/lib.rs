@@ -777,10 +777,28 @@ pub struct FileIr {
     /// the entity's module: an inline module's name, or the module the file is.
     #[serde(default)]
     pub orm_tables: Vec<(String, String)>,
+    /// The fields of the struct literals of this file that are named like a point in time,
+    /// each with whether its value reads the client's clock: what the constructors of a
+    /// struct inserted whole by an ORM (`.values(mutex)`) put in it.
+    #[serde(default)]
+    pub literal_times: Vec<LiteralTime>,
     /// Parsed SQL (filled by the SQL front-end).
     pub sql: sql::SqlIr,
     /// Parsed Lua scripts (filled by the Lua front-end).
     pub lua: lua::LuaIr,
+}
+
+/// A field of a struct literal named like a point in time (`expires_at: Some(Utc::now()
+/// .naive_utc().add(lease))` in `MutexLock { .. }`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LiteralTime {
+    /// The struct's name (`Self` read as the type of the `impl` it is in).
+    pub type_name: String,
+    pub field: String,
+    /// The value reads the client's clock (`Utc::now()`, `SystemTime::now()`).
+    pub client_clock: bool,
+    /// The field and its value.
+    pub span: Span,
 }
 
 fn unread_file() -> FileRef {
@@ -799,6 +817,7 @@ impl FileIr {
             problems: Vec::new(),
             embedded: Vec::new(),
             orm_tables: Vec::new(),
+            literal_times: Vec::new(),
             sql: Default::default(),
             lua: Default::default(),
         }

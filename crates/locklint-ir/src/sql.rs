@@ -296,6 +296,18 @@ pub struct Statement {
     /// runs only on that way out, never on the way past the branch.
     #[serde(default)]
     pub exit_path: bool,
+    /// An ORM insert of a whole struct value (`.values(mutex)` with `mutex: &MutexLock`): the
+    /// struct's type and where the value is; its fields are the inserted columns, filled
+    /// where the struct is built (`crate::LiteralTime`).
+    #[serde(default)]
+    pub values_of: Option<StructValue>,
+}
+
+/// A struct value an ORM inserts whole.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StructValue {
+    pub type_name: String,
+    pub span: Span,
 }
 
 /// The rows a `SELECT ... FOR UPDATE` locks.

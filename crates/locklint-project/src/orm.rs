@@ -4,8 +4,9 @@
 //! entity tables ([`FileIr::orm_tables`]) are collected, and every write whose table stands in
 //! for a module the project declares exactly one table for takes that table.
 
+use locklint_ir::source::Span;
 use locklint_ir::{FileIr, Origin};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Give each ORM write whose file does not declare its entity's table the table the project
 /// declares for that module; a module declared with different tables (two crates each with an
@@ -57,6 +58,34 @@ pub fn resolve_entity_tables(files: &mut [FileIr]) {
     }
 }
 
+/// Where the project's struct literals put the client's clock into a time field: per (struct,
+/// field), the first literal that does (its file's place and the field's span), when every
+/// literal of that struct that names the field reads the client's clock (`expires_at:
+/// Some(Utc::now().naive_utc().add(..))` in each constructor of `MutexLock`). A struct built
+/// both ways is left out: which value an insert gets is not known.
+pub fn client_clock_fields(files: &[FileIr]) -> BTreeMap<(String, String), (usize, Span)> {
+    let mut seen: BTreeMap<(String, String), Option<(usize, Span)>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        for t in &f.literal_times {
+            let key = (t.type_name.clone(), t.field.clone());
+            let here = t.client_clock.then_some((i, t.span));
+            match seen.get_mut(&key) {
+                Some(first) => {
+                    if here.is_none() {
+                        *first = None;
+                    }
+                }
+                None => {
+                    seen.insert(key, here);
+                }
+            }
+        }
+    }
+    seen.into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +133,38 @@ mod tests {
         ];
         resolve_entity_tables(&mut files);
         assert_eq!(table(&files[0]), Some("job_lock"));
+    }
+
+    #[test]
+    fn a_time_field_every_literal_fills_from_the_client_clock() {
+        let files = [
+            file(
+                "models.rs",
+                "impl Lock {
+                    fn fresh(ttl: i64) -> Self {
+                        Self { expires_at: Some(Utc::now().naive_utc() + Duration::seconds(ttl)), created_at: None }
+                    }
+                }",
+            ),
+            file(
+                "options.rs",
+                "impl Options {
+                    fn to_lock(&self) -> Lock {
+                        Lock { expires_at: Some(chrono::Utc::now().naive_utc()), created_at: self.at }
+                    }
+                    fn to_lease(&self) -> Lease {
+                        Lease { until: Some(Utc::now().naive_utc()) }
+                    }
+                }
+                fn stored(row: &Row) -> Lease {
+                    Lease { until: row.until }
+                }",
+            ),
+        ];
+        let got = client_clock_fields(&files);
+        let keys: Vec<(&str, &str)> = got.keys().map(|(t, f)| (t.as_str(), f.as_str())).collect();
+        // `Lease.until` is also copied from a row: not known
+        assert_eq!(keys, [("Lock", "expires_at")]);
+        assert_eq!(got[&("Lock".to_string(), "expires_at".to_string())].0, 0);
     }
 }

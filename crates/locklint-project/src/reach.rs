@@ -4,7 +4,8 @@
 //! (`locklint_frontend::prefilter`). A file left out can still matter through a name: a
 //! `const` or struct field a lock key is built from, a key-building function, a struct whose
 //! field types pick a method, a call to a function that reaches Redis or runs SQL (the caller
-//! gets a trace), or a function of the same name as the target of such a call in another
+//! gets a trace), a struct an ORM inserts whole (its literals fill the row), or a function of
+//! the same name as the target of such a call in another
 //! file (it can make the call ambiguous: defined in an `impl` of the receiver's type when the
 //! type picked the target). [`wanted`] lists those names with how a file must spell them and
 //! in which packages; the engine parses the files that do, and asks again until nothing new
@@ -106,6 +107,13 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                     Event::ConnEnd(_) => {}
                 }
             }
+        }
+    }
+    // the struct an ORM inserts whole: its literals, wherever they are, fill the row
+    // (`crate::orm::client_clock_fields`)
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        if let Some(v) = &st.values_of {
+            add_with(&v.type_name, Need::Use, None, PackageSet::All);
         }
     }
     // and what those keys are resolved through, transitively: consts, struct fields and key

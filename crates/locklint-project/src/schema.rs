@@ -147,6 +147,10 @@ pub struct Schema {
     /// Per table whose rows a lease on another table's rows covers (the jobs of a leased
     /// queue), that lease (`crate::lease::joined_leases`).
     pub joined_leases: BTreeMap<String, crate::lease::JoinedLease>,
+    /// Per (struct, field), where the project's struct literals fill a time field from the
+    /// client's clock, when all of them do (`crate::orm::client_clock_fields`): the value of
+    /// that column in an ORM insert of the whole struct.
+    pub client_clock_fields: BTreeMap<(String, String), (usize, locklint_ir::source::Span)>,
     /// Per table, the columns the project's statements write.
     pub written: BTreeMap<String, BTreeSet<String>>,
     /// Per table, the columns the project's writes compare with an incoming value (its keys
@@ -203,6 +207,7 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     s.lapsing = crate::lease::lapsing(files, &s);
     s.claims = crate::lease::claims(files, &s);
     s.joined_leases = crate::lease::joined_leases(files, &s.names);
+    s.client_clock_fields = crate::orm::client_clock_fields(files);
     s
 }
 

@@ -3,7 +3,7 @@
 
 use super::sql_matching::{condition_span, drop_parameter, sql_diagnostic, sql_edit_fix};
 use super::{Rule, RuleInfo};
-use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
+use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Location, Related, Severity};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{Operand, Statement};
 use locklint_ir::FileIr;
@@ -35,6 +35,9 @@ impl Rule for LockTableClientClock {
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
         for (st, lt) in lock_table_writes(file, &project.schema) {
+            if let Some(d) = struct_insert(file, project, st, &lt.table, lt.expiry.as_deref()) {
+                out.push(d);
+            }
             let Some(expiry) = lt.expiry.as_deref() else {
                 continue;
             };
@@ -81,6 +84,45 @@ impl Rule for LockTableClientClock {
             }
         }
     }
+}
+
+/// An ORM insert of a whole struct (`diesel::insert_into(mutexes::table).values(mutex)`) whose
+/// expiry field every constructor of the struct in the project fills from the client's clock
+/// (`expires_at: Some(Utc::now().naive_utc().add(..))`): reported on the inserted value, with
+/// the constructor as a related location. Where the project shows no expiry column for the
+/// table, a field of the struct named like one (`lease_until`) is its expiry. No fix: the
+/// value is built elsewhere.
+fn struct_insert(
+    file: &FileIr,
+    project: &Project,
+    st: &Statement,
+    table: &str,
+    expiry: Option<&str>,
+) -> Option<Diagnostic> {
+    let value = st.values_of.as_ref()?;
+    let fields = &project.schema.client_clock_fields;
+    let ((_, expiry), &(at, span)) = fields.iter().find(|((ty, field), _)| {
+        *ty == value.type_name
+            && match expiry {
+                Some(e) => field == e,
+                None => project.schema.names.is_expiry(field),
+            }
+    })?;
+    let built = project.files.get(at)?;
+    let ty = &value.type_name;
+    let mut d = sql_diagnostic(
+        &INFO,
+        file,
+        value.span,
+        "time from the client",
+        format!("the expiry `{expiry}` of lock table `{table}` is written from a client-supplied time: this `{ty}` is built with `{expiry}` from the client's clock; with clock drift between clients a lock can look expired while its holder still runs"),
+        format!("compute the expiry on the database clock: build `{ty}` without `{expiry}` and write it from the database's clock in the statement (diesel's `now + 30.seconds()`, `now() + interval '30 seconds'` in SQL)"),
+    );
+    d.related.push(Related {
+        location: Location::new(built.file.clone(), span),
+        label: format!("`{expiry}` is taken from the client's clock here"),
+    });
+    Some(d)
 }
 
 fn with_fix(mut d: Diagnostic, fix: Option<Fix>) -> Diagnostic {

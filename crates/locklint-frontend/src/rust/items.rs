@@ -385,7 +385,7 @@ fn walk_fn(
     // reserve the slot so nested functions get later indexes
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
     fns.push(walker.placeholder());
-    let (function, nested, inits, embedded) = match cx.bodies.take(body) {
+    let (function, nested, inits, embedded, times) = match cx.bodies.take(body) {
         Some(tokens) => {
             let walked = walker.run_streamed(&tokens);
             cx.bodies.forget_blocks();
@@ -403,6 +403,7 @@ fn walk_fn(
     };
     ir.field_inits.extend(inits);
     ir.embedded.extend(embedded);
+    ir.literal_times.extend(times);
     for (nsig, nbody, nimpl) in nested {
         walk_fn(cx, &nsig, &nbody, nimpl, slot, fns, ir);
     }

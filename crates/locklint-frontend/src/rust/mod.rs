@@ -10,6 +10,7 @@ mod items;
 mod keys;
 mod laid_out;
 mod literal;
+mod literal_times;
 pub mod names;
 mod spans;
 mod statements;

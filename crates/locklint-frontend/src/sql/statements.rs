@@ -555,6 +555,7 @@ impl Context<'_> {
             routine: if in_body { self.routine.clone() } else { None },
             call: None,
             exit_path: false,
+            values_of: None,
         }
     }
 

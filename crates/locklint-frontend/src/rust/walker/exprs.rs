@@ -266,6 +266,14 @@ impl FnWalker<'_> {
                             if k.has_literal() || k.call.is_some() {
                                 self.field_inits.push((ty.clone(), n.to_string(), k));
                             }
+                            if let Some(t) = super::super::literal_times::of_field(
+                                &ty,
+                                &n.to_string(),
+                                &f.expr,
+                                self.span_of(f),
+                            ) {
+                                self.literal_times.push(t);
+                            }
                         }
                     }
                 }

@@ -39,6 +39,7 @@ pub type Walked = (
     Vec<(syn::Signature, syn::Block, Option<String>)>,
     Vec<(String, String, KeyRef)>,
     Vec<Embedded>,
+    Vec<locklint_ir::LiteralTime>,
 );
 
 /// Per-file context shared by every function walker.
@@ -127,6 +128,8 @@ pub struct FnWalker<'a> {
     depth: usize,
     loop_break_deps: Vec<Vec<Dep>>,
     field_inits: Vec<(String, String, KeyRef)>,
+    /// The time fields of the struct literals the body builds (`FileIr.literal_times`).
+    literal_times: Vec<locklint_ir::LiteralTime>,
     nested: Vec<(syn::Signature, syn::Block, Option<String>)>,
     /// Builder created by the last chain that was not sent, for `let` to bind.
     last_builder: Option<usize>,
@@ -384,6 +387,7 @@ impl<'a> FnWalker<'a> {
             depth: 0,
             loop_break_deps: Vec::new(),
             field_inits: Vec::new(),
+            literal_times: Vec::new(),
             nested: Vec::new(),
             last_builder: None,
             invocation_keys: HashMap::new(),
@@ -565,7 +569,13 @@ impl<'a> FnWalker<'a> {
             returns_key,
             item_slot: None,
         };
-        (f, self.nested, self.field_inits, self.embedded)
+        (
+            f,
+            self.nested,
+            self.field_inits,
+            self.embedded,
+            self.literal_times,
+        )
     }
 
     /// The declared type of a method call's receiver: `self` (the impl's type), a parameter

@@ -23,6 +23,7 @@
 use super::*;
 use locklint_ir::sql::{
     Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Placeholders, Statement, StatementKind,
+    StructValue,
 };
 use locklint_ir::{Library, TextMap};
 
@@ -290,6 +291,8 @@ struct Write {
     upsert_span: Option<Span>,
     /// The condition's span, columns and comparisons, once there is one.
     filter: Option<Filter>,
+    /// A struct value inserted whole (`.values(mutex)`).
+    values_of: Option<StructValue>,
 }
 
 impl Write {
@@ -304,6 +307,7 @@ impl Write {
             conflict: Conflict::None,
             upsert_span: None,
             filter: None,
+            values_of: None,
         }
     }
 
@@ -351,6 +355,7 @@ impl Write {
             routine: None,
             call: None,
             exit_path: false,
+            values_of: self.values_of,
         }
     }
 }
@@ -485,6 +490,9 @@ impl FnWalker<'_> {
                 }
                 ("values", Some(a)) if kind == StatementKind::Insert => {
                     w.values = self.diesel_values(a, &w.table)?;
+                    if w.values.is_empty() {
+                        w.values_of = self.struct_value(a);
+                    }
                 }
                 ("on_conflict", Some(_)) if kind == StatementKind::Insert => {
                     w.upsert_span = Some(self.span_of(&link.method));
@@ -609,6 +617,30 @@ impl FnWalker<'_> {
             }
             _ => Some(Vec::new()),
         }
+    }
+
+    /// A parameter inserted whole (`.values(mutex)`, `.values(&lock)`), declared with a struct
+    /// type (`mutex: &MutexLock`): its type and where it is.
+    fn struct_value(&self, e: &syn::Expr) -> Option<StructValue> {
+        let mut x = strip(e);
+        while let syn::Expr::Reference(r) = x {
+            x = strip(&r.expr);
+        }
+        let syn::Expr::Path(p) = x else { return None };
+        let name = p.path.get_ident()?.to_string();
+        if self.lookup(&name).is_some() {
+            // a local of the same name hides the parameter
+            return None;
+        }
+        let type_name = self
+            .param_receivers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.clone())?;
+        Some(StructValue {
+            type_name,
+            span: self.span_of(e),
+        })
     }
 
     /// The fields of a struct literal as assignments (diesel's `Insertable`/`AsChangeset`).
@@ -1266,6 +1298,32 @@ mod tests {
         };
         assert!(db.value.clock && !db.value.param);
         assert!(client.value.bare_param && !client.value.clock);
+    }
+
+    #[test]
+    fn a_struct_parameter_inserted_whole_names_its_type() {
+        let ir = analyze(
+            "store.rs",
+            &format!(
+                "{DIESEL}fn create(conn: &mut PgConnection, lock: &JobLock) {{
+                    diesel::insert_into(job_locks::table).values(lock).execute(conn).unwrap();
+                }}
+                fn copy(conn: &mut PgConnection, lock: &JobLock) {{
+                    let lock = renamed(lock);
+                    diesel::insert_into(job_locks::table).values(&lock).execute(conn).unwrap();
+                }}"
+            ),
+        );
+        let of: Vec<_> = ir
+            .sql
+            .statements
+            .iter()
+            .map(|s| s.values_of.as_ref().map(|v| v.type_name.as_str()))
+            .collect();
+        // a local of the same name is no longer the parameter
+        assert_eq!(of, [Some("JobLock"), None]);
+        let v = ir.sql.statements[0].values_of.as_ref().unwrap();
+        assert_eq!(&ir.file.text[v.span.start..v.span.end], "lock");
     }
 
     #[test]
