@@ -127,6 +127,14 @@ pub struct Operand {
     pub named_literal: bool,
     /// Where the expression is, when known.
     pub span: Option<Span>,
+    /// Of a value built in Rust: where the machine's clock it holds was read, when that is
+    /// elsewhere (the initialiser of the local it reads: `let now = Utc::now().naive_utc()`).
+    #[serde(default)]
+    pub clock_read: Option<Span>,
+    /// Of a value built in Rust: the field of a parameter of a struct type it reads
+    /// (`lock.expires_at` with `lock: &MutexLock`), as the struct and the field.
+    #[serde(default)]
+    pub from_field: Option<(String, String)>,
 }
 
 impl Operand {

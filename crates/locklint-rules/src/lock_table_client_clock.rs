@@ -46,14 +46,14 @@ impl Rule for LockTableClientClock {
             for a in st.values.iter().chain(&st.assignments) {
                 if a.column == expiry && client_time(&a.value) {
                     let fix = database_clock(file, st, &a.value, Some(&project.facts.fix));
-                    out.push(with_fix(sql_diagnostic(
+                    out.push(with_source(file, project, &a.value, with_fix(sql_diagnostic(
                         &INFO,
                         file,
                         span_of(&a.value, st),
                         "time from the client",
                         format!("the expiry `{expiry}` of lock table `{}` is written from a client-supplied time; with clock drift between clients a lock can look expired while its holder still runs", lt.table),
                         HELP.to_string(),
-                    ), fix));
+                    ), fix)));
                 }
             }
             let Some(f) = &st.filter else { continue };
@@ -72,14 +72,14 @@ impl Rule for LockTableClientClock {
                 };
                 if client_time(other) {
                     let fix = database_clock(file, st, other, None);
-                    out.push(with_fix(sql_diagnostic(
+                    out.push(with_source(file, project, other, with_fix(sql_diagnostic(
                         &INFO,
                         file,
                         span_of(other, st),
                         "time from the client",
                         format!("the expiry `{expiry}` of lock table `{}` is compared with a client-supplied time; a client whose clock runs ahead takes over locks that have not expired yet", lt.table),
                         HELP.to_string(),
-                    ), fix));
+                    ), fix)));
                 }
             }
         }
@@ -120,9 +120,44 @@ fn struct_insert(
     );
     d.related.push(Related {
         location: Location::new(built.file.clone(), span),
-        label: format!("`{expiry}` is taken from the client's clock here"),
+        label: format!("`{expiry}` of `{ty}` is taken from the client's clock here"),
     });
     Some(d)
+}
+
+/// Where the client's time a Rust value holds was taken, as a related location: the local's
+/// initialiser that reads the clock (`let now = Utc::now().naive_utc()`), or the constructor
+/// that fills the struct field it reads (`lock.expires_at`, every `MutexLock { expires_at:
+/// Some(Utc::now()..) }` of the project). The finding stays where the value enters the
+/// statement, which is what changes.
+fn with_source(file: &FileIr, project: &Project, v: &Operand, mut d: Diagnostic) -> Diagnostic {
+    let source = match (&v.clock_read, &v.from_field) {
+        (Some(span), _) => Some((
+            file.file.clone(),
+            *span,
+            "the client's clock is read here".to_string(),
+        )),
+        (None, Some((ty, field))) => project
+            .schema
+            .client_clock_fields
+            .get(&(ty.clone(), field.clone()))
+            .and_then(|&(at, span)| {
+                let built = project.files.get(at)?;
+                Some((
+                    built.file.clone(),
+                    span,
+                    format!("`{field}` of `{ty}` is taken from the client's clock here"),
+                ))
+            }),
+        _ => None,
+    };
+    if let Some((f, span, label)) = source {
+        d.related.push(Related {
+            location: Location::new(f, span),
+            label,
+        });
+    }
+    d
 }
 
 fn with_fix(mut d: Diagnostic, fix: Option<Fix>) -> Diagnostic {

@@ -32,7 +32,7 @@ pub(super) fn of_field(
 
 /// Whether an expression calls a machine clock's `now` (`Utc::now()`, `chrono::Utc::now()`,
 /// `SystemTime::now()`, `OffsetDateTime::now_utc()`).
-fn reads_client_clock(e: &syn::Expr) -> bool {
+pub(super) fn reads_client_clock(e: &syn::Expr) -> bool {
     struct Find(bool);
     impl<'ast> Visit<'ast> for Find {
         fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {

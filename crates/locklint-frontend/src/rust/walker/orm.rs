@@ -643,6 +643,52 @@ impl FnWalker<'_> {
         })
     }
 
+    /// Where a Rust value comes from, for a finding to show: the initialiser of the local it
+    /// is, when that reads the machine's clock (`let now = Some(Utc::now().naive_utc())`), or
+    /// the field of a struct parameter it reads (`lock.expires_at` with `lock: &MutexLock`).
+    fn rust_source(&self, e: &syn::Expr) -> (Option<Span>, Option<(String, String)>) {
+        match strip(e) {
+            // `Some(until)`
+            syn::Expr::Call(c)
+                if c.args.len() == 1 && path_last(&c.func).is_some_and(|(n, _)| n == "Some") =>
+            {
+                self.rust_source(&c.args[0])
+            }
+            syn::Expr::Path(p) => {
+                let clock = p
+                    .path
+                    .get_ident()
+                    .and_then(|n| self.lookup(&n.to_string()))
+                    .filter(|b| {
+                        b.expr
+                            .as_deref()
+                            .is_some_and(super::super::literal_times::reads_client_clock)
+                    })
+                    .and_then(|b| b.init);
+                (clock, None)
+            }
+            syn::Expr::Field(f) => {
+                let (syn::Expr::Path(p), syn::Member::Named(field)) = (strip(&f.base), &f.member)
+                else {
+                    return (None, None);
+                };
+                let Some(name) = p.path.get_ident().map(|n| n.to_string()) else {
+                    return (None, None);
+                };
+                if self.lookup(&name).is_some() {
+                    return (None, None);
+                }
+                let ty = self
+                    .param_receivers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, t)| (t.clone(), field.to_string()));
+                (None, ty)
+            }
+            _ => (None, None),
+        }
+    }
+
     /// The fields of a struct literal as assignments (diesel's `Insertable`/`AsChangeset`).
     fn struct_assignments(&self, s: &syn::ExprStruct, table: &str) -> Option<Vec<Assign>> {
         if s.rest.is_some() {
@@ -1101,6 +1147,9 @@ impl FnWalker<'_> {
             }
         }
         v.param = rust_value;
+        if rust_value {
+            (v.clock_read, v.from_field) = self.rust_source(whole);
+        }
         v.bare = self.column(whole, table);
         v.bare_param = rust_value && v.columns.is_empty() && !v.clock && !v.call;
         v.named_literal = matches!(whole, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if !s.value().is_empty());
@@ -1324,6 +1373,40 @@ mod tests {
         assert_eq!(of, [Some("JobLock"), None]);
         let v = ir.sql.statements[0].values_of.as_ref().unwrap();
         assert_eq!(&ir.file.text[v.span.start..v.span.end], "lock");
+    }
+
+    #[test]
+    fn a_rust_value_says_where_its_clock_was_read() {
+        let ir = analyze(
+            "locks.rs",
+            &format!(
+                "{DIESEL}fn f(conn: &mut PgConnection, n: &str, lock: &JobLock) {{
+                    let now = Some(chrono::Utc::now().naive_utc());
+                    let ttl = lock.ttl;
+                    diesel::update(job_locks::table.filter(job_locks::name.eq(n).and(job_locks::expires_at.lt(now))))
+                        .set((job_locks::expires_at.eq(lock.expires_at), job_locks::ttl.eq(ttl)))
+                        .execute(conn).unwrap();
+                }}"
+            ),
+        );
+        let st = only(&ir);
+        let cmps = &st.filter.as_ref().unwrap().comparisons;
+        let lt = cmps
+            .iter()
+            .find(|c| c.op == CmpOp::Lt)
+            .expect("the expiry comparison");
+        let read = lt.right.clock_read.expect("`now` was read from the clock");
+        assert!(ir.file.text[read.start..read.end].starts_with("Some(chrono::Utc::now()"));
+        let [expires, ttl] = &st.assignments[..] else {
+            panic!()
+        };
+        assert_eq!(
+            expires.value.from_field,
+            Some(("JobLock".to_string(), "expires_at".to_string()))
+        );
+        assert!(expires.value.clock_read.is_none());
+        // a local that does not read the clock says nothing
+        assert!(ttl.value.clock_read.is_none() && ttl.value.from_field.is_none());
     }
 
     #[test]
