@@ -289,9 +289,10 @@ pub fn joined_leases(files: &[FileIr], names: &ColumnNames) -> BTreeMap<String, 
             {
                 continue;
             }
+            // the rest of the routine: its statements follow each other
             let later = f.sql.statements[statement + 1..]
                 .iter()
-                .filter(|w| w.body == Some(body) && w.embedded == st.embedded);
+                .take_while(|w| w.body == Some(body) && w.embedded == st.embedded);
             let taken = later
                 .filter(|w| w.kind == StatementKind::Update && w.table.as_deref() == Some(lock))
                 .find_map(|w| takes_on_passed_time(w, &rl.passed, names));

@@ -326,9 +326,10 @@ fn requires_state(st: &Statement) -> bool {
 /// state, that mentions neither the holder nor the lease time. The lease is returned.
 pub fn unfenced_covered_completion<'s>(
     file: &FileIr,
-    st: &Statement,
+    at: usize,
     schema: &'s Schema,
 ) -> Option<&'s crate::lease::JoinedLease> {
+    let st = file.sql.statements.get(at)?;
     let jl = schema.joined_leases.get(st.table.as_deref()?)?;
     let body = st.body?;
     if !matches!(st.kind, StatementKind::Update | StatementKind::Delete) || st.filter.is_none() {
@@ -341,11 +342,10 @@ pub fn unfenced_covered_completion<'s>(
         work: false,
         lapses: true,
     };
-    let frees_as_holder = file
-        .sql
-        .statements
+    // the rest of the routine: its statements follow each other
+    let frees_as_holder = file.sql.statements[at + 1..]
         .iter()
-        .filter(|w| w.body == Some(body) && w.embedded == st.embedded && w.start > st.start)
+        .take_while(|w| w.body == Some(body) && w.embedded == st.embedded)
         .any(|w| {
             w.table.as_deref() == Some(jl.lock.as_str())
                 && lock_write(w, &lease) == LockWrite::Release
@@ -717,10 +717,11 @@ mod tests {
             .sql
             .statements
             .iter()
-            .filter(|st| {
+            .enumerate()
+            .filter(|(_, st)| {
                 st.table.as_deref() == Some("batches") && st.routine.as_deref() == Some("finish")
             })
-            .map(|st| unfenced_covered_completion(&files[0], st, &schema).is_some())
+            .map(|(at, _)| unfenced_covered_completion(&files[0], at, &schema).is_some())
             .collect()
     }
 

@@ -344,8 +344,8 @@ fn completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
 fn covered_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
     let schema = &project.schema;
     let in_claiming_transaction = earlier_in_transaction(file);
-    for st in &file.sql.statements {
-        let Some(jl) = unfenced_covered_completion(file, st, schema) else {
+    for (at, st) in file.sql.statements.iter().enumerate() {
+        let Some(jl) = unfenced_covered_completion(file, at, schema) else {
             continue;
         };
         let Some(claim_file) = project.files.get(jl.claim.file) else {
