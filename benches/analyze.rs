@@ -330,6 +330,8 @@ fn subset(dir: &Path, percent: usize) -> PathBuf {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
+        // every mode, the floor included, runs with the allocator settings of the command line
+        locklint::allocator::tune();
         let mode = Mode::parse(&args[i + 1]).expect("a mode");
         child(mode, Path::new(&args[i + 2]), Path::new(&args[i + 3]));
         return;

@@ -214,6 +214,7 @@ fn cases(size: usize) -> Vec<Case> {
 
 /// In the child: analyse `dir` and print one result line.
 fn child(dir: &Path, stage: Stage) {
+    locklint::allocator::tune();
     let start = Instant::now();
     // every input is parsed, as a file that can hold lock code would be
     let report = engine::run(&Options {

@@ -11,7 +11,7 @@ use crate::frontend;
 use crate::ir::FileIr;
 use crate::isolate;
 use crate::locks;
-use crate::rules::{self, Fixes, PARSE_ERROR};
+use crate::rules::{self, Findings, Fixes, PARSE_ERROR};
 use crate::source::{display_path, SourceFile};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -912,9 +912,22 @@ fn rule_step(
     let result = isolate::catch(|| step(&mut found));
     forget_spans();
     match result {
-        Ok(()) => out.extend(found),
+        Ok(()) => out.extend(found.into_iter().map(compact)),
         Err(message) => out.push(crate::rules::problems::file_finding(file, &message)),
     }
+}
+
+/// A finding kept until the output, its texts holding no spare capacity: `format!` reserves
+/// twice its literal text, and a file can hold tens of thousands of findings.
+fn compact(mut d: Diagnostic) -> Diagnostic {
+    d.label.shrink_to_fit();
+    d.message.shrink_to_fit();
+    d.help.shrink_to_fit();
+    for r in &mut d.related {
+        r.label.shrink_to_fit();
+    }
+    d.related.shrink_to_fit();
+    d
 }
 
 /// After a rule step: the text of everything it parsed (fixes lay out their code with `syn`)
@@ -963,14 +976,17 @@ pub(crate) fn findings_of(project: &locks::Project, opts: &Options) -> Vec<Diagn
             let mut v = Vec::new();
             for r in &active {
                 rule_step(&t.file, &mut v, |v| {
-                    r.check(t, &project.facts, Fixes::Skip, v)
+                    let mut found = Findings::default();
+                    r.check(t, &project.facts, Fixes::Skip, &mut found);
+                    v.extend(found.into_vec());
                 });
             }
             v.into_iter().map(move |d| (Some(i), d))
         })
         .collect();
-    let mut all: Vec<(Option<usize>, Diagnostic)> = out.into_iter().map(|d| (None, d)).collect();
-    all.extend(found);
+    // the many findings of traces stay where they are; the few parse errors join them
+    let mut all = found;
+    all.extend(out.into_iter().map(|d| (None, d)));
     let per_file: Vec<Diagnostic> = project
         .files
         .par_iter()
@@ -1080,13 +1096,14 @@ fn build_trace_fixes(
             let mut built: Vec<Option<Fix>> = vec![None; kept.len()];
             for r in active.iter().filter(|r| rules.contains(r.info().name)) {
                 let _ = isolate::catch(|| {
-                    let mut v = Vec::new();
-                    r.check(trace, &project.facts, Fixes::For(&wanted), &mut v);
-                    for mut d in v {
+                    // each finding's fix is kept as it is found, the finding dropped
+                    let mut keep_fix = |mut d: Diagnostic| {
                         if let (Some(fix), Some(&i)) = (d.fix.take(), places.get(&key(&d))) {
                             built[i].get_or_insert(fix);
                         }
-                    }
+                    };
+                    let mut found = Findings::each(&mut keep_fix);
+                    r.check(trace, &project.facts, Fixes::For(&wanted), &mut found);
                 });
                 forget_spans();
             }

@@ -7,6 +7,8 @@
 //! [`diagnostic::Diagnostic`]s for the selected files, and [`output`] renders them. [`index`]
 //! holds a project in memory for analyses that follow each other (the language server).
 
+pub mod allocator;
+
 pub mod answer;
 pub mod audit;
 pub mod baseline;

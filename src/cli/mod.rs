@@ -301,21 +301,9 @@ pub fn exit_clap(e: clap::Error) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// glibc's allocator gives each thread that allocates an arena of its own and keeps what a
-/// thread freed there for that thread: after the parallel analysis, memory freed by one worker
-/// stays resident beside what the next stage allocates elsewhere (a third of the peak on large
-/// files). One arena reuses it; the threads here allocate little at the same time.
-fn one_allocator_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt` only sets an allocator parameter; it is called before any thread starts.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
 /// Run `f`, turning a panic into one error line and exit code 2.
 pub fn guarded(f: impl FnOnce() -> ExitCode + std::panic::UnwindSafe) -> ExitCode {
-    one_allocator_arena();
+    crate::allocator::tune();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()

@@ -146,3 +146,24 @@ fn a_large_block_inside_a_statement_is_streamed_and_gives_the_same_ir() {
     assert_eq!(default, whole);
     assert_eq!(ir_json(path, &text, 0), whole);
 }
+
+#[test]
+fn attributes_of_statements_and_expressions_are_not_read_whole_or_streamed() {
+    let with = "use redis::AsyncCommands;\n\npub async fn take(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {\n    #[allow(unused)] let _: bool = #[rustfmt::skip] con.set_nx(\"lock:a\", \"1\").await?;\n    #[allow(unused_must_use)]\n    { let _: () = con.del(\"lock:a\").await?; }\n    #[derive(Debug)] struct Held;\n    Ok(())\n}\n";
+    // the same text with the statement and expression attributes blanked (offsets kept)
+    let mut without = with.to_string();
+    for attribute in [
+        "#[allow(unused)]",
+        "#[rustfmt::skip]",
+        "#[allow(unused_must_use)]",
+    ] {
+        without = without.replace(attribute, &" ".repeat(attribute.len()));
+    }
+    let path = Path::new("attributes.rs");
+    for large_body in [usize::MAX, 0] {
+        let ir = ir_json(path, with, large_body);
+        assert_eq!(ir, ir_json(path, &without, large_body), "{large_body}");
+        assert!(ir.contains("set_nx") && ir.contains("del"), "{ir}");
+    }
+    assert_eq!(ir_json(path, with, usize::MAX), ir_json(path, with, 0));
+}

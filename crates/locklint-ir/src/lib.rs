@@ -38,12 +38,12 @@ pub struct KeyRef {
     /// The key is (or contains, for a bare hole) this function parameter (index, name).
     pub param: Option<(usize, String)>,
     /// The key is this field of `self` (impl type, field name).
-    pub field: Option<(String, String)>,
+    pub field: Option<Box<(String, String)>>,
     /// The key is the result of calling this function (name, arity); resolved project-wide.
-    pub call: Option<(String, usize)>,
+    pub call: Option<Box<(String, usize)>>,
     /// The type whose associated function `call` is (`Keys` of `Keys::lock(id)`).
     #[serde(default)]
-    pub call_in: Option<String>,
+    pub call_in: Option<Box<str>>,
     /// Names the key passed through (variables, fields, parameters): hints of its purpose.
     pub names: Vec<String>,
 }
@@ -468,7 +468,7 @@ pub struct ArgParams {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Event {
     Op(Box<Op>),
-    Call(Call),
+    Call(Box<Call>),
     /// A SQL statement run here: index into [`FileIr::embedded`].
     Sql {
         id: NodeId,

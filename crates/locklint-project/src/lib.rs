@@ -54,7 +54,7 @@ impl<'a> Project<'a> {
             .iter()
             .filter_map(
                 |&(caller, at)| match self.index.func(caller).events.get(at) {
-                    Some(Event::Call(c)) => Some((caller, c)),
+                    Some(Event::Call(c)) => Some((caller, &**c)),
                     _ => None,
                 },
             )

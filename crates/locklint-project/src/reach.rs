@@ -147,7 +147,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                 }
             }
         }
-        if let Some((owner, field)) = &k.field {
+        if let Some((owner, field)) = k.field.as_deref() {
             if seen.insert((1, owner, field)) {
                 add_with(owner, Need::Use, None, PackageSet::All);
                 keys.extend(
@@ -158,7 +158,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                 );
             }
         }
-        if let Some((name, _)) = &k.call {
+        if let Some((name, _)) = k.call.as_deref() {
             let in_type = k.call_in.as_deref().unwrap_or("");
             if seen.insert((2, name, in_type)) {
                 add_with(name, Need::Function, k.call_in.as_deref(), PackageSet::All);

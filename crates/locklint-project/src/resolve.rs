@@ -214,7 +214,7 @@ impl<'a> Index<'a> {
                     return r;
                 }
             }
-            if let Some((name, arity)) = &key.call {
+            if let Some((name, arity)) = key.call.as_deref() {
                 if let Some(k) = self.returned_key(name, *arity, key.call_in.as_deref()) {
                     let mut r = self.resolve_key(&k, depth + 1);
                     r.add_names(key.names.iter().cloned());

@@ -179,7 +179,7 @@ pub(crate) fn identity(key: &KeyRef, func: FnId) -> Option<KeyIdentity> {
     if key.has_literal() {
         return Some(KeyIdentity::Template(key.template()));
     }
-    if let Some((ty, field)) = &key.field {
+    if let Some((ty, field)) = key.field.as_deref() {
         return Some(KeyIdentity::Field {
             ty: ty.clone(),
             field: field.clone(),

@@ -3,9 +3,10 @@
 use super::matching::{call_chain, diagnostic, key_text, with_related};
 use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{edit, fix};
+use crate::Findings;
 use locklint_ir::diagnostic::Applicability;
 use locklint_ir::diagnostic::Fix;
-use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::diagnostic::Severity;
 use locklint_ir::Value;
 use locklint_project::TraceOp;
 use locklint_project::{LockFacts, Trace};
@@ -25,13 +26,7 @@ impl Rule for ConstantLockValue {
         &INFO
     }
 
-    fn check(
-        &self,
-        trace: &Trace,
-        _facts: &LockFacts,
-        fixes: Fixes<'_>,
-        out: &mut Vec<Diagnostic>,
-    ) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;

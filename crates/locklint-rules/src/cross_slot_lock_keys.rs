@@ -7,6 +7,7 @@ use super::hash_slots::{different_slots, has_hash_tag};
 use super::lua_matching::invoked_on_lock_key;
 use super::matching::{call_chain, diagnostic, with_related};
 use super::{Fixes, Rule, RuleInfo};
+use crate::Findings;
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::lua::{KeyShape, KeyUse, Script};
 use locklint_ir::source::Span;
@@ -31,13 +32,7 @@ impl Rule for CrossSlotLockKeys {
         &INFO
     }
 
-    fn check(
-        &self,
-        trace: &Trace,
-        _facts: &LockFacts,
-        _fixes: Fixes<'_>,
-        out: &mut Vec<Diagnostic>,
-    ) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, _fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for o in &trace.ops {
             if o.keys.len() < 2 {
                 continue;

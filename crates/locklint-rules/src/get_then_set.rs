@@ -4,7 +4,8 @@ use super::matching::{
     call_chain, command_name, dependent_read, diagnostic, key_text, related, site, with_related,
 };
 use super::{Fixes, Rule, RuleInfo};
-use locklint_ir::diagnostic::{Diagnostic, Severity};
+use crate::Findings;
+use locklint_ir::diagnostic::Severity;
 use locklint_ir::OpKind;
 use locklint_project::{LockFacts, Trace};
 
@@ -23,13 +24,7 @@ impl Rule for GetThenSet {
         &INFO
     }
 
-    fn check(
-        &self,
-        trace: &Trace,
-        _facts: &LockFacts,
-        _fixes: Fixes<'_>,
-        out: &mut Vec<Diagnostic>,
-    ) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, _fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for (i, w) in trace.ops.iter().enumerate() {
             let plain_write = matches!(
                 w.op.kind,

@@ -5,6 +5,7 @@ mod advisory_lock_unbalanced;
 mod client;
 mod constant_lock_value;
 mod cross_slot_lock_keys;
+mod findings;
 mod fixes;
 mod get_then_set;
 mod hash_slots;
@@ -32,6 +33,8 @@ mod unfenced_write;
 /// writes to the lock held while they run as `unfenced-write` does), and whether a script's
 /// name is a constant's (shared with the audit's script look-up).
 pub use matching::{after_call, after_call_at, is_constant_name};
+
+pub use findings::Findings;
 
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::FileIr;
@@ -83,7 +86,7 @@ pub trait Rule: Sync + Send {
         _trace: &Trace,
         _facts: &LockFacts,
         _fixes: Fixes<'_>,
-        _out: &mut Vec<Diagnostic>,
+        _out: &mut Findings<'_>,
     ) {
     }
     /// Check one file's SQL and Lua (and anything else file-level).

@@ -2,7 +2,8 @@
 
 use super::matching::{diagnostic, key_text, related, with_related};
 use super::{Fixes, Rule, RuleInfo};
-use locklint_ir::diagnostic::{Diagnostic, Severity};
+use crate::Findings;
+use locklint_ir::diagnostic::Severity;
 use locklint_ir::ResultUse;
 use locklint_project::{LockFacts, Trace};
 
@@ -21,13 +22,7 @@ impl Rule for LockResultIgnored {
         &INFO
     }
 
-    fn check(
-        &self,
-        trace: &Trace,
-        _facts: &LockFacts,
-        _fixes: Fixes<'_>,
-        out: &mut Vec<Diagnostic>,
-    ) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, _fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for o in &trace.ops {
             if !o.op.kind.is_acquire() || !o.is_lock {
                 continue;

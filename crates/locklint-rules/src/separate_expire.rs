@@ -5,7 +5,8 @@ use super::matching::{
     call_chain, command_name, diagnostic, in_pipeline, key_text, related, site, with_related,
 };
 use super::{Fixes, Rule, RuleInfo};
-use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
+use crate::Findings;
+use locklint_ir::diagnostic::{Applicability, Fix, Severity};
 use locklint_ir::{Channel, OpKind, ResultUse};
 use locklint_project::{LockFacts, Trace, TraceOp};
 
@@ -24,13 +25,7 @@ impl Rule for SeparateExpire {
         &INFO
     }
 
-    fn check(
-        &self,
-        trace: &Trace,
-        _facts: &LockFacts,
-        fixes: Fixes<'_>,
-        out: &mut Vec<Diagnostic>,
-    ) {
+    fn check(&self, trace: &Trace, _facts: &LockFacts, fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for (i, e) in trace.ops.iter().enumerate() {
             if e.op.kind != OpKind::Expire || !e.is_lock {
                 continue;

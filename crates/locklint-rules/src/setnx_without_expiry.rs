@@ -3,7 +3,8 @@
 use super::fixes::{self, worst};
 use super::matching::{call_chain, diagnostic, key_text, site, with_related};
 use super::{Fixes, Rule, RuleInfo};
-use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Severity};
+use crate::Findings;
+use locklint_ir::diagnostic::{Applicability, Fix, Severity};
 use locklint_ir::OpKind;
 use locklint_project::{LockFacts, Trace, TraceOp};
 
@@ -22,7 +23,7 @@ impl Rule for SetnxWithoutExpiry {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for o in &trace.ops {
             let no_expiry = matches!(
                 o.op.kind,

@@ -9,6 +9,7 @@ use crate::fixes::{
     cmd_lead, command_args, guarded_fix, holder_token, is_fred, is_typed_method, release_script,
     script_call, snippet,
 };
+use crate::Findings;
 use locklint_ir::diagnostic::Fix;
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::OpKind;
@@ -30,7 +31,7 @@ impl Rule for UnconditionalRelease {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for (i, o) in trace.ops.iter().enumerate() {
             if o.op.kind != OpKind::Delete || !o.is_lock || o.op.watched {
                 continue;

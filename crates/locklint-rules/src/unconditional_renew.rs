@@ -6,8 +6,9 @@ use super::matching::{
 };
 use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{command_args, guarded_fix, holder_token, is_fred, renew_script, script_call};
+use crate::Findings;
 use locklint_ir::diagnostic::Fix;
-use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::diagnostic::Severity;
 use locklint_ir::vocabulary;
 use locklint_ir::OpKind;
 use locklint_project::{scoped_identity, LockFacts, Trace, TraceOp};
@@ -27,7 +28,7 @@ impl Rule for UnconditionalRenew {
         &INFO
     }
 
-    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Vec<Diagnostic>) {
+    fn check(&self, trace: &Trace, facts: &LockFacts, fixes: Fixes<'_>, out: &mut Findings<'_>) {
         for (i, o) in trace.ops.iter().enumerate() {
             let overwrite = o.op.kind.is_plain_write_with_expiry()
                 && dependent_read(trace, i).is_none()

@@ -117,7 +117,7 @@ pub(super) fn guard_releases<'a>(
                     let on_field = op
                         .key
                         .field
-                        .as_ref()
+                        .as_deref()
                         .is_some_and(|(ty, field)| ty == s.0 && field == s.1)
                         || key_variable(&file.file, op)
                             .is_some_and(|v| locals.contains(&v.as_str()));

@@ -166,7 +166,7 @@ pub(super) fn runtime_locks(project: &Project) -> Vec<Lock> {
                 .iter()
                 .filter_map(|e| match e {
                     // calls on `self` are the library's own internals
-                    Event::Call(c) if !c.on_self => Some(c),
+                    Event::Call(c) if !c.on_self => Some(&**c),
                     _ => None,
                 })
                 .collect();

@@ -6,6 +6,7 @@
 //! items without their large bodies and of one statement, not the tree of the whole file, which
 //! takes a hundred times the file's size.
 
+use super::attributes;
 use proc_macro2::{Delimiter, Group, Spacing, TokenStream, TokenTree};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -87,14 +88,15 @@ impl Bodies {
     }
 }
 
-/// `tokens` with every function body larger than `min` bytes replaced by an empty block, and
-/// the bodies taken out.
-pub fn hollow(tokens: TokenStream, min: usize) -> (TokenStream, Bodies) {
+/// `tokens` (lexed from `text`) with every function body larger than `min` bytes replaced by
+/// an empty block, and the bodies taken out; every body, taken or not, loses the attributes of
+/// its statements and expressions (see `attributes`).
+pub fn hollow(tokens: TokenStream, min: usize, text: &str) -> (TokenStream, Bodies) {
     let bodies = Bodies {
         min,
         ..Bodies::default()
     };
-    let out = hollow_items(tokens, min, &mut bodies.taken.borrow_mut());
+    let out = hollow_items(tokens, min, text, &mut bodies.taken.borrow_mut());
     (out, bodies)
 }
 
@@ -113,6 +115,7 @@ enum Item {
 fn hollow_items(
     tokens: TokenStream,
     min: usize,
+    text: &str,
     taken: &mut HashMap<(usize, usize), Group>,
 ) -> TokenStream {
     let mut out = Vec::new();
@@ -142,6 +145,8 @@ fn hollow_items(
             TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => match item {
                 Item::Fn if angles == 0 => {
                     item = Item::Unknown;
+                    let stripped = attributes::without_expression_attributes(g, text);
+                    let g = stripped.as_ref().unwrap_or(g);
                     if large(g, min) && !starts_with_inner_attribute(g) {
                         let start = g.span_open().start();
                         let mut empty = Group::new(Delimiter::Brace, TokenStream::new());
@@ -151,11 +156,16 @@ fn hollow_items(
                         after_dash = false;
                         continue;
                     }
+                    if let Some(g) = stripped {
+                        out.push(TokenTree::Group(g));
+                        after_dash = false;
+                        continue;
+                    }
                 }
                 Item::Container if angles == 0 => {
                     item = Item::Unknown;
                     let mut inner =
-                        Group::new(Delimiter::Brace, hollow_items(g.stream(), min, taken));
+                        Group::new(Delimiter::Brace, hollow_items(g.stream(), min, text, taken));
                     inner.set_span(g.span());
                     out.push(TokenTree::Group(inner));
                     after_dash = false;
@@ -425,7 +435,7 @@ mod tests {
 
     fn hollowed(text: &str) -> (String, usize) {
         let tokens: TokenStream = text.parse().unwrap();
-        let (out, bodies) = hollow(tokens, 0);
+        let (out, bodies) = hollow(tokens, 0, text);
         let n = bodies.taken.borrow().len();
         (out.to_string(), n)
     }
@@ -505,14 +515,13 @@ mod tests {
 
     #[test]
     fn bodies_with_inner_attributes_and_small_bodies_stay() {
-        let tokens: TokenStream = "fn a() { #![allow(unused)] b() } fn c() { d() }"
-            .parse()
-            .unwrap();
-        let (out, bodies) = hollow(tokens.clone(), 0);
+        let text = "fn a() { #![allow(unused)] b() } fn c() { d() }";
+        let tokens: TokenStream = text.parse().unwrap();
+        let (out, bodies) = hollow(tokens.clone(), 0, text);
         assert!(out.to_string().contains("b ()"));
         assert!(!out.to_string().contains("d ()"));
         assert_eq!(bodies.taken.borrow().len(), 1);
-        let (out, bodies) = hollow(tokens, 1000);
+        let (out, bodies) = hollow(tokens, 1000, text);
         assert!(out.to_string().contains("d ()"));
         assert!(bodies.taken.borrow().is_empty());
     }

@@ -95,7 +95,7 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
         syn::Expr::MethodCall(m) => {
             let name = m.method.to_string();
             let mut k = KeyRef::hole(Some(name.clone()));
-            k.call = Some((name, m.args.len()));
+            k.call = Some(Box::new((name, m.args.len())));
             k
         }
         syn::Expr::Call(c) => {
@@ -119,8 +119,8 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
             match name {
                 Some(n) => {
                     let mut k = KeyRef::hole(Some(n.clone()));
-                    k.call = Some((n, c.args.len()));
-                    k.call_in = path_type(&c.func);
+                    k.call = Some(Box::new((n, c.args.len())));
+                    k.call_in = path_type(&c.func).map(String::into_boxed_str);
                     k
                 }
                 None => KeyRef::hole(None),
@@ -145,7 +145,7 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
             let mut k = KeyRef::hole(Some(field.clone()));
             if ident_of(&f.base).as_deref() == Some("self") {
                 if let Some(t) = scope.impl_type() {
-                    k.field = Some((t.to_string(), field));
+                    k.field = Some(Box::new((t.to_string(), field)));
                 }
             }
             k

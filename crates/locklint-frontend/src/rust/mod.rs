@@ -1,5 +1,6 @@
 //! The Rust front-end: parses a file with `syn` and extracts Redis operations per function.
 
+mod attributes;
 mod bodies;
 mod commands;
 mod depth;
@@ -92,7 +93,7 @@ fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
         ir.problems.push(problem);
         return ir;
     }
-    let (tokens, bodies) = bodies::hollow(tokens, large_body);
+    let (tokens, bodies) = bodies::hollow(tokens, large_body, folded.as_deref().unwrap_or(text));
     let parsed: syn::File = match syn::parse2(tokens) {
         Ok(f) => f,
         Err(e) => {

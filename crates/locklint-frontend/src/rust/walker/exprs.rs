@@ -399,13 +399,13 @@ impl FnWalker<'_> {
             .next()
             .is_some_and(|ch| ch.is_ascii_uppercase());
         if !is_ctor && !is_std_method(&name) {
-            let args = c.args.iter().map(|a| key_of(a, self)).collect();
-            let values = self.arg_values(c.args.iter());
+            let args = per_arg(&c.args, |a| key_of(a, self));
+            let values = self.arg_values(&c.args);
             let id = self.node();
             let span = self
                 .span_of(&*c.func)
                 .join(self.span_of(&c.paren_token.span.close()));
-            self.events.push(Event::Call(Call {
+            self.events.push(Event::Call(Box::new(Call {
                 id,
                 name,
                 method: false,
@@ -416,8 +416,8 @@ impl FnWalker<'_> {
                 span,
                 result: u,
                 deps: self.current_deps(),
-                arg_params: c.args.iter().map(|a| self.arg_params(a)).collect(),
-            }));
+                arg_params: per_arg(&c.args, |a| self.arg_params(a)),
+            })));
         }
         for a in &c.args {
             self.expr(a, ResultUse::Used);
@@ -436,8 +436,8 @@ impl FnWalker<'_> {
     }
 
     /// A call's arguments as values written, with their spans.
-    fn arg_values<'e>(&self, args: impl Iterator<Item = &'e syn::Expr>) -> Vec<(Value, Span)> {
-        args.map(|a| (value_of(a, self), self.span_of(a))).collect()
+    fn arg_values(&self, args: &Args) -> Vec<(Value, Span)> {
+        per_arg(args, |a| (value_of(a, self), self.span_of(a)))
     }
 
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, u: ResultUse) {
@@ -584,13 +584,13 @@ impl FnWalker<'_> {
             }
         }
         if !is_std_method(&name) {
-            let args_k = m.args.iter().map(|a| key_of(a, self)).collect();
-            let values = self.arg_values(m.args.iter());
+            let args_k = per_arg(&m.args, |a| key_of(a, self));
+            let values = self.arg_values(&m.args);
             let id = self.node();
             let span = self
                 .span_of(&m.method)
                 .join(self.span_of(&m.paren_token.span.close()));
-            self.events.push(Event::Call(Call {
+            self.events.push(Event::Call(Box::new(Call {
                 id,
                 name,
                 method: true,
@@ -601,8 +601,8 @@ impl FnWalker<'_> {
                 span,
                 result: u,
                 deps: self.current_deps(),
-                arg_params: m.args.iter().map(|a| self.arg_params(a)).collect(),
-            }));
+                arg_params: per_arg(&m.args, |a| self.arg_params(a)),
+            })));
         }
         self.expr(&m.receiver, ResultUse::Used);
         for a in &m.args {
@@ -622,4 +622,16 @@ fn sql_literal(e: &syn::Expr) -> bool {
         syn::Expr::Paren(p) => sql_literal(&p.expr),
         _ => false,
     }
+}
+
+/// A call's arguments as the parser gives them.
+type Args = syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>;
+
+/// `f` of each argument, in a vector of exactly their number: the IR keeps one per call, and
+/// collecting from the parser's list (whose iterator the standard library cannot trust for its
+/// length) would reserve room for four.
+fn per_arg<T>(args: &Args, f: impl FnMut(&syn::Expr) -> T) -> Vec<T> {
+    let mut out = Vec::with_capacity(args.len());
+    out.extend(args.iter().map(f));
+    out
 }
