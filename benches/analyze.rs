@@ -22,6 +22,9 @@ mod corpus;
 #[path = "support/rss.rs"]
 mod rss;
 
+#[global_allocator]
+static ALLOCATOR: locklint::allocator::Allocator = locklint::allocator::ALLOCATOR;
+
 use corpus::corpus;
 use locklint::engine::{self, Options};
 use std::path::{Path, PathBuf};

@@ -25,6 +25,9 @@ mod pathological;
 #[path = "support/rss.rs"]
 mod rss;
 
+#[global_allocator]
+static ALLOCATOR: locklint::allocator::Allocator = locklint::allocator::ALLOCATOR;
+
 use locklint::engine::{self, Options};
 use pathological as p;
 use std::path::{Path, PathBuf};

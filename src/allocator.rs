@@ -1,6 +1,7 @@
-//! The memory allocator: mimalloc, for every binary built with this crate, set up by [`tune`]
-//! before any thread starts (the command line, the language server and the benchmarks, which
-//! measure what a user's run costs, call it).
+//! The memory allocator: mimalloc, for the command line and the benchmarks (which measure
+//! what a user's run costs), each of which declares [`ALLOCATOR`] its global allocator (a
+//! library cannot: the fuzz harness links this crate with a counting allocator of its own) and
+//! calls [`tune`] before any thread starts.
 //!
 //! The analysis allocates and frees many small objects (syntax trees, token streams, the
 //! intermediate form, findings) on two threads at once. With glibc's allocator that traffic
@@ -12,8 +13,11 @@
 
 use libmimalloc_sys as sys;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// The allocator's type, for `#[global_allocator] static A: Allocator = ALLOCATOR;`.
+pub type Allocator = mimalloc::MiMalloc;
+
+/// The allocator.
+pub const ALLOCATOR: Allocator = mimalloc::MiMalloc;
 
 /// `mi_option_arena_eager_commit` in mimalloc's `mi_option_e`.
 const ARENA_EAGER_COMMIT: sys::mi_option_t = 4;

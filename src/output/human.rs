@@ -277,9 +277,6 @@ fn handler(style: Style) -> GraphicalReportHandler {
     GraphicalReportHandler::new_themed(theme)
         .with_width(style.width)
         .with_links(false)
-        // messages break between words; finding Unicode line-break opportunities in every
-        // line of every finding took a tenth of the time of a file with thousands of them
-        .with_word_separator(textwrap::WordSeparator::AsciiSpace)
 }
 
 /// Render one finding, with the sources of the files already seen.

@@ -49,7 +49,7 @@ fn calls<'a>(ir: &'a FileIr, func: &str) -> Vec<&'a Call> {
         .filter(|f| f.name == func)
         .flat_map(|f| f.events.iter())
         .filter_map(|e| match e {
-            Event::Call(c) if c.name == "key_delete" => Some(c),
+            Event::Call(c) if c.name == "key_delete" => Some(&**c),
             _ => None,
         })
         .collect()

@@ -42,15 +42,29 @@ const NOT_MACRO: &[&str] = &[
 
 /// `body` (a function's brace group) without the outer attributes of its statements and
 /// expressions; `None` when it has none. `text` is the text `body` was lexed from: a body whose
-/// text holds no `#` is not looked at.
+/// text can hold no attribute (no `#`, no doc comment, which the lexer makes one) is not
+/// looked at.
 pub fn without_expression_attributes(body: &Group, text: &str) -> Option<Group> {
     let range = body.span().byte_range();
-    let written = text.get(range)?;
-    memchr::memchr(b'#', written.as_bytes())?;
+    if !may_hold_attributes(text.get(range)?.as_bytes()) {
+        return None;
+    }
     let stream = stripped(body.stream())?;
     let mut out = Group::new(body.delimiter(), stream);
     out.set_span(body.span());
     Some(out)
+}
+
+/// Whether `text` holds a `#` or something that may open a doc comment (`///`, `//!`, `/**`,
+/// `/*!`).
+fn may_hold_attributes(text: &[u8]) -> bool {
+    memchr::memchr2_iter(b'#', b'/', text).any(|i| {
+        text[i] == b'#'
+            || matches!(
+                (text.get(i + 1), text.get(i + 2)),
+                (Some(b'/'), Some(b'/' | b'!')) | (Some(b'*'), Some(b'*' | b'!'))
+            )
+    })
 }
 
 /// `stream` without the attributes this module leaves out, or `None` when nothing is.
@@ -182,5 +196,14 @@ mod tests {
     fn a_body_without_a_hash_is_not_read() {
         assert_eq!(strip("fn f() { let a = \"no attributes\"; }"), None);
         assert_eq!(strip("fn f() { let a = \"#[x]\"; }"), None);
+    }
+
+    #[test]
+    fn doc_comments_of_statements_are_attributes_left_out() {
+        let out = strip("fn f() {\n    /// the count\n    let a = 1;\n}").unwrap();
+        assert_eq!(out, "let a = 1 ;");
+        let out = strip("fn f() { /** the count */ let a = 1 / 2; }").unwrap();
+        assert_eq!(out, "let a = 1 / 2 ;");
+        assert!(!may_hold_attributes(b"let a = 1 / 2; // note"));
     }
 }

@@ -448,9 +448,12 @@ mod tests {
     #[test]
     fn fields_of_self_and_helper_calls_are_recorded() {
         let k = key("&self.key");
-        assert_eq!(k.field, Some(("Lock".to_string(), "key".to_string())));
+        assert_eq!(
+            k.field.as_deref(),
+            Some(&("Lock".to_string(), "key".to_string()))
+        );
         let k = key("lock_key(&id)");
-        assert_eq!(k.call, Some(("lock_key".to_string(), 1)));
+        assert_eq!(k.call.as_deref(), Some(&("lock_key".to_string(), 1)));
     }
 
     #[test]
