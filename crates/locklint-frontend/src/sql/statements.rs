@@ -1000,6 +1000,7 @@ impl Context<'_> {
                 if let Some(sel) = &del.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
+                    ex.picked_in_using_guards(st, del.using.as_ref(), sel, ctes);
                 }
             }
             ast::Statement::Query(q) => match q.body.as_ref() {
