@@ -27,7 +27,7 @@ fn words(sql: &str) -> Option<Vec<Word>> {
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .ok()?;
-    let lines = line_starts(sql);
+    let mut at = Cursor::new(sql);
     let mut out = Vec::new();
     for t in tokens {
         let text = match &t.token {
@@ -35,7 +35,7 @@ fn words(sql: &str) -> Option<Vec<Word>> {
             Token::SemiColon => ";".to_string(),
             _ => continue,
         };
-        let at = offset(sql, &lines, t.span.start.line, t.span.start.column)?;
+        let at = at.seek(t.span.start.line, t.span.start.column)?;
         // an unquoted word is its own text in the source: the offsets must agree
         if !sql
             .get(at..at + text.len())
@@ -48,22 +48,45 @@ fn words(sql: &str) -> Option<Vec<Word>> {
     Some(out)
 }
 
-fn line_starts(s: &str) -> Vec<usize> {
-    let mut starts = vec![0];
-    starts.extend(s.match_indices('\n').map(|(i, _)| i + 1));
-    starts
+/// Byte offsets of the tokenizer's 1-based lines and character columns, for positions asked
+/// in order: each call walks on from the last one, so a whole text costs one pass.
+struct Cursor<'s> {
+    text: &'s str,
+    line: u64,
+    col: u64,
+    byte: usize,
 }
 
-/// Byte offset of the tokenizer's 1-based line and character column.
-fn offset(s: &str, lines: &[usize], line: u64, col: u64) -> Option<usize> {
-    let start = *lines.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
-    let col = usize::try_from(col).ok()?.checked_sub(1)?;
-    let rest = &s[start..];
-    rest.char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(rest.len()))
-        .nth(col)
-        .map(|i| start + i)
+impl<'s> Cursor<'s> {
+    fn new(text: &'s str) -> Self {
+        Cursor {
+            text,
+            line: 1,
+            col: 1,
+            byte: 0,
+        }
+    }
+
+    fn seek(&mut self, line: u64, col: u64) -> Option<usize> {
+        if (line, col) < (self.line, self.col) {
+            return None;
+        }
+        while self.line < line {
+            let nl = self.text[self.byte..].find('\n')?;
+            self.byte += nl + 1;
+            self.line += 1;
+            self.col = 1;
+        }
+        while self.col < col {
+            let c = self.text[self.byte..].chars().next()?;
+            if c == '\n' {
+                return None;
+            }
+            self.byte += c.len_utf8();
+            self.col += 1;
+        }
+        Some(self.byte)
+    }
 }
 
 fn blank(sql: &str, ranges: &[(usize, usize)]) -> Option<String> {
@@ -185,6 +208,14 @@ mod tests {
         let out = weaker_row_locks(sql).expect("rewritten");
         assert_eq!(out.len(), sql.len());
         assert!(out.ends_with("FOR        UPDATE"), "{out}");
+    }
+
+    #[test]
+    fn a_long_line_is_read_in_one_pass() {
+        // 200,000 words on one line: positions found by walking on, not from the line start
+        let sql = format!("SELECT {}1 FOR NO KEY UPDATE", "a + ".repeat(100_000));
+        let out = weaker_row_locks(&sql).expect("rewritten");
+        assert!(out.ends_with("FOR        UPDATE"));
     }
 
     #[test]
