@@ -148,7 +148,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn weaker_row_locks_are_blanked_in_place() {
+    fn weaker_row_locks_are_blanked_in_place_outside_literals_and_comments() {
         let sql = "SELECT id FROM jobs FOR NO KEY UPDATE SKIP LOCKED";
         let out = weaker_row_locks(sql).expect("rewritten");
         assert_eq!(out, "SELECT id FROM jobs FOR        UPDATE SKIP LOCKED");
@@ -157,10 +157,7 @@ mod tests {
             weaker_row_locks(sql).as_deref(),
             Some("SELECT id FROM jobs WHERE id = $1 FOR     SHARE")
         );
-    }
-
-    #[test]
-    fn weaker_row_lock_words_in_a_literal_or_comment_are_not_blanked() {
+        // in a literal, in a line comment, in a block comment: not the lock clause
         let literal = "UPDATE jobs SET note = 'for no key update' WHERE id = $1";
         assert_eq!(weaker_row_locks(literal), None);
         let comment = "SELECT id FROM jobs -- for key share\nWHERE id = $1";
@@ -170,10 +167,24 @@ mod tests {
             weaker_row_locks(block).as_deref(),
             Some("SELECT id /* for no key update */ FROM jobs FOR     SHARE")
         );
+        // offsets stay exact after multibyte text, and a long line is read in one pass
+        let sql = "SELECT 'é—ü for key share' AS x FROM jobs\n  WHERE n = 'ß' FOR NO KEY UPDATE";
+        let out = weaker_row_locks(sql).expect("rewritten");
+        assert_eq!(out.len(), sql.len());
+        assert!(out.starts_with("SELECT 'é—ü for key share'"), "{out}");
+        assert!(out.ends_with("FOR        UPDATE"), "{out}");
+        let long = format!(
+            "SELECT '{}' {}1 FOR NO KEY UPDATE",
+            "for key share ".repeat(1_000),
+            "a + ".repeat(100_000)
+        );
+        let out = weaker_row_locks(&long).expect("rewritten");
+        assert!(out.contains("for key share for key share"));
+        assert!(out.ends_with("FOR        UPDATE"));
     }
 
     #[test]
-    fn returning_into_is_blanked_to_the_statement_end() {
+    fn returning_into_is_blanked_to_the_statement_end_outside_literals_and_comments() {
         let sql = "DELETE FROM jobs WHERE id = v_id RETURNING * INTO v_row";
         let kept = "DELETE FROM jobs WHERE id = v_id RETURNING * ";
         let blanked = format!("{kept}{}", " ".repeat(sql.len() - kept.len()));
@@ -184,17 +195,13 @@ mod tests {
             " ".repeat("INTO v_lane".len())
         );
         assert_eq!(returning_into(sql), Some(blanked));
-    }
-
-    #[test]
-    fn returning_and_into_in_a_literal_or_comment_are_not_words() {
         // `returning` only in a literal: the `INTO` of a `SELECT .. INTO` stays
         let literal = "SELECT 'returning' INTO v_note FROM notes WHERE id = 1";
         assert_eq!(returning_into(literal), None);
         // `into` only in a comment after `RETURNING`
         let comment = "UPDATE jobs SET state = 'done' WHERE id = $1 RETURNING id -- into v_id\n";
         assert_eq!(returning_into(comment), None);
-        // the `;` inside a literal after `INTO` is not the statement's end
+        // a `;` inside a literal after `INTO` is not the statement's end
         let semi = "UPDATE t SET a = 1 RETURNING a INTO v; SELECT ';'";
         assert_eq!(
             returning_into(semi).as_deref(),
@@ -203,23 +210,11 @@ mod tests {
     }
 
     #[test]
-    fn offsets_stay_exact_after_multibyte_text() {
-        let sql = "SELECT 'é—ü' AS x FROM jobs\n  WHERE n = 'ß' FOR NO KEY UPDATE";
-        let out = weaker_row_locks(sql).expect("rewritten");
-        assert_eq!(out.len(), sql.len());
-        assert!(out.ends_with("FOR        UPDATE"), "{out}");
-    }
-
-    #[test]
-    fn a_long_line_is_read_in_one_pass() {
-        // 200,000 words on one line: positions found by walking on, not from the line start
-        let sql = format!("SELECT {}1 FOR NO KEY UPDATE", "a + ".repeat(100_000));
-        let out = weaker_row_locks(&sql).expect("rewritten");
-        assert!(out.ends_with("FOR        UPDATE"));
-    }
-
-    #[test]
     fn an_unterminated_literal_rewrites_nothing() {
         assert_eq!(weaker_row_locks("SELECT 'x FOR NO KEY UPDATE"), None);
+        assert_eq!(
+            returning_into("UPDATE t SET a = 'x RETURNING a INTO v"),
+            None
+        );
     }
 }
