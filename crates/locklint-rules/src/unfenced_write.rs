@@ -8,14 +8,14 @@ use super::sql_matching::{
 };
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
-use locklint_ir::sql::Statement;
+use locklint_ir::sql::{Statement, StatementKind};
 use locklint_ir::Executor;
 use locklint_ir::{FileIr, KeyIdentity, OpKind};
 use locklint_project::schema::Schema;
 use locklint_project::sql::{
-    earlier_in_transaction, fence_column, has_fence_guard, is_idempotent, issues_fences,
-    lock_table, lock_write, overwrites, runs, unfenced_completion, unfenced_covered_completion,
-    LockWrite,
+    earlier_in_transaction, fence_column, has_fence_guard, is_compare_and_set, is_idempotent,
+    issues_fences, lock_table, lock_write, overwrites, runs, unfenced_completion,
+    unfenced_covered_completion, LockWrite, Run,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -86,6 +86,28 @@ struct Hold {
     key: Held,
     at: usize,
     site: Related,
+    /// Where an advisory lock lives, when the code shows it: a write run there cannot outlive
+    /// the lock (the session or transaction ending frees the lock and ends its writes too).
+    within: Option<Within>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Within {
+    /// A held connection, by its local (`conn` of `&mut *conn`, a `client`).
+    Connection(String),
+    /// The function's transaction (transactions are told apart by function, as for the
+    /// claims of `earlier_in_transaction`).
+    Transaction,
+}
+
+/// The held connection or transaction a statement runs on, when the code shows one.
+fn within(run: &Run) -> Option<Within> {
+    let exec = run.embedded.exec.as_ref()?;
+    match exec.executor {
+        Executor::Connection => exec.conn.clone().map(Within::Connection),
+        Executor::Transaction => Some(Within::Transaction),
+        _ => None,
+    }
 }
 
 impl Rule for UnfencedWrite {
@@ -162,6 +184,7 @@ impl Rule for UnfencedWrite {
                                     location: Location::new(rf, rs),
                                     label: "lock acquired here".to_string(),
                                 },
+                                within: None,
                             },
                             released,
                         ));
@@ -198,6 +221,9 @@ impl Rule for UnfencedWrite {
                             key: Held::Advisory(a.args.clone()),
                             at,
                             site: related(file, a.span, "lock acquired here"),
+                            // a session lock lives as long as its connection; a
+                            // transaction-level one as long as its transaction
+                            within: within(&run).filter(|w| a.session || *w == Within::Transaction),
                         });
                     }
                 }
@@ -208,6 +234,7 @@ impl Rule for UnfencedWrite {
                             key,
                             at,
                             site: related(file, st.span, "lock acquired here"),
+                            within: None,
                         }),
                         LockWrite::Release => sql_holds.retain(|h| h.key != key),
                         _ => {}
@@ -216,7 +243,13 @@ impl Rule for UnfencedWrite {
                 if let (false, Some(table)) = (is_lock_stmt, st.reads.as_deref()) {
                     reads.push((at, table));
                 }
-                if is_lock_stmt || !st.is_write() || is_idempotent(st) {
+                // a compare-and-set transition (`SET status = 'closed' .. WHERE .. AND status
+                // = 'open'`) applies once, whichever holder runs it first
+                if is_lock_stmt
+                    || !st.is_write()
+                    || is_idempotent(st)
+                    || (st.kind == StatementKind::Update && is_compare_and_set(st))
+                {
                     continue;
                 }
                 if let Some(fence) = fence_column(st, schema) {
@@ -227,12 +260,16 @@ impl Rule for UnfencedWrite {
                 if schema.names.fence.iter().any(|c| has_fence_guard(st, c)) {
                     continue;
                 }
-                let held = holds
-                    .iter()
-                    .filter(|(h, released)| h.at < at && released.is_none_or(|r| r >= at))
-                    .map(|(h, _)| h)
-                    .chain(sql_holds.iter().filter(|h| h.at < at))
-                    .next();
+                let write_within = within(&run);
+                let held =
+                    holds
+                        .iter()
+                        .filter(|(h, released)| h.at < at && released.is_none_or(|r| r >= at))
+                        .map(|(h, _)| h)
+                        .chain(sql_holds.iter().filter(|h| {
+                            h.at < at && (h.within.is_none() || h.within != write_within)
+                        }))
+                        .next();
                 let Some(h) = held else { continue };
                 // A read of the written table under the lock: the write may depend on it.
                 let read_first = st.table.as_deref().is_some_and(|t| {

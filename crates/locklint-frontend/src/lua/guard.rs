@@ -201,6 +201,9 @@ enum Val {
     AllValues,
     /// `redis.call` / `redis.pcall` itself, kept in a local (`local rcall = redis.call`).
     RedisCall,
+    /// Where an `ARGV` value starts in the value of a key (`string.find(redis.call('get',
+    /// key), ARGV[1], 1, true)`): `1` when the value starts with the caller's token.
+    FoundAt(String),
     /// A boolean: the facts it establishes when true and when false
     /// (`local holds = redis.call('hexists', KEYS[1], ARGV[1]) == 1`).
     Cond(Facts, Facts),
@@ -223,6 +226,12 @@ struct Walker {
     base: usize,
     /// A `break` was seen since the innermost loop started.
     broke: bool,
+    /// How many function bodies enclose the statement being walked.
+    fn_depth: usize,
+    /// Local functions of the script that compare the value of their first parameter's key
+    /// with an `ARGV` value and return the outcome (`local function owns(k) return
+    /// redis.call('get', k) == ARGV[1] end`).
+    owner_checks: BTreeSet<String>,
 }
 
 /// A node's byte range, from its first token to the end of its last. `Node::range` can stop
@@ -732,7 +741,11 @@ impl Walker {
             }
             Stmt::FunctionDeclaration(f) => self.function(f.body()),
             Stmt::LocalFunction(f) => {
-                self.bind(token_text(f.name()), Val::Other);
+                let name = token_text(f.name());
+                self.bind(name.clone(), Val::Other);
+                if self.checks_first_parameter(f.body(), &facts) {
+                    self.owner_checks.insert(name);
+                }
                 self.function(f.body());
             }
             _ => {}
@@ -763,9 +776,51 @@ impl Walker {
             }
         }
         let outer_broke = std::mem::replace(&mut self.broke, false);
+        self.fn_depth += 1;
         self.block(body.block(), Facts::new());
+        self.fn_depth -= 1;
         self.broke = outer_broke;
         self.truncate(depth);
+    }
+
+    /// Whether a function's body is one `return` of a condition that holds exactly when the
+    /// key named by its first parameter holds the caller's token. Walked on the side: nothing
+    /// it records is kept.
+    fn checks_first_parameter(&mut self, body: &FunctionBody, facts: &Facts) -> bool {
+        let Some(Parameter::Name(first)) = body.parameters().iter().next() else {
+            return false;
+        };
+        let block = body.block();
+        let (0, Some(LastStmt::Return(r))) = (block.stmts().count(), block.last_stmt()) else {
+            return false;
+        };
+        let [e] = r.returns().iter().collect::<Vec<_>>()[..] else {
+            return false;
+        };
+        let param = token_text(first);
+        let (depth, writes, keys, checked) = (
+            self.locals.len(),
+            self.writes.len(),
+            self.keys.len(),
+            self.checked.len(),
+        );
+        for p in body.parameters().iter() {
+            if let Parameter::Name(n) = p {
+                let name = token_text(n);
+                let v = if name == param {
+                    Val::Key(param.clone())
+                } else {
+                    Val::Other
+                };
+                self.bind(name, v);
+            }
+        }
+        let (when_true, _) = self.cond(e, facts);
+        self.truncate(depth);
+        self.writes.truncate(writes);
+        self.keys.truncate(keys);
+        self.checked.truncate(checked);
+        when_true.contains(&KeyFact::Owned(param))
     }
 
     /// A condition: the keys known to be owned when it is true, and when it is false.
@@ -850,6 +905,12 @@ impl Walker {
         let (key, when_equal) = match (a, b) {
             (Val::Get(k), Val::Argv) | (Val::Argv, Val::Get(k)) => (k, true),
             (Val::Owner(k), Val::Argv) | (Val::Argv, Val::Owner(k)) => (k, true),
+            // the value starts with the caller's token
+            (Val::FoundAt(k), Val::Number(n)) | (Val::Number(n), Val::FoundAt(k))
+                if n.trim() == "1" =>
+            {
+                (k, true)
+            }
             (Val::Owner(k), Val::Number(n)) | (Val::Number(n), Val::Owner(k)) => {
                 let owned = !zero(&n);
                 (k, owned)
@@ -1075,6 +1136,49 @@ impl Walker {
                 return self.redis_call(&args, whole, facts);
             }
         }
+        // `owns(KEYS[1])` of a local function that compares its parameter's key
+        if let ([Suffix::Call(Call::AnonymousCall(args))], Some(b)) =
+            (suffixes.as_slice(), base.as_deref())
+        {
+            if self.owner_checks.contains(b) {
+                let vals = self.args(args, facts);
+                if let Some((_, Val::Key(k))) = vals.first() {
+                    let k = k.clone();
+                    self.note_check(&k, whole());
+                    return Val::Cond(one(&k), std::iter::once(KeyFact::NotHeld(k)).collect());
+                }
+                return Val::Other;
+            }
+        }
+        // `string.sub(value, 1, n)`: a prefix of a key's value; `string.find(value, ARGV[1],
+        // ..)`: where the caller's token starts in it
+        if let (
+            [Suffix::Index(Index::Dot { name, .. }), Suffix::Call(Call::AnonymousCall(args))],
+            Some("string"),
+        ) = (suffixes.as_slice(), base.as_deref())
+        {
+            if self.lookup("string").is_none() {
+                let method = token_text(name);
+                let vals = self.args(args, facts);
+                let from_one = |v: Option<&(&Expression, Val)>| {
+                    v.is_some_and(|(_, v)| matches!(v, Val::Number(n) if n.trim() == "1"))
+                };
+                match (method.as_str(), vals.as_slice()) {
+                    ("sub", [(_, Val::Get(k)), ..]) if from_one(vals.get(1)) => {
+                        return Val::Get(k.clone());
+                    }
+                    ("find", [(_, Val::Get(k)), (_, Val::Argv), ..]) => {
+                        return Val::FoundAt(k.clone());
+                    }
+                    _ => {}
+                }
+                return if vals.iter().any(|(_, v)| *v == Val::Argv) {
+                    Val::Argv
+                } else {
+                    Val::Other
+                };
+            }
+        }
         // `tostring(x)`, `tonumber(x)`, any other function: ARGV flows through
         if let [Suffix::Call(Call::AnonymousCall(args))] = suffixes.as_slice() {
             let vals: Vec<Val> = self.args(args, facts).into_iter().map(|(_, v)| v).collect();
@@ -1187,6 +1291,10 @@ impl Walker {
             guarded: owned(facts, &key)
                 || (kind == WriteKind::Renew && facts.contains(&KeyFact::NoExpiry(key.clone()))),
         };
+        // inside a function, a key that is not one of the script's `KEYS` comes from the
+        // function's callers (its parameters, a Redis Functions library's `keys`), whose
+        // checks are not followed: its writes are left unjudged
+        let caller_dependent = self.fn_depth > 0 && !key.starts_with("KEYS[");
         let absent = facts.contains(&KeyFact::Absent(key.clone()));
         // the caller is known not to hold the key, which exists: writing its field joins
         // someone else's lock rather than taking a free one
@@ -1209,14 +1317,17 @@ impl Walker {
             "TTL" | "PTTL" if args.len() == 2 => Val::Ttl(key),
             "HLEN" | "SCARD" | "ZCARD" if args.len() == 2 => Val::Count(key),
             "MGET" if key == ALL_KEYS && args.len() == 2 => Val::AllValues,
+            "DEL" | "UNLINK" if caller_dependent => Val::Other,
             "DEL" | "UNLINK" => {
                 self.writes.push(write(WriteKind::Release, cmd.clone()));
                 Val::Other
             }
+            "PEXPIRE" | "EXPIRE" | "PEXPIREAT" | "EXPIREAT" if caller_dependent => Val::Other,
             "PEXPIRE" | "EXPIRE" | "PEXPIREAT" | "EXPIREAT" => {
                 self.writes.push(write(WriteKind::Renew, cmd.clone()));
                 Val::Other
             }
+            "SET" if caller_dependent && (has("KEEPTTL") || has("XX")) => Val::Other,
             "SETNX" if value_is_argv => Val::Acquired(key),
             "SET" if has("NX") => {
                 if value_is_argv {
@@ -1279,6 +1390,39 @@ mod tests {
             w.iter().any(|x| !x.3),
             "expected an unguarded write in {src}: {w:?}"
         );
+    }
+
+    #[test]
+    fn token_prefix_compares_are_guards() {
+        all_guarded("local v = redis.call('get', KEYS[1])\nif v and string.sub(v, 1, string.len(ARGV[1])) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0");
+        all_guarded("local v = redis.call('get', KEYS[1])\nif v and string.find(v, ARGV[1], 1, true) == 1 then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0");
+        // found somewhere in the value, or a part not at its start: no ownership check
+        unguarded("local v = redis.call('get', KEYS[1])\nif v and string.find(v, ARGV[1], 1, true) then return redis.call('del', KEYS[1]) end return 0");
+        unguarded("local v = redis.call('get', KEYS[1])\nif v and string.find(v, ARGV[1], 1, true) == 2 then return redis.call('del', KEYS[1]) end return 0");
+        unguarded("local v = redis.call('get', KEYS[1])\nif v and string.sub(v, 3) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0");
+    }
+
+    #[test]
+    fn local_functions_that_check_the_owner_guard_their_callers() {
+        all_guarded("local function owns(k)\n  return redis.call('get', k) == ARGV[1]\nend\nif owns(KEYS[1]) then return redis.call('del', KEYS[1]) end return 0");
+        all_guarded("local function owns(k)\n  return redis.call('get', k) == ARGV[1]\nend\nif not owns(KEYS[1]) then return 0 end\nreturn redis.call('pexpire', KEYS[1], ARGV[2])");
+        // a helper that checks existence only, or checks another key: no guard
+        unguarded("local function held(k)\n  return redis.call('exists', k) == 1\nend\nif held(KEYS[1]) then return redis.call('del', KEYS[1]) end return 0");
+        unguarded("local function owns(k)\n  return redis.call('get', k) == ARGV[1]\nend\nif owns(KEYS[2]) then return redis.call('del', KEYS[1]) end return 0");
+    }
+
+    #[test]
+    fn writes_to_keys_a_function_is_given_are_left_to_its_callers() {
+        // a Redis Functions library: the keys are the callback's parameter
+        let lib = "#!lua name=locks\nlocal function release(keys, args)\n  return redis.call('del', keys[1])\nend\nredis.register_function('release', release)";
+        assert_eq!(writes(lib), vec![]);
+        let helper = "local function set_locks(key, v, ttl)\n  redis.call('set', key, v, 'XX', 'PX', ttl)\n  redis.call('pexpire', key, ttl)\nend\nset_locks(KEYS[1], ARGV[1], ARGV[2])";
+        assert_eq!(writes(helper), vec![]);
+        // called under the caller's check, which is not followed into the helper
+        let under_check = "local function rel(k) return redis.call('del', k) end\nif redis.call('get', KEYS[1]) == ARGV[1] then return rel(KEYS[1]) end";
+        assert_eq!(writes(under_check), vec![]);
+        // the script's own keys inside a function are still judged
+        unguarded("local function drop()\n  return redis.call('del', KEYS[1])\nend\nreturn drop()");
     }
 
     #[test]
@@ -1360,7 +1504,6 @@ mod tests {
         );
         unguarded("if redis.call('get', KEYS[1]) == ARGV[1] or true then return redis.call('del', KEYS[1]) end return 0");
         unguarded("return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])");
-        unguarded("local function rel(k) return redis.call('del', k) end\nif redis.call('get', KEYS[1]) == ARGV[1] then return rel(KEYS[1]) end");
     }
 
     #[test]

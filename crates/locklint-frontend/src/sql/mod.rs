@@ -9,6 +9,7 @@
 //! indexes.
 
 pub mod lex;
+mod rewrite;
 mod same_row;
 pub mod statements;
 

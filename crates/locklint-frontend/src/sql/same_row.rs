@@ -59,6 +59,30 @@ impl Exprs<'_, '_> {
         else {
             return;
         };
+        self.picked_in_guards(st, tables, selection, ctes);
+    }
+
+    /// The same for a `DELETE`'s `USING`: `WITH mine AS (SELECT name FROM locks WHERE name =
+    /// $1 AND owner = $2) DELETE FROM locks USING mine WHERE locks.name = mine.name`.
+    pub(super) fn picked_in_using_guards(
+        &self,
+        st: &mut Statement,
+        using: Option<&Vec<ast::TableWithJoins>>,
+        selection: &Expr,
+        ctes: &[&ast::Cte],
+    ) {
+        if let Some(tables) = using {
+            self.picked_in_guards(st, tables, selection, ctes);
+        }
+    }
+
+    fn picked_in_guards(
+        &self,
+        st: &mut Statement,
+        tables: &[ast::TableWithJoins],
+        selection: &Expr,
+        ctes: &[&ast::Cte],
+    ) {
         let (Some(table), Some(target)) = (st.table.clone(), st.names.first().cloned()) else {
             return;
         };

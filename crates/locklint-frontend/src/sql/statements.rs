@@ -2,6 +2,7 @@
 //! and record what the rules need, with exact spans.
 
 use super::lex::{self, Token, TokenKind as Tk};
+use super::rewrite;
 use locklint_ir::source::Span;
 use locklint_ir::sql::{
     Advisory, Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Param, Placeholders, RowLock,
@@ -999,6 +1000,7 @@ impl Context<'_> {
                 if let Some(sel) = &del.selection {
                     st.filter = Some(ex.filter(toks, 0, sel));
                     ex.same_row_guards(st, sel, ctes);
+                    ex.picked_in_using_guards(st, del.using.as_ref(), sel, ctes);
                 }
             }
             ast::Statement::Query(q) => match q.body.as_ref() {
@@ -1469,87 +1471,12 @@ fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     if first.is_ok() {
         return first;
     }
-    let weaker = weaker_row_locks(sql);
-    let into = returning_into(weaker.as_deref().unwrap_or(sql));
+    let weaker = rewrite::weaker_row_locks(sql);
+    let into = rewrite::returning_into(weaker.as_deref().unwrap_or(sql));
     match into.or(weaker) {
         Some(masked) => parse_as_is(&masked).or(first),
         None => first,
     }
-}
-
-/// The statement with a PL/pgSQL `RETURNING .. INTO target [, ..]` (`DELETE FROM jobs WHERE id
-/// = job_id RETURNING * INTO v_row`), which the parser does not know, read without its `INTO`
-/// part: from the `INTO` after `RETURNING` to the end (the last clause of such a statement) is
-/// blanked, so every offset stays. `None` when there is none.
-fn returning_into(sql: &str) -> Option<String> {
-    let lower = sql.to_ascii_lowercase();
-    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let bytes = lower.as_bytes();
-    let mut after_returning = false;
-    let mut i = 0;
-    while i < bytes.len() {
-        if word_byte(bytes[i]) {
-            let start = i;
-            while i < bytes.len() && word_byte(bytes[i]) {
-                i += 1;
-            }
-            let before = start == 0 || !word_byte(bytes[start - 1]);
-            match &lower[start..i] {
-                "returning" if before => after_returning = true,
-                "into" if before && after_returning => {
-                    let mut out = sql.as_bytes().to_vec();
-                    let end = lower[start..].find(';').map_or(out.len(), |n| start + n);
-                    out[start..end].fill(b' ');
-                    return String::from_utf8(out).ok();
-                }
-                _ => {}
-            }
-        } else {
-            i += 1;
-        }
-    }
-    None
-}
-
-/// The statement with PostgreSQL's weaker row locks (`FOR NO KEY UPDATE`, `FOR KEY SHARE`),
-/// which the parser does not know, read as the locks it knows (`FOR UPDATE`, `FOR SHARE`):
-/// the words in between are blanked, so every offset stays. `None` when there is none.
-fn weaker_row_locks(sql: &str) -> Option<String> {
-    let lower = sql.to_ascii_lowercase();
-    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let bytes = lower.as_bytes();
-    let mut words: Vec<(usize, &str)> = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if word_byte(bytes[i]) {
-            let start = i;
-            while i < bytes.len() && word_byte(bytes[i]) {
-                i += 1;
-            }
-            words.push((start, &lower[start..i]));
-        } else {
-            i += 1;
-        }
-    }
-    let mut out = sql.as_bytes().to_vec();
-    let mut changed = false;
-    for win in words.windows(4) {
-        let blank = match [win[0].1, win[1].1, win[2].1, win[3].1] {
-            ["for", "no", "key", "update"] => Some((win[1].0, win[2].0 + 3)),
-            ["for", "key", "share", _] => Some((win[1].0, win[1].0 + 3)),
-            _ => None,
-        };
-        if let Some((from, to)) = blank {
-            out[from..to].fill(b' ');
-            changed = true;
-        }
-    }
-    // `FOR KEY SHARE` at the very end has no fourth word after it
-    if let [.., (_, "for"), (k, "key"), (_, "share")] = words.as_slice() {
-        out[*k..*k + 3].fill(b' ');
-        changed = true;
-    }
-    changed.then(|| String::from_utf8(out).ok()).flatten()
 }
 
 fn parse_as_is(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
