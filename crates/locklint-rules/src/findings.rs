@@ -6,18 +6,10 @@
 use locklint_ir::diagnostic::Diagnostic;
 
 /// The findings of one rule step.
+#[derive(Default)]
 pub struct Findings<'a> {
     kept: Vec<Diagnostic>,
     each: Option<&'a mut dyn FnMut(Diagnostic)>,
-}
-
-impl Default for Findings<'_> {
-    fn default() -> Self {
-        Findings {
-            kept: Vec::new(),
-            each: None,
-        }
-    }
 }
 
 impl<'a> Findings<'a> {
