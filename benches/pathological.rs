@@ -194,6 +194,12 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "sql/plpgsql_locks_before_raise".to_string(),
+        file: "locks.sql",
+        text: p::plpgsql_locks_before_raise(per_line(p::plpgsql_locks_before_raise)),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
         name: "sql/plpgsql_nested_ifs".to_string(),
         file: "locks.sql",
         // under the statement limit of 100,000 tokens (3 per `IF a THEN`)

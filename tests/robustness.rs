@@ -529,3 +529,31 @@ fn long_lua_operator_chains_are_refused_and_what_passes_runs_on_a_main_thread_st
         assert!(found.is_empty(), "{op}: {found:?}");
     }
 }
+
+#[test]
+fn every_lock_of_a_long_plpgsql_body_is_asked_about_the_raise_after_it() {
+    // each lock reaches the RAISE before the unlock-all that follows it
+    let n = 3_000;
+    let dir = dir_with(&[("locks.sql", &p::plpgsql_locks_before_raise(n))]);
+    let report = analyse(dir.path());
+    let found = findings_in(&report, "locks.sql", "advisory-lock-unbalanced");
+    assert_eq!(found.len(), n, "{:?}", found.first().map(|d| &d.message));
+    let raise_line = n + 3;
+    for d in &found {
+        let at = d
+            .related
+            .iter()
+            .map(|r| r.location.start().line)
+            .collect::<Vec<_>>();
+        assert!(at.contains(&raise_line), "{}: related {at:?}", d.message);
+    }
+    // unlocked before the RAISE, the same locks are fine
+    let mut text = p::plpgsql_locks_before_raise(n);
+    text = text.replace(
+        "RAISE EXCEPTION 'stop';\nPERFORM pg_advisory_unlock_all();",
+        "PERFORM pg_advisory_unlock_all();\nRAISE EXCEPTION 'stop';",
+    );
+    let dir = dir_with(&[("locks.sql", &text)]);
+    let report = analyse(dir.path());
+    assert!(findings_in(&report, "locks.sql", "advisory-lock-unbalanced").is_empty());
+}

@@ -419,6 +419,19 @@ pub fn plpgsql_nested_ifs(n: usize) -> String {
     )
 }
 
+/// One PL/pgSQL function of `n` session locks, each on its own key, released together at the
+/// end after a `RAISE`: every lock is asked about the statements after it.
+pub fn plpgsql_locks_before_raise(n: usize) -> String {
+    let mut out = String::from("CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n");
+    for i in 0..n {
+        out.push_str(&format!("PERFORM pg_advisory_lock({i});\n"));
+    }
+    out.push_str(
+        "RAISE EXCEPTION 'stop';\nPERFORM pg_advisory_unlock_all();\nEND;\n$$ LANGUAGE plpgsql;\n",
+    );
+    out
+}
+
 /// A `.lua` file of about `size` bytes of top-level calls, ending in an unguarded delete.
 pub fn lua_top_level_calls(size: usize) -> String {
     let mut out = String::new();

@@ -667,6 +667,18 @@ impl UnlockSet {
         }
     }
 
+    /// Add these unlocks to `other`.
+    pub fn add_to(&self, other: &mut UnlockSet) {
+        for i in 0..2 {
+            other.all[i] |= self.all[i];
+        }
+        for m in 0..3 {
+            other.any_key[m] |= self.any_key[m];
+            other.some_literal[m] |= self.some_literal[m];
+        }
+        other.literal.extend(self.literal.iter().cloned());
+    }
+
     /// Whether one of the unlocks releases `lock`.
     pub fn releases(&self, lock: &Advisory) -> bool {
         let m = mode(lock);
@@ -677,6 +689,53 @@ impl UnlockSet {
             } else {
                 self.some_literal[m]
             }
+    }
+}
+
+/// Where the first unlock of each kind lies after a point of a routine's body, for a walk of
+/// the body from its end: the first statement after the point that releases a given lock, in
+/// constant time per lock (the classes of [`UnlockSet`], each with the nearest statement).
+#[derive(Debug, Default)]
+pub struct NextUnlocks {
+    all: [Option<usize>; 2],
+    any_key: [Option<usize>; 3],
+    some_literal: [Option<usize>; 3],
+    literal: std::collections::HashMap<(usize, String), usize>,
+}
+
+impl NextUnlocks {
+    /// Statement `at`, before every statement recorded so far, runs the unlocks of `unlocks`.
+    pub fn record(&mut self, at: usize, unlocks: &UnlockSet) {
+        for (family, all) in unlocks.all.iter().enumerate() {
+            if *all {
+                self.all[family] = Some(at);
+            }
+        }
+        for m in 0..3 {
+            if unlocks.any_key[m] {
+                self.any_key[m] = Some(at);
+            }
+            if unlocks.some_literal[m] {
+                self.some_literal[m] = Some(at);
+            }
+        }
+        for key in &unlocks.literal {
+            self.literal.insert(key.clone(), at);
+        }
+    }
+
+    /// The first recorded statement that releases `lock` (as [`UnlockSet::releases`] says).
+    pub fn first_release(&self, lock: &Advisory) -> Option<usize> {
+        let m = mode(lock);
+        let by_key = if literal_key(&lock.args) {
+            self.literal.get(&(m, lock.args.clone())).copied()
+        } else {
+            self.some_literal[m]
+        };
+        [self.all[usize::from(lock.named)], self.any_key[m], by_key]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

@@ -10,7 +10,7 @@ use locklint_ir::source::Span;
 use locklint_ir::sql::{Advisory, Statement, StatementKind};
 use locklint_ir::Origin;
 use locklint_ir::{ConnEnd, EndKind, Event, FileIr, Function, NodeId};
-use locklint_project::sql::{is_query_collection, runs, UnlockSet};
+use locklint_project::sql::{is_query_collection, runs, NextUnlocks, UnlockSet};
 use locklint_project::Project;
 use std::collections::HashMap;
 
@@ -191,45 +191,63 @@ impl<'f> Helpers<'f> {
             .copied()
     }
 
-    /// Whether a statement releases `lock`: by its own unlock or by calling an unlocking
-    /// function.
-    fn releases(&self, st: &Statement, lock: &Advisory) -> bool {
+    /// What `st` (a statement of a PL/pgSQL body) releases: its own unlocks and those of an
+    /// unlocking function of the file it calls.
+    fn unlocks_of(&self, st: &Statement) -> UnlockSet {
         let mut unlocks = UnlockSet::default();
         st.advisory.iter().for_each(|u| unlocks.add(u));
-        unlocks.releases(lock)
-            || st
-                .call
-                .as_deref()
-                .and_then(|f| self.unlockers.get(f))
-                .is_some_and(|u| u.releases(lock))
+        if let Some(called) = st.call.as_deref().and_then(|f| self.unlockers.get(f)) {
+            called.add_to(&mut unlocks);
+        }
+        unlocks
     }
 
-    /// The first error-raising statement after `statements[at]` in its PL/pgSQL body, before
-    /// a statement that releases `lock`.
-    fn raise_before_unlock(
-        &self,
-        statements: &'f [Statement],
-        at: usize,
-        lock: &Advisory,
-    ) -> Option<&'f Statement> {
-        let st = &statements[at];
-        st.body?;
-        for later in statements.iter().skip(at + 1) {
-            if later.embedded != st.embedded || later.body != st.body {
-                break;
+    /// The lock a statement takes by calling a function of the file that keeps it for its
+    /// caller, with that function's name.
+    fn kept_by_call(&self, st: &'f Statement) -> Option<(&'f str, &'f Advisory)> {
+        let f = st
+            .call
+            .as_deref()
+            .filter(|f| st.routine.as_deref() != Some(*f))?;
+        Some((f, *self.lockers.get(f)?))
+    }
+
+    /// For each statement of a PL/pgSQL body and each session lock it takes (its own, and the
+    /// one a function it calls keeps), the first error-raising statement after it in the body
+    /// with no statement releasing that lock before it; keyed by the statement's index and the
+    /// lock's span. One walk of each body from its end, so a body of thousands of locks costs
+    /// what it holds, not its square. An unlock before an early `RETURN` (`exit_path`) does
+    /// not count: the way past its branch still holds the lock.
+    fn raises_before_unlock(&self, statements: &'f [Statement]) -> HashMap<(usize, Span), usize> {
+        let mut out = HashMap::new();
+        let mut next = NextUnlocks::default();
+        let mut next_raise: Option<usize> = None;
+        let mut body = None;
+        for (at, st) in statements.iter().enumerate().rev() {
+            if body != Some((st.embedded, st.body)) {
+                body = Some((st.embedded, st.body));
+                next = NextUnlocks::default();
+                next_raise = None;
             }
-            if self.releases(later, lock) {
-                if later.exit_path {
-                    // an unlock before an early `RETURN`: the way past the branch still holds
-                    continue;
+            if let (Some(_), Some(raise)) = (st.body, next_raise) {
+                let own = st.advisory.iter().filter(|a| a.is_session_lock());
+                for lock in own.chain(self.kept_by_call(st).map(|(_, a)| a)) {
+                    if next
+                        .first_release(lock)
+                        .is_none_or(|release| raise < release)
+                    {
+                        out.insert((at, lock.span), raise);
+                    }
                 }
-                return None;
             }
-            if later.kind == StatementKind::Raise {
-                return Some(later);
+            if !st.exit_path {
+                next.record(at, &self.unlocks_of(st));
+            }
+            if st.kind == StatementKind::Raise {
+                next_raise = Some(at);
             }
         }
-        None
+        out
     }
 }
 
@@ -315,6 +333,7 @@ impl Rule for AdvisoryLockUnbalanced {
         let collections: Vec<bool> = file.embedded.iter().map(is_query_collection).collect();
         // SQL files (and PL/pgSQL bodies anywhere)
         let helpers = Helpers::of(&file.sql.statements);
+        let raises = helpers.raises_before_unlock(&file.sql.statements);
         for (at, st) in file.sql.statements.iter().enumerate() {
             let Some(e) = file.embedded.get(st.embedded) else {
                 continue;
@@ -329,18 +348,20 @@ impl Rule for AdvisoryLockUnbalanced {
                     out.push(ignored(file, a, how));
                 } else if !released(a, e.func) {
                     out.push(never_unlocked(file, a));
-                } else if let Some(raise) = helpers.raise_before_unlock(&file.sql.statements, at, a)
-                {
-                    out.push(raised_before_unlock(file, a, a.span, None, raise));
+                } else if let Some(&raise) = raises.get(&(at, a.span)) {
+                    out.push(raised_before_unlock(
+                        file,
+                        a,
+                        a.span,
+                        None,
+                        &file.sql.statements[raise],
+                    ));
                 }
             }
             // a lock taken by calling a function of the file that keeps it for its caller
-            let through = st
-                .call
-                .as_deref()
-                .filter(|f| st.routine.as_deref() != Some(*f));
-            if let Some((f, a)) = through.and_then(|f| Some((f, *helpers.lockers.get(f)?))) {
-                if let Some(raise) = helpers.raise_before_unlock(&file.sql.statements, at, a) {
+            if let Some((f, a)) = helpers.kept_by_call(st) {
+                if let Some(&raise) = raises.get(&(at, a.span)) {
+                    let raise = &file.sql.statements[raise];
                     out.push(raised_before_unlock(file, a, st.span, Some(f), raise));
                 }
             }
