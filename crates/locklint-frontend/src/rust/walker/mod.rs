@@ -91,10 +91,30 @@ struct Binding {
     variant: Option<(String, String)>,
 }
 
+/// Expressions in an initialiser past which a binding keeps no copy of it.
+const MAX_KEPT_EXPRESSIONS: usize = 4096;
+
 /// The initialiser a binding keeps: none for arithmetic on numbers and locals (`v + 1`,
 /// `n * 2 > limit`), which holds no option word, script or query, so that a function of many
-/// such bindings does not keep a syntax tree per binding.
+/// such bindings does not keep a syntax tree per binding; none either for an initialiser of
+/// more than [`MAX_KEPT_EXPRESSIONS`] expressions (a call of thousands of arguments), whose
+/// copy would cost many times its text: what it builds is read where it is written.
 fn initialiser(e: &syn::Expr) -> Option<Box<syn::Expr>> {
+    /// Counts expressions, descending no further once past the limit.
+    struct Count(usize);
+    impl<'ast> syn::visit::Visit<'ast> for Count {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            self.0 += 1;
+            if self.0 <= MAX_KEPT_EXPRESSIONS {
+                syn::visit::visit_expr(self, e);
+            }
+        }
+    }
+    let mut count = Count(0);
+    syn::visit::Visit::visit_expr(&mut count, e);
+    if count.0 > MAX_KEPT_EXPRESSIONS {
+        return None;
+    }
     fn arithmetic(e: &syn::Expr, top: bool) -> bool {
         match e {
             syn::Expr::Lit(l) => matches!(
@@ -746,5 +766,15 @@ mod tests {
         ] {
             assert!(kept(held), "{held}");
         }
+        let huge = format!(
+            "pool.call({})",
+            "&key, ".repeat(super::MAX_KEPT_EXPRESSIONS)
+        );
+        assert!(!kept(&huge));
+        let large = format!(
+            "pool.call({})",
+            "&key, ".repeat(super::MAX_KEPT_EXPRESSIONS / 3)
+        );
+        assert!(kept(&large));
     }
 }
