@@ -1,10 +1,9 @@
 //! Forms the parser does not know, rewritten into ones it does before a second attempt:
 //! PostgreSQL's weaker row locks and PL/pgSQL's `RETURNING .. INTO`. Both blank words in
-//! place, so every offset of the statement stays. The words are read with sqlparser's
-//! tokenizer: a keyword inside a string literal, a quoted name or a comment is no word.
+//! place, so every offset of the statement stays. The words are read with the SQL lexer
+//! (`lex`): a keyword inside a string literal, a quoted name or a comment is no word.
 
-use sqlparser::dialect::PostgreSqlDialect;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use super::lex::{self, TokenKind};
 
 /// A word of SQL text: an unquoted name or keyword, lower case, at its byte offset. A `;`
 /// outside literals and comments is the word `";"` (a statement's end).
@@ -20,73 +19,23 @@ impl Word {
     }
 }
 
-/// The words of `sql`, in order. `None` when the tokenizer refuses the text (an unterminated
-/// literal or comment): nothing is then rewritten.
-fn words(sql: &str) -> Option<Vec<Word>> {
-    let dialect = PostgreSqlDialect {};
-    let tokens = Tokenizer::new(&dialect, sql)
-        .tokenize_with_location()
-        .ok()?;
-    let mut at = Cursor::new(sql);
-    let mut out = Vec::new();
-    for t in tokens {
-        let text = match &t.token {
-            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_lowercase(),
-            Token::SemiColon => ";".to_string(),
-            _ => continue,
-        };
-        let at = at.seek(t.span.start.line, t.span.start.column)?;
-        // an unquoted word is its own text in the source: the offsets must agree
-        if !sql
-            .get(at..at + text.len())
-            .is_some_and(|s| s.eq_ignore_ascii_case(&text))
-        {
-            return None;
-        }
-        out.push(Word { at, text });
-    }
-    Some(out)
-}
-
-/// Byte offsets of the tokenizer's 1-based lines and character columns, for positions asked
-/// in order: each call walks on from the last one, so a whole text costs one pass.
-struct Cursor<'s> {
-    text: &'s str,
-    line: u64,
-    col: u64,
-    byte: usize,
-}
-
-impl<'s> Cursor<'s> {
-    fn new(text: &'s str) -> Self {
-        Cursor {
-            text,
-            line: 1,
-            col: 1,
-            byte: 0,
-        }
-    }
-
-    fn seek(&mut self, line: u64, col: u64) -> Option<usize> {
-        if (line, col) < (self.line, self.col) {
-            return None;
-        }
-        while self.line < line {
-            let nl = self.text[self.byte..].find('\n')?;
-            self.byte += nl + 1;
-            self.line += 1;
-            self.col = 1;
-        }
-        while self.col < col {
-            let c = self.text[self.byte..].chars().next()?;
-            if c == '\n' {
-                return None;
-            }
-            self.byte += c.len_utf8();
-            self.col += 1;
-        }
-        Some(self.byte)
-    }
+/// The words of `sql`, in order. Text in an unterminated literal or comment holds none.
+fn words(sql: &str) -> Vec<Word> {
+    lex::tokens(sql)
+        .into_iter()
+        .filter_map(|t| {
+            let text = t.text(sql);
+            let word = match t.kind {
+                TokenKind::Word if !text.starts_with('"') => text.to_ascii_lowercase(),
+                TokenKind::Punct if text == ";" => ";".to_string(),
+                _ => return None,
+            };
+            Some(Word {
+                at: t.start,
+                text: word,
+            })
+        })
+        .collect()
 }
 
 fn blank(sql: &str, ranges: &[(usize, usize)]) -> Option<String> {
@@ -105,7 +54,7 @@ fn blank(sql: &str, ranges: &[(usize, usize)]) -> Option<String> {
 /// part: from the `INTO` after `RETURNING` to the statement's end (the last clause of such a
 /// statement) is blanked. `None` when there is none.
 pub(super) fn returning_into(sql: &str) -> Option<String> {
-    let words = words(sql)?;
+    let words = words(sql);
     let returning = words.iter().position(|w| w.text == "returning")?;
     let into = returning
         + 1
@@ -123,7 +72,7 @@ pub(super) fn returning_into(sql: &str) -> Option<String> {
 /// which the parser does not know, read as the locks it knows (`FOR UPDATE`, `FOR SHARE`):
 /// the words in between are blanked. `None` when there is none.
 pub(super) fn weaker_row_locks(sql: &str) -> Option<String> {
-    let words = words(sql)?;
+    let words = words(sql);
     let mut ranges = Vec::new();
     for (i, w) in words.iter().enumerate() {
         if w.text != "for" {
