@@ -151,6 +151,21 @@ fn cases(size: usize) -> Vec<Case> {
             stage: Stage::Analyse,
         });
     }
+    // wide forms, each a statement or a file's items too large to parse at once
+    let wide: [(&str, Generator); 4] = [
+        ("wide_call", p::wide_call),
+        ("wide_signature", p::wide_signature),
+        ("wide_table", p::wide_table),
+        ("dense_statements", p::dense_statements),
+    ];
+    for (name, f) in wide {
+        out.push(Case {
+            name: format!("rust/{name}"),
+            file: "wide.rs",
+            text: f(per_line(f)),
+            stage: Stage::Analyse,
+        });
+    }
     out.push(Case {
         name: "rust/long_line_ascii".to_string(),
         file: "line.rs",
@@ -194,6 +209,13 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "sql/column_options".to_string(),
+        file: "locks.sql",
+        // just under the statement limit of 50,000 tokens
+        text: p::sql_column_options(49_980),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
         name: "sql/plpgsql_locks_before_raise".to_string(),
         file: "locks.sql",
         text: p::plpgsql_locks_before_raise(per_line(p::plpgsql_locks_before_raise)),
@@ -202,8 +224,8 @@ fn cases(size: usize) -> Vec<Case> {
     out.push(Case {
         name: "sql/plpgsql_nested_ifs".to_string(),
         file: "locks.sql",
-        // under the statement limit of 100,000 tokens (3 per `IF a THEN`)
-        text: p::plpgsql_nested_ifs(per_line(p::plpgsql_nested_ifs).min(33_000)),
+        // under the statement limit of 50,000 tokens (3 per `IF a THEN`)
+        text: p::plpgsql_nested_ifs(per_line(p::plpgsql_nested_ifs).min(16_000)),
         stage: Stage::Analyse,
     });
     out.push(Case {

@@ -255,7 +255,8 @@ fn fix_keeps_suppressions_in_a_file_that_does_not_parse() {
 
 #[test]
 fn many_findings_in_one_function() {
-    let n = 40_000;
+    // about 1.2 MB and 360,000 tokens, under the file limit
+    let n = 20_000;
     let dir = dir_with(&[("big.rs", &p::many_findings(n))]);
     let report = analyse(dir.path());
     assert_eq!(
@@ -272,7 +273,7 @@ fn many_findings_in_one_function() {
 #[test]
 fn many_findings_in_a_block_nested_in_one_statement() {
     // the block is walked from its tokens a statement at a time, as a function body is
-    let n = 20_000;
+    let n = 10_000;
     let dir = dir_with(&[("nested.rs", &p::nested_block(n))]);
     let report = analyse(dir.path());
     let found = findings_in(&report, "nested.rs", "setnx-without-expiry");
@@ -285,10 +286,10 @@ fn many_findings_in_a_block_nested_in_one_statement() {
 
 #[test]
 fn many_bindings_and_reads_in_one_function() {
-    let n = 60_000;
+    let n = 50_000;
     let dir = dir_with(&[
         ("lets.rs", &p::many_lets(n)),
-        ("calls.rs", &p::many_redis_calls(n)),
+        ("calls.rs", &p::many_redis_calls(n / 4)),
     ]);
     let report = analyse(dir.path());
     assert!(report.findings.is_empty(), "{:?}", &report.findings[..3]);
@@ -297,7 +298,7 @@ fn many_bindings_and_reads_in_one_function() {
 
 #[test]
 fn get_then_set_chain_on_one_key() {
-    let n = 20_000;
+    let n = 10_000;
     let dir = dir_with(&[("chain.rs", &p::get_then_set_chain(n))]);
     let report = analyse(dir.path());
     assert_eq!(findings_in(&report, "chain.rs", "get-then-set").len(), n);
@@ -556,4 +557,92 @@ fn every_lock_of_a_long_plpgsql_body_is_asked_about_the_raise_after_it() {
     let dir = dir_with(&[("locks.sql", &text)]);
     let report = analyse(dir.path());
     assert!(findings_in(&report, "locks.sql", "advisory-lock-unbalanced").is_empty());
+}
+
+#[test]
+fn files_too_wide_to_parse_at_once_are_refused_and_the_run_goes_on() {
+    use locklint::frontend::rust::{MAX_FILE_TOKENS, MAX_TREE_TOKENS};
+    // each form took 140-470 MB for a megabyte of text (the parser's tree of one statement or
+    // of the file's items, or the token trees of the whole file)
+    let cases = [
+        (p::wide_call(MAX_TREE_TOKENS / 3 + 10), "this statement has"),
+        (
+            p::wide_signature(MAX_TREE_TOKENS / 5 + 10),
+            "its items outside function bodies have",
+        ),
+        (
+            p::wide_table(MAX_TREE_TOKENS / 5 + 10),
+            "its items outside function bodies have",
+        ),
+        (
+            p::dense_statements(MAX_FILE_TOKENS / 2 + 10),
+            "the file has",
+        ),
+    ];
+    for (text, what) in cases {
+        let dir = dir_with(&[("wide.rs", &text), ("healthy.rs", p::HEALTHY)]);
+        let report = analyse(dir.path());
+        let in_file: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|d| d.primary.file.path.ends_with("wide.rs"))
+            .collect();
+        let rules: Vec<&str> = in_file.iter().map(|d| d.rule).collect();
+        assert_eq!(rules, ["parse-error"], "{what}");
+        let expected = format!("too large to analyse: {what} ");
+        assert!(
+            in_file[0].message.starts_with(&expected),
+            "{}",
+            in_file[0].message
+        );
+        assert_eq!(
+            findings_in(&report, "healthy.rs", "setnx-without-expiry").len(),
+            1,
+            "{what}: the other file's finding is lost"
+        );
+    }
+}
+
+#[test]
+fn wide_forms_within_the_limits_are_analysed() {
+    use locklint::frontend::rust::MAX_TREE_TOKENS;
+    // the signature's and the table's items fit in one tree only with every body taken out
+    let cases = [
+        (
+            p::wide_call(MAX_TREE_TOKENS / 3 - 100),
+            "unconditional-release",
+        ),
+        (
+            p::wide_signature(MAX_TREE_TOKENS / 5 - 100),
+            "unconditional-release",
+        ),
+        (
+            p::wide_table(MAX_TREE_TOKENS / 5 - 100),
+            "setnx-without-expiry",
+        ),
+        (p::dense_statements(20_000), "setnx-without-expiry"),
+    ];
+    for (text, rule) in cases {
+        let dir = dir_with(&[("wide.rs", &text)]);
+        let report = analyse(dir.path());
+        let rules: Vec<&str> = report.findings.iter().map(|d| d.rule).collect();
+        assert!(rules.contains(&rule), "{rule}: {rules:?}");
+        assert!(!rules.contains(&"parse-error"), "{rules:?}");
+    }
+}
+
+#[test]
+fn a_column_of_many_options_past_the_statement_limit_is_refused() {
+    let limit = locklint::frontend::sql::statements::MAX_STATEMENT_TOKENS;
+    // a tree of 1 KB per token: the limit keeps it near 50 MB
+    let dir = dir_with(&[("locks.sql", &p::sql_column_options(limit))]);
+    let report = analyse(dir.path());
+    let errors = findings_in(&report, "locks.sql", "parse-error");
+    assert_eq!(errors.len(), 1, "{:?}", report.findings);
+    assert!(
+        errors[0].message.contains("tokens"),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(errors[0].primary.start().line, 1);
 }

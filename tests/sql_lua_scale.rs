@@ -171,8 +171,8 @@ fn a_statement_past_the_token_limit_is_a_parse_error_and_its_neighbours_are_anal
 #[test]
 fn a_long_statement_within_the_token_limit_is_analysed() {
     // a generated `IN` list and a long `OR` chain under the limit parse as usual
-    let list: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
-    let ors: Vec<String> = (0..5_000).map(|i| format!("id = {i}")).collect();
+    let list: Vec<String> = (0..15_000).map(|i| i.to_string()).collect();
+    let ors: Vec<String> = (0..4_000).map(|i| format!("id = {i}")).collect();
     let text = format!(
         "{LOCK_TABLE}UPDATE job_locks SET expires_at = $3 WHERE name IN ({}) AND owner = $2 AND ({});\n",
         list.join(", "),
@@ -251,7 +251,8 @@ fn nested_ifs(n: usize) -> String {
 
 #[test]
 fn runs_of_if_and_end_if_in_a_plpgsql_body() {
-    let n = 30_000;
+    // `3 n` tokens, under the statement limit
+    let n = 16_000;
     let found = analyse("locks.sql", nested_ifs(n));
     assert_eq!(
         on_line(&found, "advisory-lock-unbalanced"),

@@ -277,6 +277,7 @@ fn handler(style: Style) -> GraphicalReportHandler {
     GraphicalReportHandler::new_themed(theme)
         .with_width(style.width)
         .with_links(false)
+        .with_word_separator(super::words::separator())
 }
 
 /// Render one finding, with the sources of the files already seen.

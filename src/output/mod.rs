@@ -6,6 +6,7 @@ pub mod gitlab;
 pub mod human;
 pub mod json;
 pub mod sarif;
+mod words;
 
 use crate::engine::Report;
 

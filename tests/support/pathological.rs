@@ -442,6 +442,47 @@ pub fn lua_top_level_calls(size: usize) -> String {
     out
 }
 
+/// A release of a lock key after a statement naming the key `n` times (`3n` tokens).
+pub fn wide_call(n: usize) -> String {
+    format!(
+        "use redis::AsyncCommands;\n\nasync fn release(con: &mut redis::aio::MultiplexedConnection) {{\n    let key = \"lock:job\";\n    let keys = [{}];\n    let _: () = con.del(&key).await.unwrap();\n}}\n",
+        "&key, ".repeat(n)
+    )
+}
+
+/// A lock helper whose signature has `n` parameters (`5n` tokens outside any body).
+pub fn wide_signature(n: usize) -> String {
+    format!(
+        "use redis::AsyncCommands;\n\nasync fn release(con: &mut redis::aio::MultiplexedConnection, {}) {{\n    let _: () = con.del(\"lock:job\").await.unwrap();\n}}\n",
+        (0..n).map(|i| format!("t{i}: &str, ")).collect::<String>()
+    )
+}
+
+/// A table of `n` pairs in a `const` beside a lock acquire (`5n` tokens outside any body).
+pub fn wide_table(n: usize) -> String {
+    format!(
+        "use redis::AsyncCommands;\n\nconst RANGES: &[(u32, u32)] = &[{}];\n\nasync fn acquire(con: &mut redis::aio::MultiplexedConnection) -> bool {{\n    con.set_nx(\"lock:job\", \"1\").await.unwrap()\n}}\n",
+        "(0x1F600, 0x1F64F), ".repeat(n)
+    )
+}
+
+/// A lock acquire after `n` one-word statements (`a;`, two tokens each) in one function.
+pub fn dense_statements(n: usize) -> String {
+    format!(
+        "use redis::AsyncCommands;\n\nasync fn acquire(con: &mut redis::aio::MultiplexedConnection, a: u8) -> bool {{\n{}\n    con.set_nx(\"lock:job\", \"1\").await.unwrap()\n}}\n",
+        "a;".repeat(n)
+    )
+}
+
+/// A lock table whose lease column has `n` `NULL` options: one statement of `n + 12` tokens,
+/// each option a node of the parser's tree.
+pub fn sql_column_options(n: usize) -> String {
+    format!(
+        "CREATE TABLE locks (name text PRIMARY KEY, locked_until timestamptz{});\nUPDATE locks SET locked_until = now() + interval '30 seconds' WHERE name = 'job';\n",
+        " NULL".repeat(n)
+    )
+}
+
 /// How many repetitions of a unit of `unit` bytes make about `size` bytes.
 pub fn count_for(size: usize, unit: usize) -> usize {
     (size / unit.max(1)).max(1)

@@ -4,7 +4,7 @@
 //! is analysed both ways, and a generated file with a body far past the size where streaming
 //! starts is analysed with both thresholds.
 
-use locklint_frontend::rust::analyze_with_large_bodies;
+use locklint_frontend::rust::{analyze_with_large_bodies, analyze_with_limits, Limits};
 use locklint_ir::source::SourceFile;
 use std::path::{Path, PathBuf};
 
@@ -62,6 +62,115 @@ fn every_rust_file_of_the_repository_gives_the_same_ir_with_every_body_streamed(
         streamed_functions += whole.matches("\"item_slot\"").count();
     }
     assert!(streamed_functions > 1000, "{streamed_functions} functions");
+}
+
+/// The file's intermediate form as JSON, analysed within `limits`, on a thread with the stack
+/// the engine gives the front-ends.
+fn ir_json_within(path: &Path, text: &str, limits: Limits) -> String {
+    let file = SourceFile::new(path.to_path_buf(), text.to_string());
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            let ir = analyze_with_limits(0, file, limits);
+            serde_json::to_string(&ir).expect("the intermediate form serialises")
+        })
+        .expect("a thread")
+        .join()
+        .expect("the front-end does not panic")
+}
+
+#[test]
+fn a_file_whose_items_would_be_too_large_a_tree_gives_the_same_ir_with_every_body_taken_out() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for dir in ["fixtures", "crates", "src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    // small enough that most files' items (with their small bodies) are past it, large enough
+    // that their statements and their items without bodies are not
+    let limits = Limits {
+        tree_tokens: 3_000,
+        ..Limits::default()
+    };
+    let (mut compared, mut refused) = (0, 0);
+    for path in &files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let within = ir_json_within(path, &text, limits);
+        if within.contains("too large to analyse") {
+            refused += 1;
+            continue;
+        }
+        let whole = ir_json(path, &text, usize::MAX);
+        assert_eq!(whole, within, "{}", path.display());
+        compared += usize::from(text.len() > 4 * 3_000);
+    }
+    assert!(
+        compared > 30,
+        "{compared} files past the limit compared, {refused} refused"
+    );
+    assert!(
+        refused < files.len() / 10,
+        "{refused} of {} refused",
+        files.len()
+    );
+}
+
+#[test]
+fn statements_items_and_files_past_the_limits_are_refused_where_they_are() {
+    let limits = Limits {
+        large_body: 64,
+        tree_tokens: 40,
+        file_tokens: 400,
+        file_events: 5,
+    };
+    let statement = format!(
+        "fn a() {{\n    let x = 1;\n    let y = 2;\n    f({}0);\n}}\n",
+        "x, ".repeat(30)
+    );
+    let items = format!("const T: [u8; 30] = [{}];\nfn a() {{}}\n", "1, ".repeat(30));
+    let file = format!("fn a() {{\n{}\n}}\n", "    x;\n".repeat(250));
+    // a body taken out, and small bodies walked whole: the sixth call passes the limit
+    let calls = format!("fn a() {{\n{}}}\n", "    f(x, y);\n".repeat(8));
+    let functions = "fn a() { f(); }\n".repeat(8);
+    let events =
+        "the file has more than 5 calls and commands (passed here), the most analysed in one file";
+    for (text, line, column, what) in [
+        (&calls, 8, 5, events),
+        (&functions, 6, 1, events),
+        (
+            &statement,
+            4,
+            5,
+            "this statement has 64 tokens, more than the 36 parsed at once beside the file's items",
+        ),
+        (
+            &items,
+            1,
+            1,
+            "its items outside function bodies have 74 tokens, more than the 40 parsed at once",
+        ),
+        (
+            &file,
+            1,
+            1,
+            "the file has 504 tokens, more than the 400 analysed in one file",
+        ),
+    ] {
+        let path = Path::new("wide.rs");
+        let ir = analyze_with_limits(0, SourceFile::new(path.to_path_buf(), text.clone()), limits);
+        assert_eq!(ir.problems.len(), 1, "{:?}", ir.problems);
+        assert!(ir.functions.is_empty());
+        let problem = &ir.problems[0];
+        assert_eq!(
+            problem.message,
+            format!("too large to analyse: {what}; the file was not analysed")
+        );
+        let lines = locklint_ir::source::LineIndex::new(text);
+        let at = lines.line_col(text, problem.span.start);
+        assert_eq!((at.line, at.column), (line, column), "{what}");
+    }
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! takes a hundred times the file's size.
 
 use super::attributes;
-use proc_macro2::{Delimiter, Group, Spacing, TokenStream, TokenTree};
+use super::size::{self, TooLarge};
+use proc_macro2::{Delimiter, Group, Spacing, Span, TokenStream, TokenTree};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -23,10 +24,23 @@ pub struct Bodies {
     /// Blocks taken out of the statements of the body being walked: kept until its walk ends,
     /// for what reads a statement's tokens (the names it mentions, its option words).
     blocks: RefCell<HashMap<(usize, usize), Group>>,
-    /// Bodies and blocks of more bytes than this are taken out.
+    /// Blocks of more bytes than this are taken out of the statements of a body taken out.
     min: usize,
-    /// The first syntax error found in a body parsed when walked.
-    error: RefCell<Option<syn::Error>>,
+    /// A statement of more tokens than this is not parsed: the file is too large to analyse.
+    max_statement: usize,
+    /// The events of the functions walked so far, and the most the file may have.
+    events: std::cell::Cell<usize>,
+    max_events: usize,
+    /// Why the first body parsed when walked that failed could not be analysed.
+    failure: RefCell<Option<Failure>>,
+}
+
+/// Why a body taken out of the file could not be analysed when it was walked.
+pub enum Failure {
+    /// It does not parse: the file does not.
+    Syntax(syn::Error),
+    /// One of its statements is too large.
+    TooLarge(TooLarge),
 }
 
 impl Bodies {
@@ -79,21 +93,79 @@ impl Bodies {
 
     /// Keep the first syntax error of a body walked later.
     pub fn failed(&self, error: syn::Error) {
-        self.error.borrow_mut().get_or_insert(error);
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::Syntax(error));
     }
 
-    /// The syntax error of a body, if one did not parse.
-    pub fn error(&self) -> Option<syn::Error> {
-        self.error.borrow_mut().take()
+    /// The statement of a block's contents (with its large blocks taken out) that is too large
+    /// to parse, if one is; it is kept as the reason the file is not analysed.
+    pub fn too_large(&self, block: &Group) -> bool {
+        let Some(found) = size::too_large_statement(&block.stream(), self.max_statement) else {
+            return false;
+        };
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::TooLarge(found));
+        true
+    }
+
+    /// These bodies, with statements of more than `limit` tokens too large to parse.
+    pub fn with_statement_limit(mut self, limit: usize) -> Self {
+        self.max_statement = limit;
+        self
+    }
+
+    /// A function's walk has ended with `events` events.
+    pub fn walked(&self, events: usize) {
+        self.events.set(self.events.get().saturating_add(events));
+    }
+
+    /// Whether the file has passed its limit of events, with `current` events of the function
+    /// being walked (at `at`); the first time, that is kept as the reason the file is not
+    /// analysed.
+    pub fn too_many_events(&self, current: usize, at: Span) -> bool {
+        if self.events.get().saturating_add(current) <= self.max_events {
+            return false;
+        }
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::TooLarge(TooLarge {
+                at,
+                tokens: 0,
+                limit: self.max_events,
+                what: size::Part::Events,
+            }));
+        true
+    }
+
+    /// Whether a body could not be analysed: the file is not, and the rest need not be walked.
+    pub fn has_failed(&self) -> bool {
+        self.failure.borrow().is_some()
+    }
+
+    /// Why a body could not be analysed, if one could not.
+    pub fn failure(&self) -> Option<Failure> {
+        self.failure.borrow_mut().take()
     }
 }
 
 /// `tokens` (lexed from `text`) with every function body larger than `min` bytes replaced by
 /// an empty block, and the bodies taken out; every body, taken or not, loses the attributes of
-/// its statements and expressions (see `attributes`).
-pub fn hollow(tokens: TokenStream, min: usize, text: &str) -> (TokenStream, Bodies) {
+/// its statements and expressions (see `attributes`). Blocks larger than `limits.large_body`
+/// are taken out of the statements of the bodies taken out, and statements of more than
+/// `limits.tree_tokens` tokens (less, see `with_statement_limit`), or more than
+/// `limits.file_events` events, make the file too large to analyse.
+pub fn hollow(
+    tokens: TokenStream,
+    min: usize,
+    limits: &size::Limits,
+    text: &str,
+) -> (TokenStream, Bodies) {
     let bodies = Bodies {
-        min,
+        min: limits.large_body,
+        max_statement: limits.tree_tokens,
+        max_events: limits.file_events,
         ..Bodies::default()
     };
     let out = hollow_items(tokens, min, text, &mut bodies.taken.borrow_mut());
@@ -433,9 +505,16 @@ fn starts_with_inner_attribute(g: &Group) -> bool {
 mod tests {
     use super::*;
 
+    fn limits(large_body: usize) -> size::Limits {
+        size::Limits {
+            large_body,
+            ..size::Limits::default()
+        }
+    }
+
     fn hollowed(text: &str) -> (String, usize) {
         let tokens: TokenStream = text.parse().unwrap();
-        let (out, bodies) = hollow(tokens, 0, text);
+        let (out, bodies) = hollow(tokens, 0, &limits(0), text);
         let n = bodies.taken.borrow().len();
         (out.to_string(), n)
     }
@@ -517,11 +596,11 @@ mod tests {
     fn bodies_with_inner_attributes_and_small_bodies_stay() {
         let text = "fn a() { #![allow(unused)] b() } fn c() { d() }";
         let tokens: TokenStream = text.parse().unwrap();
-        let (out, bodies) = hollow(tokens.clone(), 0, text);
+        let (out, bodies) = hollow(tokens.clone(), 0, &limits(0), text);
         assert!(out.to_string().contains("b ()"));
         assert!(!out.to_string().contains("d ()"));
         assert_eq!(bodies.taken.borrow().len(), 1);
-        let (out, bodies) = hollow(tokens, 1000, text);
+        let (out, bodies) = hollow(tokens, 1000, &limits(1000), text);
         assert!(out.to_string().contains("d ()"));
         assert!(bodies.taken.borrow().is_empty());
     }

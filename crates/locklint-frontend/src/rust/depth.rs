@@ -104,7 +104,7 @@ impl Word {
 
 /// A token of a flattened token tree, at position `P`: the estimate reads the same sequence
 /// from `proc_macro2` token trees ([`check`]) and from the lexer over the text
-/// ([`excess_in_text`]).
+/// ([`lex_check`]).
 #[derive(Debug, Clone, Copy)]
 enum Tok<P> {
     Open(Delimiter, P),
@@ -272,20 +272,41 @@ pub fn check(tokens: TokenStream) -> Option<Excess> {
 
 /// [`check`] over a Rust text read by the lexer, without building token trees (a long chain's
 /// trees take a hundred times its text): the byte offset of the token the check refuses, and
-/// whether brackets nest too deep there (else the depth estimate passes [`MAX_DEPTH`]). A doc
-/// comment counts as the `#[doc = ".."]` attribute the token trees hold in its place.
-pub fn excess_in_text(text: &str) -> Option<(usize, bool)> {
+/// whether brackets nest too deep there (else the depth estimate passes [`MAX_DEPTH`]); and the
+/// number of tokens the text's token trees hold (a bracket group counting one), counted up to
+/// the token refused. A doc comment counts as the `#[doc = ".."]` attribute the token trees
+/// hold in its place, a run of line doc comments of one style as one (a large file's are
+/// folded into one, see `docs`).
+pub fn lex_check(text: &str) -> (Option<(usize, bool)>, usize) {
     use ra_ap_rustc_lexer::{tokenize, DocStyle, FrontmatterAllowed, TokenKind as K};
     let mut at = 0usize;
     let mut pending: VecDeque<Tok<usize>> = VecDeque::new();
     let mut lexed = tokenize(text, FrontmatterAllowed::No).peekable();
-    let flat = std::iter::from_fn(move || loop {
+    // tokens of line doc comments that a large file's folding merges into the run's first
+    // (see `docs`): not counted
+    let folded = std::cell::Cell::new(0usize);
+    let mut run: Option<DocStyle> = None;
+    let flat = std::iter::from_fn(|| loop {
         if let Some(t) = pending.pop_front() {
             return Some(t);
         }
         let t = lexed.next()?;
         let start = at;
         at += t.len as usize;
+        let line_doc = match t.kind {
+            K::LineComment { doc_style } => doc_style,
+            _ => None,
+        };
+        match t.kind {
+            K::Whitespace => {}
+            _ => {
+                if line_doc.is_some() && line_doc == run {
+                    let inner = line_doc == Some(DocStyle::Inner);
+                    folded.set(folded.get() + 5 + usize::from(inner));
+                }
+                run = line_doc;
+            }
+        }
         match t.kind {
             K::Whitespace | K::Frontmatter { .. } => {}
             K::LineComment { doc_style } | K::BlockComment { doc_style, .. } => {
@@ -324,7 +345,10 @@ pub fn excess_in_text(text: &str) -> Option<(usize, bool)> {
             }
         }
     });
-    estimate(flat)
+    let mut count = 0usize;
+    let flat = flat.inspect(|t| count += usize::from(!matches!(t, Tok::Close)));
+    let excess = estimate(flat);
+    (excess, count.saturating_sub(folded.get()))
 }
 
 /// The character of a one-character punctuation token.
@@ -471,7 +495,7 @@ mod tests {
             let expected = from_tokens(text);
             assert!(expected.is_some(), "{}", &text[..60.min(text.len())]);
             assert_eq!(
-                excess_in_text(text),
+                lex_check(text).0,
                 expected,
                 "{}",
                 &text[..60.min(text.len())]
@@ -508,7 +532,7 @@ mod tests {
         for text in &texts {
             if text.parse::<TokenStream>().is_ok() {
                 assert_eq!(
-                    excess_in_text(text),
+                    lex_check(text).0,
                     from_tokens(text),
                     "{}",
                     &text[..60.min(text.len())]

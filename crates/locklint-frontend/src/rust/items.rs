@@ -381,6 +381,10 @@ fn walk_fn(
     fns: &mut Vec<locklint_ir::Function>,
     ir: &mut FileIr,
 ) {
+    if cx.bodies.has_failed() {
+        // the file is not analysed: the rest need not be walked
+        return;
+    }
     let func_idx = fns.len();
     // reserve the slot so nested functions get later indexes
     let walker = FnWalker::new(cx, func_idx, sig, impl_type, ir.embedded.len());
@@ -396,6 +400,10 @@ fn walk_fn(
         }
         None => walker.run(body),
     };
+    cx.bodies.walked(function.events.len());
+    if cx.bodies.too_many_events(0, sig.fn_token.span) {
+        return;
+    }
     fns[func_idx] = locklint_ir::Function {
         item_slot: slot,
         whole: Span::new(spans::of(cx.file, sig).start, spans::of(cx.file, body).end),

@@ -13,6 +13,7 @@ mod laid_out;
 mod literal;
 mod literal_times;
 pub mod names;
+mod size;
 mod spans;
 mod statements;
 mod types;
@@ -25,6 +26,7 @@ use locklint_ir::source::{FileRef, Span};
 use locklint_ir::{FileIr, ParseProblem};
 
 pub use depth::{MAX_DEPTH, MAX_NESTING};
+pub use size::{Limits, MAX_FILE_EVENTS, MAX_FILE_TOKENS, MAX_TREE_TOKENS};
 
 /// Whether an expression is control flow or a block: a statement made of one is not a plain
 /// statement of the operation inside it, and re-printing one would re-print more than the
@@ -48,7 +50,7 @@ pub fn block_like(e: &syn::Expr) -> bool {
 
 /// Parse one Rust file into the intermediate form.
 pub fn analyze(index: usize, file: FileRef) -> FileIr {
-    analyze_with_large_bodies(index, file, bodies::LARGE_BODY)
+    analyze_with_limits(index, file, Limits::default())
 }
 
 /// [`analyze`], with function bodies of more than `large_body` bytes parsed one statement at a
@@ -56,24 +58,34 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
 /// for depth and with their doc comments folded (see `docs`) on the text before it is
 /// tokenised: the result is the same whatever the size; tests compare them.
 pub fn analyze_with_large_bodies(index: usize, file: FileRef, large_body: usize) -> FileIr {
-    let ir = parse_and_walk(index, file, large_body);
+    analyze_with_limits(
+        index,
+        file,
+        Limits {
+            large_body,
+            ..Limits::default()
+        },
+    )
+}
+
+/// [`analyze`] within `limits` (see `size`): files past them are parse problems.
+pub fn analyze_with_limits(index: usize, file: FileRef, limits: Limits) -> FileIr {
+    let ir = parse_and_walk(index, file, limits);
     // spans refer to this thread's copy of the text until it is dropped
     proc_macro2::extra::invalidate_current_thread_spans();
     ir
 }
 
-fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
+fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
     let mut ir = FileIr::new(file.clone());
     if file.text.trim().is_empty() {
         return ir;
     }
     // a large text is checked and its doc comments folded before it is tokenised
-    let large = file.text.len() > large_body;
-    if large {
-        if let Some(problem) = too_deep_text(&file.text) {
-            ir.problems.push(problem);
-            return ir;
-        }
+    let large = file.text.len() > limits.large_body;
+    if let Some(problem) = refused_text(&file.text, large, &limits) {
+        ir.problems.push(problem);
+        return ir;
     }
     let text = without_shebang(&file.text);
     let folded = large.then(|| docs::folded(text)).flatten();
@@ -93,7 +105,15 @@ fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
         ir.problems.push(problem);
         return ir;
     }
-    let (tokens, bodies) = bodies::hollow(tokens, large_body, folded.as_deref().unwrap_or(text));
+    let text = folded.as_deref().unwrap_or(text);
+    let (tokens, bodies) = match hollowed(tokens, &limits, text) {
+        Ok(hollowed) => hollowed,
+        Err(too_large) => {
+            let at = spans::to_span(&file, too_large.at);
+            ir.problems.push(too_large_problem(at, too_large.message()));
+            return ir;
+        }
+    };
     let parsed: syn::File = match syn::parse2(tokens) {
         Ok(f) => f,
         Err(e) => {
@@ -104,14 +124,60 @@ fn parse_and_walk(index: usize, file: FileRef, large_body: usize) -> FileIr {
     };
     items::collect(index, &file, &parsed, &bodies, &mut ir);
     drop(parsed);
-    if let Some(e) = bodies.error() {
-        // a body parsed as it was walked does not parse: the file does not, as a whole
+    if let Some(failure) = bodies.failure() {
+        // a body parsed as it was walked does not parse (the file does not, as a whole), or
+        // one of its statements is too large
         let mut ir = FileIr::new(file.clone());
-        let at = spans::to_span(&file, e.span());
-        ir.problems.push(unparsable(at, &e.to_string()));
+        ir.problems.push(match failure {
+            bodies::Failure::Syntax(e) => {
+                unparsable(spans::to_span(&file, e.span()), &e.to_string())
+            }
+            bodies::Failure::TooLarge(t) => {
+                too_large_problem(spans::to_span(&file, t.at), t.message())
+            }
+        });
         return ir;
     }
     ir
+}
+
+/// The file's tokens with its large function bodies taken out (see `bodies`), within the
+/// limits of `size`: when the tree of what is left would take more than half of the trees'
+/// bound, every body is taken out; when it is still larger than the bound, the file is too
+/// large. A statement of a body taken out may hold what the file's tree leaves of the bound.
+fn hollowed(
+    tokens: proc_macro2::TokenStream,
+    limits: &Limits,
+    text: &str,
+) -> Result<(proc_macro2::TokenStream, bodies::Bodies), size::TooLarge> {
+    let bound = limits.tree_tokens;
+    let hollow = |min| bodies::hollow(tokens.clone(), min, limits, text);
+    let (mut out, mut bodies) = hollow(limits.large_body);
+    let mut items = size::tree_count(&out, bound);
+    if items > bound / 2 {
+        // every body taken out gives the same intermediate form
+        (out, bodies) = hollow(0);
+        items = size::tree_count(&out, bound);
+    }
+    if items <= bound {
+        return Ok((out, bodies.with_statement_limit(bound - items)));
+    }
+    let (at, _) = size::largest_part(&out, true).expect("a file of tokens has a part");
+    Err(size::TooLarge {
+        at,
+        tokens: size::tree_count(&out, usize::MAX),
+        limit: bound,
+        what: size::Part::Items,
+    })
+}
+
+/// The problem of a file too large to analyse, at `at`.
+fn too_large_problem(at: Span, message: String) -> ParseProblem {
+    ParseProblem {
+        message,
+        span: Span::new(at.start, at.end.max(at.start)),
+        help: "this may be valid Rust, but its syntax tree would take hundreds of megabytes; split it or exclude the file (the rest of the tree is analysed either way)".to_string(),
+    }
 }
 
 /// The text as `syn::parse_file` parses it: without a byte order mark, and with a shebang line
@@ -152,20 +218,39 @@ fn too_deep(text: &str, tokens: proc_macro2::TokenStream) -> Option<ParseProblem
     ))
 }
 
-/// Refuse nesting past [`MAX_NESTING`] brackets or [`MAX_DEPTH`] levels in a large text
-/// before it is tokenised (a tree per bracket: a megabyte of `{` would take a hundred; a long
-/// chain's tokens take as much): the check [`too_deep`] makes on its tokens, read from the
-/// lexer.
-fn too_deep_text(text: &str) -> Option<ParseProblem> {
+/// Refuse, before the text is tokenised, a text of more tokens than the file limit, and (when
+/// `large`) nesting past [`MAX_NESTING`] brackets or [`MAX_DEPTH`] levels (a tree per bracket:
+/// a megabyte of `{` would take a hundred; a long chain's tokens take as much): the check
+/// [`too_deep`] makes on its tokens, read from the lexer.
+fn refused_text(text: &str, large: bool, limits: &Limits) -> Option<ParseProblem> {
+    // every token takes a byte at least
+    if !large && text.len() <= limits.file_tokens {
+        return None;
+    }
     let stripped = without_shebang(text);
     let base = text.len() - stripped.len();
-    let (at, brackets) = depth::excess_in_text(stripped)?;
-    let excess = if brackets {
-        Nesting::Brackets
-    } else {
-        Nesting::Depth
-    };
-    Some(nesting_problem(text, base + at, excess))
+    let (excess, tokens) = depth::lex_check(stripped);
+    if let Some((at, brackets)) = excess.filter(|_| large) {
+        let excess = if brackets {
+            Nesting::Brackets
+        } else {
+            Nesting::Depth
+        };
+        return Some(nesting_problem(text, base + at, excess));
+    }
+    (tokens > limits.file_tokens).then(|| {
+        let message = size::message(size::Part::File, tokens, limits.file_tokens);
+        too_large_problem(first_char(text, base), message)
+    })
+}
+
+/// The span of the character at byte `start` of `text` (empty at its end).
+fn first_char(text: &str, start: usize) -> Span {
+    let end = text[start..]
+        .chars()
+        .next()
+        .map_or(start, |c| start + c.len_utf8());
+    Span::new(start, end)
 }
 
 /// What nests too deep.
@@ -180,13 +265,9 @@ fn nesting_problem(text: &str, start: usize, excess: Nesting) -> ParseProblem {
         Nesting::Brackets => format!("nesting too deep to analyse: more than {MAX_NESTING} levels of brackets; the file was not analysed"),
         Nesting::Depth => format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
     };
-    let end = text[start..]
-        .chars()
-        .next()
-        .map_or(start, |c| start + c.len_utf8());
     ParseProblem {
         message,
-        span: Span::new(start, end),
+        span: first_char(text, start),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),
     }
 }

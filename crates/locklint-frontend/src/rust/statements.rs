@@ -1,6 +1,7 @@
 //! A block's statements parsed one at a time, as `syn::Block::parse_within` parses them all:
 //! the same statements, the same errors, with one statement's tree alive at a time.
 
+use proc_macro2::{TokenStream, TokenTree};
 use std::collections::VecDeque;
 use syn::parse::ParseStream;
 
@@ -46,6 +47,31 @@ impl Statements {
             }
         }
     }
+}
+
+/// The tokens of a block's contents in runs of whole statements, each run ending at a `;` of
+/// the block (which always ends a statement or an item) once it holds at least `min` tokens
+/// (counting those inside brackets), so that each run is parsed on its own.
+pub(super) fn chunks(block: TokenStream, min: usize) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    let mut run: Vec<TokenTree> = Vec::new();
+    let mut tokens = 0usize;
+    for tt in block {
+        tokens += match &tt {
+            TokenTree::Group(g) => 1 + super::size::count(&g.stream(), min),
+            _ => 1,
+        };
+        let ends = matches!(&tt, TokenTree::Punct(p) if p.as_char() == ';');
+        run.push(tt);
+        if ends && tokens >= min {
+            out.push(run.drain(..).collect());
+            tokens = 0;
+        }
+    }
+    if !run.is_empty() || out.is_empty() {
+        out.push(run.into_iter().collect());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -94,6 +120,34 @@ mod tests {
         ] {
             assert_eq!(one_by_one(body), all_at_once(body), "{body}");
         }
+    }
+
+    /// The statements of a block's text, parsed in runs of at least `min` tokens.
+    fn in_runs(body: &str, min: usize) -> Result<Vec<String>, String> {
+        let mut all = Vec::new();
+        for chunk in chunks(body.parse().unwrap(), min) {
+            let parse = |input: ParseStream| {
+                let mut statements = Statements::default();
+                while let Some(stmt) = statements.next(input)? {
+                    all.push(quote::ToTokens::to_token_stream(&stmt).to_string());
+                }
+                Ok(())
+            };
+            parse.parse2(chunk).map_err(|e| e.to_string())?;
+        }
+        Ok(all)
+    }
+
+    #[test]
+    fn statements_in_runs_are_the_block_s_statements() {
+        let body = "let a = [0u8; 3]; if a { b } else { c } d(); m!(x); n! { y } \
+                    struct S; fn f() -> [u8; 2] { [1; 2] } let v = loop { break 1; }; ;; v + 1";
+        for min in [0, 1, 5, 1000] {
+            assert_eq!(in_runs(body, min), all_at_once(body), "{min}");
+        }
+        assert_eq!(chunks(body.parse().unwrap(), 0).len(), 8);
+        assert_eq!(chunks(body.parse().unwrap(), 1000).len(), 1);
+        assert_eq!(chunks(TokenStream::new(), 1).len(), 1);
     }
 
     #[test]

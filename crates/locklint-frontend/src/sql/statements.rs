@@ -70,8 +70,10 @@ const UNCHECKED: &[&str] = &[
 ];
 
 /// A statement of more tokens than this is not parsed: it becomes a parse problem, and the
-/// statements around it are analysed as usual.
-pub const MAX_STATEMENT_TOKENS: usize = 100_000;
+/// statements around it are analysed as usual. The parser's tree takes up to about 1 KB per
+/// token (a column of thousands of `NULL` options: 744 bytes each, in a vector that doubles),
+/// so this keeps one statement's tree near 50 MB.
+pub const MAX_STATEMENT_TOKENS: usize = 50_000;
 
 /// Function bodies nested deeper than this (a body defining a function whose body defines
 /// one ..) are not split again: each level would lex its whole text once more.

@@ -94,6 +94,10 @@ struct Binding {
 /// Expressions in an initialiser past which a binding keeps no copy of it.
 const MAX_KEPT_EXPRESSIONS: usize = 4096;
 
+/// A body walked one statement at a time is parsed in runs of statements of about this many
+/// tokens: the parser's copy of the tokens it reads is that of one run, not of the body.
+const STATEMENT_CHUNK: usize = 4096;
+
 /// The initialiser a binding keeps: none for arithmetic on numbers and locals (`v + 1`,
 /// `n * 2 > limit`), which holds no option word, script or query, so that a function of many
 /// such bindings does not keep a syntax tree per binding; none either for an initialiser of
@@ -464,31 +468,52 @@ impl<'a> FnWalker<'a> {
         tail: &ResultUse,
     ) -> syn::Result<Option<syn::Stmt>> {
         let hollowed = self.cx.bodies.hollow_blocks(block);
-        let mut last = None;
-        let walk = |input: syn::parse::ParseStream| -> syn::Result<()> {
-            let content;
-            let brace = syn::braced!(content in input);
-            let marks = self.block_start();
-            let mut statements = super::statements::Statements::default();
-            let mut pending = statements.next(&content)?;
-            while let Some(stmt) = pending.take() {
-                let next = statements.next(&content)?;
-                let is_last = next.is_none();
-                self.walk_stmt(&stmt, is_last, tail);
-                self.laid_out.stmt(&stmt);
-                if is_last {
-                    last = Some(stmt);
-                }
-                pending = next;
+        if self.cx.bodies.too_large(&hollowed) {
+            // the file is not analysed: nothing of this block is needed
+            return Ok(None);
+        }
+        let marks = self.block_start();
+        // each statement is walked once the next is parsed: the last is walked as the tail
+        let mut pending: Option<syn::Stmt> = None;
+        for chunk in super::statements::chunks(hollowed.stream(), STATEMENT_CHUNK) {
+            if self.cx.bodies.has_failed() {
+                return Ok(None);
             }
-            self.laid_out.tail(last.as_ref());
-            let close = self.span_of(&brace.span.close());
-            self.block_end(marks, last.as_ref(), close);
-            Ok(())
-        };
-        let tokens = proc_macro2::TokenStream::from(proc_macro2::TokenTree::Group(hollowed));
-        syn::parse::Parser::parse2(walk, tokens)?;
-        Ok(last)
+            let mut statements = super::statements::Statements::default();
+            let walk = |input: syn::parse::ParseStream| -> syn::Result<()> {
+                while let Some(stmt) = statements.next(input)? {
+                    if let Some(before) = pending.replace(stmt) {
+                        if self.too_many_events(&before) {
+                            // the file is not analysed: the rest need not be walked
+                            return input.parse::<proc_macro2::TokenStream>().map(drop);
+                        }
+                        self.walk_stmt(&before, false, tail);
+                        self.laid_out.stmt(&before);
+                    }
+                }
+                Ok(())
+            };
+            syn::parse::Parser::parse2(walk, chunk)?;
+        }
+        if let Some(stmt) = &pending {
+            if self.too_many_events(stmt) {
+                return Ok(None);
+            }
+            self.walk_stmt(stmt, true, tail);
+            self.laid_out.stmt(stmt);
+        }
+        self.laid_out.tail(pending.as_ref());
+        let close = spans::to_span(self.cx.file, hollowed.span_close());
+        self.block_end(marks, pending.as_ref(), close);
+        Ok(pending)
+    }
+
+    /// Whether the file passes its limit of events before `next` is walked (see
+    /// `Bodies::too_many_events`).
+    fn too_many_events(&self, next: &syn::Stmt) -> bool {
+        self.cx
+            .bodies
+            .too_many_events(self.events.len(), next.span())
     }
 
     /// Walk a block taken out of its statement, from its tokens; a syntax error in it is the
