@@ -35,11 +35,6 @@ const ITEM_START: &[&str] = &[
     "default",
 ];
 
-/// Keywords after which `!` is a negation, not a macro's: `if !(a) { .. }`.
-const NOT_MACRO: &[&str] = &[
-    "if", "while", "return", "match", "in", "else", "break", "let",
-];
-
 /// `body` (a function's brace group) without the outer attributes of its statements and
 /// expressions; `None` when it has none. `text` is the text `body` was lexed from: a body whose
 /// text can hold no attribute (no `#`, no doc comment, which the lexer makes one) is not
@@ -126,14 +121,7 @@ fn starts_item(tt: &TokenTree) -> bool {
 /// Whether the group at `i` holds a macro's arguments (`name!(..)`, `path::name! {..}`,
 /// `macro_rules! name {..}`).
 fn macro_arguments(tokens: &[TokenTree], i: usize) -> bool {
-    let before = |back: usize| i.checked_sub(back).and_then(|j| tokens.get(j));
-    let bang =
-        |tt: Option<&TokenTree>| matches!(tt, Some(TokenTree::Punct(p)) if p.as_char() == '!');
-    match (before(3), before(2), before(1)) {
-        (_, Some(TokenTree::Ident(name)), b) if bang(b) => !NOT_MACRO.iter().any(|k| name == k),
-        (Some(TokenTree::Ident(m)), b, Some(TokenTree::Ident(_))) if bang(b) => m == "macro_rules",
-        _ => false,
-    }
+    super::macros::is_body_after(&tokens[..i.min(tokens.len())])
 }
 
 #[cfg(test)]

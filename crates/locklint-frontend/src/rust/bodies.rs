@@ -472,18 +472,12 @@ fn is_fat_arrow(out: &[TokenTree]) -> bool {
     )
 }
 
-/// Whether a group following these tokens is a macro invocation's (`m!(..)`, `m! {..}`) or an
-/// attribute's (`#[..]`, `#![..]`): tokens kept as they are written.
+/// Whether a group following these tokens is a macro invocation's (`m!(..)`, `m! {..}`, see
+/// `macros`) or an attribute's (`#[..]`, `#![..]`): tokens kept as they are written. The block
+/// of `if !ready { .. }` is no macro's.
 fn is_macro_or_attribute(out: &[TokenTree]) -> bool {
-    match out.last() {
-        Some(TokenTree::Punct(p)) => matches!(p.as_char(), '!' | '#'),
-        // `m! ident { .. }` (macro_rules!-style) is kept too
-        Some(TokenTree::Ident(_)) => matches!(
-            out.get(out.len().wrapping_sub(2)),
-            Some(TokenTree::Punct(p)) if p.as_char() == '!'
-        ),
-        _ => false,
-    }
+    let punct = |back: usize, c: char| matches!(out.get(out.len().wrapping_sub(back)), Some(TokenTree::Punct(p)) if p.as_char() == c);
+    punct(1, '#') || (punct(1, '!') && punct(2, '#')) || super::macros::is_body_after(out)
 }
 
 /// Whether a group's text is larger than `min` bytes.
@@ -569,6 +563,13 @@ mod tests {
             !out.contains("()  }") && out.contains("match q { A => { }"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn blocks_of_negated_conditions_are_taken_and_macro_bodies_stay() {
+        let (out, taken) = blocks_taken("if !ready { a() } while !done { b() } m! { c() }");
+        assert_eq!(taken, ["a ()", "b ()"], "{out}");
+        assert!(out.contains("m ! { c () }"), "{out}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod keys;
 mod laid_out;
 mod literal;
 mod literal_times;
+mod macros;
 pub mod names;
 mod size;
 mod spans;

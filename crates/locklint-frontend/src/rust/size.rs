@@ -86,8 +86,8 @@ fn counted(stream: &TokenStream, limit: usize, skip_macro_bodies: bool) -> usize
     n
 }
 
-/// Finds the bodies of macro invocations in a token list: the group after `name!` (and after
-/// `macro_rules! name`), where `name` is not a keyword (`if !(a)` is no invocation).
+/// Finds the bodies of macro invocations in a token list as it is read, token by token: what
+/// `macros::is_body_after` finds in a list at hand.
 #[derive(Default)]
 struct MacroBodies {
     /// The tokens so far end with `name!` (or `macro_rules! name`).
@@ -103,46 +103,13 @@ impl MacroBodies {
         let (bang, named) = match tt {
             TokenTree::Punct(p) => (self.named && p.as_char() == '!', false),
             // `macro_rules! name {`
-            TokenTree::Ident(i) => (self.bang, !is_keyword(&i.to_string())),
+            TokenTree::Ident(i) => (self.bang, super::macros::can_name_a_macro(&i.to_string())),
             _ => (false, false),
         };
         self.bang = bang && !body;
         self.named = named;
         body
     }
-}
-
-/// A word that is a keyword in expression or item position (`if !x`, `return !x`).
-fn is_keyword(word: &str) -> bool {
-    matches!(
-        word,
-        "as" | "async"
-            | "await"
-            | "box"
-            | "break"
-            | "const"
-            | "continue"
-            | "dyn"
-            | "else"
-            | "for"
-            | "if"
-            | "impl"
-            | "in"
-            | "let"
-            | "loop"
-            | "match"
-            | "move"
-            | "mut"
-            | "raw"
-            | "ref"
-            | "return"
-            | "static"
-            | "try"
-            | "unsafe"
-            | "where"
-            | "while"
-            | "yield"
-    )
 }
 
 /// The parts of a token list that the parser builds one tree of, counted as [`tree_count`]
