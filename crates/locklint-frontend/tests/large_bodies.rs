@@ -4,7 +4,7 @@
 //! is analysed both ways, and a generated file with a body far past the size where streaming
 //! starts is analysed with both thresholds.
 
-use locklint_frontend::rust::{analyze_with_large_bodies, analyze_with_limits, Limits};
+use locklint_frontend::rust::{analyze_with_limits, Limits};
 use locklint_ir::source::SourceFile;
 use std::path::{Path, PathBuf};
 
@@ -29,16 +29,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The file's intermediate form as JSON, with bodies larger than `large_body` streamed; on a
 /// thread with the stack the engine gives the front-ends.
 fn ir_json(path: &Path, text: &str, large_body: usize) -> String {
-    let file = SourceFile::new(path.to_path_buf(), text.to_string());
-    std::thread::Builder::new()
-        .stack_size(512 << 20)
-        .spawn(move || {
-            let ir = analyze_with_large_bodies(0, file, large_body);
-            serde_json::to_string(&ir).expect("the intermediate form serialises")
-        })
-        .expect("a thread")
-        .join()
-        .expect("the front-end does not panic")
+    let limits = Limits {
+        large_body,
+        ..Limits::default()
+    };
+    ir_json_within(path, text, limits)
 }
 
 #[test]

@@ -54,22 +54,11 @@ pub fn analyze(index: usize, file: FileRef) -> FileIr {
     analyze_with_limits(index, file, Limits::default())
 }
 
-/// [`analyze`], with function bodies of more than `large_body` bytes parsed one statement at a
-/// time as they are walked (see `bodies`), and files of more than `large_body` bytes checked
-/// for depth and with their doc comments folded (see `docs`) on the text before it is
-/// tokenised: the result is the same whatever the size; tests compare them.
-pub fn analyze_with_large_bodies(index: usize, file: FileRef, large_body: usize) -> FileIr {
-    analyze_with_limits(
-        index,
-        file,
-        Limits {
-            large_body,
-            ..Limits::default()
-        },
-    )
-}
-
-/// [`analyze`] within `limits` (see `size`): files past them are parse problems.
+/// [`analyze`] within `limits` (see `size`): files past them are parse problems. Function
+/// bodies of more than `limits.large_body` bytes are parsed one statement at a time as they are
+/// walked (see `bodies`), and files of more than that are checked for depth and have their doc
+/// comments folded (see `docs`) on the text before it is tokenised: the result is the same
+/// whatever the size; tests compare them.
 pub fn analyze_with_limits(index: usize, file: FileRef, limits: Limits) -> FileIr {
     let ir = parse_and_walk(index, file, limits);
     // spans refer to this thread's copy of the text until it is dropped
