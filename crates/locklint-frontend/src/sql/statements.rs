@@ -1824,6 +1824,8 @@ impl Exprs<'_, '_> {
             }
             ControlFlow::<()>::Continue(())
         });
+        // kept with the statement for the whole run: without the room the vector grew into
+        comparisons.shrink_to_fit();
         (columns, comparisons)
     }
 
