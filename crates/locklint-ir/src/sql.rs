@@ -360,6 +360,15 @@ impl Placeholders {
 }
 
 impl Statement {
+    /// Without the room its lists grew into: statements are kept for the whole run.
+    pub fn compact(&mut self) {
+        self.names.shrink_to_fit();
+        self.assignments.shrink_to_fit();
+        self.values.shrink_to_fit();
+        self.advisory.shrink_to_fit();
+        self.selected.shrink_to_fit();
+    }
+
     pub fn is_write(&self) -> bool {
         matches!(
             self.kind,

@@ -177,6 +177,12 @@ impl Context<'_> {
         });
     }
 
+    /// Keep a statement's facts (compacted: they are kept for the whole run).
+    fn keep(&mut self, mut st: Statement) {
+        st.compact();
+        self.statements.push(st);
+    }
+
     /// Report a statement that is not analysed, at its first token.
     fn refuse(&mut self, first: &Token, in_body: bool, message: String) {
         if self.report && !in_body {
@@ -263,7 +269,7 @@ impl Context<'_> {
                 let mut st = self.blank(toks, in_body);
                 st.kind = StatementKind::Raise;
                 st.advisory = advisory;
-                self.statements.push(st);
+                self.keep(st);
             } else {
                 self.push_other(toks, advisory, in_body);
             }
@@ -278,7 +284,7 @@ impl Context<'_> {
                     tables,
                     ..RowLock::default()
                 });
-                self.statements.push(st);
+                self.keep(st);
                 return;
             }
         }
@@ -287,7 +293,7 @@ impl Context<'_> {
             st.kind = StatementKind::Perform;
             st.advisory = advisory;
             st.call = call;
-            self.statements.push(st);
+            self.keep(st);
             return;
         }
         let dml = matches!(
@@ -307,7 +313,7 @@ impl Context<'_> {
                 st.advisory = advisory;
                 st.call = call;
                 if self.facts(&mut st, &ast, toks, start) {
-                    self.statements.push(st);
+                    self.keep(st);
                     if w0 == "with" {
                         self.cte_writes(toks, in_body, &ast);
                     }
@@ -425,7 +431,7 @@ impl Context<'_> {
         let scoped = ast::Statement::Query(Box::new(scoped));
         let mut st = self.blank(body, in_body);
         if self.facts(&mut st, &scoped, body, first.start) {
-            self.statements.push(st);
+            self.keep(st);
         }
     }
 
@@ -526,7 +532,7 @@ impl Context<'_> {
         }
         let mut st = self.blank(toks, in_body);
         st.advisory = advisory;
-        self.statements.push(st);
+        self.keep(st);
     }
 
     fn blank(&self, toks: &[Token], in_body: bool) -> Statement {
