@@ -45,9 +45,9 @@ pub fn write(
         Format::Human => human::write(report, style, quiet, out),
         Format::Json => json::write(report, out),
         Format::JsonLines => json::write_lines(report, out),
-        Format::Sarif => out.write_all(sarif::render(report).as_bytes()),
+        Format::Sarif => sarif::write(report, out),
         Format::Github => out.write_all(github::render(report).as_bytes()),
-        Format::Gitlab => out.write_all(gitlab::render(report).as_bytes()),
+        Format::Gitlab => gitlab::write(report, out),
     }
 }
 

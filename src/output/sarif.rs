@@ -141,6 +141,12 @@ fn result(d: &Diagnostic, index: usize, root: &Path) -> Value {
 
 /// Render the report as a SARIF 2.1.0 log.
 pub fn render(report: &Report) -> String {
+    super::to_string(|out| write(report, out))
+}
+
+/// Write the report as a SARIF 2.1.0 log to `out`, one result at a time: the text of every
+/// result is never held at once.
+pub fn write(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let root = repository_root();
     let root = root.canonicalize().unwrap_or(root);
     let infos = rules::infos();
@@ -170,26 +176,25 @@ pub fn render(report: &Report) -> String {
     // them out: a tree of every result at once takes ten times the text
     const RESULTS: &str = "\n      \"results\": []";
     let Some(at) = log.find(RESULTS) else {
-        return log + "\n";
+        out.write_all(log.as_bytes())?;
+        return out.write_all(b"\n");
     };
-    let mut s = String::with_capacity(log.len() + 1024 * report.findings.len());
-    s.push_str(&log[..at + RESULTS.len() - 1]);
+    out.write_all(&log.as_bytes()[..at + RESULTS.len() - 1])?;
     for (i, d) in report.findings.iter().enumerate() {
-        s.push_str(if i == 0 { "\n" } else { ",\n" });
+        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
         let one =
             serde_json::to_string_pretty(&result(d, index_of(d.rule), &root)).unwrap_or_default();
         for (n, line) in one.lines().enumerate() {
             if n > 0 {
-                s.push('\n');
+                out.write_all(b"\n")?;
             }
-            s.push_str("        ");
-            s.push_str(line);
+            out.write_all(b"        ")?;
+            out.write_all(line.as_bytes())?;
         }
     }
     if !report.findings.is_empty() {
-        s.push_str("\n      ");
+        out.write_all(b"\n      ")?;
     }
-    s.push_str(&log[at + RESULTS.len() - 1..]);
-    s.push('\n');
-    s
+    out.write_all(&log.as_bytes()[at + RESULTS.len() - 1..])?;
+    out.write_all(b"\n")
 }

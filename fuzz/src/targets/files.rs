@@ -116,6 +116,7 @@ fn render_all(report: &engine::Report) {
         Format::Github,
         Format::Gitlab,
     ] {
-        let _ = output::render(report, format, style, false);
+        // written as the command line writes it: to a stream, not collected
+        let _ = output::write(report, format, style, false, &mut std::io::sink());
     }
 }
