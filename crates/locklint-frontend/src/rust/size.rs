@@ -13,6 +13,7 @@
 //! [`MAX_FILE_EVENTS`].
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use std::collections::VecDeque;
 
 /// The most tokens the syntax trees alive at once (the file's items, and one statement of a
 /// body parsed when walked) are built from: about 60 MB of trees at the densest. Real code
@@ -66,8 +67,8 @@ pub fn tree_count(stream: &TokenStream, limit: usize) -> usize {
 
 fn counted(stream: &TokenStream, limit: usize, skip_macro_bodies: bool) -> usize {
     let mut n = 0;
-    let mut stack = vec![(stream.clone().into_iter(), MacroBodies::default())];
-    while let Some((top, bodies)) = stack.last_mut() {
+    let mut stack = vec![(stream.clone().into_iter(), Recent::default())];
+    while let Some((top, recent)) = stack.last_mut() {
         let Some(tt) = top.next() else {
             stack.pop();
             continue;
@@ -76,39 +77,36 @@ fn counted(stream: &TokenStream, limit: usize, skip_macro_bodies: bool) -> usize
         if n > limit {
             break;
         }
-        let body = bodies.next_is_body(&tt);
-        if let TokenTree::Group(g) = tt {
-            if !(skip_macro_bodies && body) {
-                stack.push((g.stream().into_iter(), MacroBodies::default()));
-            }
+        let body = recent.is_macro_body(&tt);
+        let inner = match &tt {
+            TokenTree::Group(g) if !(skip_macro_bodies && body) => Some(g.stream()),
+            _ => None,
+        };
+        recent.push(tt);
+        if let Some(inner) = inner {
+            stack.push((inner.into_iter(), Recent::default()));
         }
     }
     n
 }
 
-/// Finds the bodies of macro invocations in a token list as it is read, token by token: what
-/// `macros::is_body_after` finds in a list at hand.
+/// The last tokens read at one level of a token list, enough for `macros::is_body_after` to
+/// tell whether the next group is a macro's body.
 #[derive(Default)]
-struct MacroBodies {
-    /// The tokens so far end with `name!` (or `macro_rules! name`).
-    bang: bool,
-    /// The previous token is a name that can be a macro's.
-    named: bool,
-}
+struct Recent(VecDeque<TokenTree>);
 
-impl MacroBodies {
-    /// Whether `tt`, the next token, is a macro's body.
-    fn next_is_body(&mut self, tt: &TokenTree) -> bool {
-        let body = self.bang && matches!(tt, TokenTree::Group(_));
-        let (bang, named) = match tt {
-            TokenTree::Punct(p) => (self.named && p.as_char() == '!', false),
-            // `macro_rules! name {`
-            TokenTree::Ident(i) => (self.bang, super::macros::can_name_a_macro(&i.to_string())),
-            _ => (false, false),
-        };
-        self.bang = bang && !body;
-        self.named = named;
-        body
+impl Recent {
+    /// Whether `tt`, the token read next, is a macro's body.
+    fn is_macro_body(&mut self, tt: &TokenTree) -> bool {
+        matches!(tt, TokenTree::Group(_)) && super::macros::is_body_after(self.0.make_contiguous())
+    }
+
+    /// Remember `tt` as the last token read.
+    fn push(&mut self, tt: TokenTree) {
+        if self.0.len() == 3 {
+            self.0.pop_front();
+        }
+        self.0.push_back(tt);
     }
 }
 
@@ -122,7 +120,7 @@ pub fn largest_part(stream: &TokenStream, items: bool) -> Option<(Span, usize)> 
     let mut best: Option<(Span, usize)> = None;
     let mut current: Option<(Span, usize)> = None;
     let mut after_brace = false;
-    let mut bodies = MacroBodies::default();
+    let mut recent = Recent::default();
     let close = |part: &mut Option<(Span, usize)>, best: &mut Option<(Span, usize)>| {
         if let Some(done) = part.take() {
             if best.is_none_or(|b| done.1 > b.1) {
@@ -134,7 +132,7 @@ pub fn largest_part(stream: &TokenStream, items: bool) -> Option<(Span, usize)> 
         if after_brace && (items || starts_statement(&tt)) {
             close(&mut current, &mut best);
         }
-        let body = bodies.next_is_body(&tt);
+        let body = recent.is_macro_body(&tt);
         let (ends, inner) = match &tt {
             TokenTree::Punct(p) => (p.as_char() == ';', 0),
             TokenTree::Group(_) if body => (false, 0),
@@ -144,6 +142,7 @@ pub fn largest_part(stream: &TokenStream, items: bool) -> Option<(Span, usize)> 
         after_brace = matches!(&tt, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace);
         let part = current.get_or_insert((tt.span(), 0));
         part.1 = part.1.saturating_add(1 + inner);
+        recent.push(tt);
         if ends {
             close(&mut current, &mut best);
         }
