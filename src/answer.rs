@@ -17,7 +17,8 @@
 //!   prefilter does not let them through and they spell no name the rounds asked for in the
 //!   file's package), and other bytes of a file the run parsed when they read the same to the
 //!   analysis (the same `parsing::Role`: parsed in the same round, the same intermediate form)
-//!   and no stored finding points into the file; other bytes discard it;
+//!   and no stored finding points into the file but its own `parse-error` findings (made
+//!   again from the new text, saying the same); other bytes discard it;
 //! - the content of every configuration file that can govern a project file or name its
 //!   package (`locklint.toml`, `.locklint.toml`, `Cargo.toml` in each directory holding a
 //!   project file and in every directory above it) and of every file a configuration extends.
@@ -127,6 +128,48 @@ struct StoredDiagnostic {
     help: String,
     related: Vec<(Loc, String)>,
     fix: Option<StoredFix>,
+}
+
+impl StoredDiagnostic {
+    /// Whether two findings say the same, wherever they are.
+    fn says_as(&self, other: &StoredDiagnostic) -> bool {
+        (self.rule == other.rule)
+            && (self.error, &self.label, &self.message, &self.help)
+                == (other.error, &other.label, &other.message, &other.help)
+    }
+
+    /// A finding as stored, its locations placed by `loc`; `None` when one cannot be.
+    fn of(d: &Diagnostic, loc: &mut impl FnMut(&Location) -> Option<Loc>) -> Option<Self> {
+        let primary = loc(&d.primary)?;
+        let mut related = Vec::with_capacity(d.related.len());
+        for r in &d.related {
+            related.push((loc(&r.location)?, r.label.clone()));
+        }
+        let fix = match &d.fix {
+            None => None,
+            Some(f) => {
+                let mut edits = Vec::with_capacity(f.edits.len());
+                for e in &f.edits {
+                    edits.push((loc(&e.location)?, e.replacement.clone()));
+                }
+                Some(StoredFix {
+                    message: f.message.clone(),
+                    applicability: applicability_name(f.applicability).to_string(),
+                    edits,
+                })
+            }
+        };
+        Some(StoredDiagnostic {
+            rule: d.rule.to_string(),
+            error: d.severity == Severity::Error,
+            primary,
+            label: d.label.clone(),
+            message: d.message.clone(),
+            help: d.help.clone(),
+            related,
+            fix,
+        })
+    }
 }
 
 /// What decided which files the run parsed ([`crate::parsing::Closure`]), stored: per project
@@ -289,6 +332,9 @@ enum Check {
     Same,
     /// Read again: the same bytes (its new state), or other bytes.
     Reread(FileState),
+    /// Other bytes that read the same but for where the file's parse problems are: its new
+    /// state and `parse-error` findings ([`Same`]).
+    Moved(FileState, Vec<StoredDiagnostic>),
     Changed,
 }
 
@@ -355,30 +401,47 @@ impl Answers {
                     Check::Changed => closure
                         .as_ref()
                         .and_then(|c| {
-                            left_out_again(c, i, path).or_else(|| {
+                            left_out_again(c, i, path).map(Check::Reread).or_else(|| {
                                 let alike = Alike {
+                                    findings: &stored.findings,
                                     shown: &shown,
                                     cache: &self.cache,
                                     parse_all: self.parse_all,
                                 };
-                                alike.state(c, i, path)
+                                let same = alike.state(c, i, path)?;
+                                Some(match same.problems {
+                                    None => Check::Reread(same.state),
+                                    Some(problems) => Check::Moved(same.state, problems),
+                                })
                             })
                         })
-                        .map_or(Check::Changed, Check::Reread),
+                        .unwrap_or(Check::Changed),
                     c => c,
                 }
             })
             .collect();
         let mut reread = false;
-        for (c, (_, state)) in checks.into_iter().zip(stored.files.iter_mut()) {
+        let (mut moved, mut remade) = (Vec::new(), Vec::new());
+        for (i, (c, (_, state))) in checks.into_iter().zip(stored.files.iter_mut()).enumerate() {
             match c {
                 Check::Same => {}
                 Check::Reread(new) => {
                     reread = true;
                     *state = new;
                 }
+                Check::Moved(new, problems) => {
+                    reread = true;
+                    *state = new;
+                    moved.push(i);
+                    remade.extend(problems);
+                }
                 Check::Changed => return Found::Stale,
             }
+        }
+        // the stored findings of a moved file were its own parse problems, now made again
+        if !moved.is_empty() {
+            stored.findings.retain(|d| !moved.contains(&d.primary.file));
+            stored.findings.extend(remade);
         }
         let Some(findings) = findings_of(&stored, files) else {
             return Found::Stale;
@@ -429,39 +492,10 @@ impl Answers {
         };
         let mut stored_findings = Vec::with_capacity(findings.len());
         for d in findings {
-            let Some(primary) = loc(&d.primary) else {
+            let Some(stored) = StoredDiagnostic::of(d, &mut loc) else {
                 return;
             };
-            let mut related = Vec::with_capacity(d.related.len());
-            for r in &d.related {
-                let Some(l) = loc(&r.location) else { return };
-                related.push((l, r.label.clone()));
-            }
-            let fix = match &d.fix {
-                None => None,
-                Some(f) => {
-                    let mut edits = Vec::with_capacity(f.edits.len());
-                    for e in &f.edits {
-                        let Some(l) = loc(&e.location) else { return };
-                        edits.push((l, e.replacement.clone()));
-                    }
-                    Some(StoredFix {
-                        message: f.message.clone(),
-                        applicability: applicability_name(f.applicability).to_string(),
-                        edits,
-                    })
-                }
-            };
-            stored_findings.push(StoredDiagnostic {
-                rule: d.rule.to_string(),
-                error: d.severity == Severity::Error,
-                primary,
-                label: d.label.clone(),
-                message: d.message.clone(),
-                help: d.help.clone(),
-                related,
-                fix,
-            });
+            stored_findings.push(stored);
         }
         // the text a finding shows must be the text whose hash is recorded
         for (&i, file) in &texts {
@@ -561,25 +595,38 @@ fn shown_files(findings: &[StoredDiagnostic]) -> HashSet<usize> {
 
 /// What tells whether a parsed file's new text changes nothing ([`Alike::state`]).
 struct Alike<'a> {
-    /// The files the stored findings point into.
+    /// The stored findings, and the files they point into.
+    findings: &'a [StoredDiagnostic],
     shown: &'a HashSet<usize>,
     cache: &'a Cache,
     parse_all: bool,
 }
 
+/// A parsed file whose new text changes nothing but where its parse problems are.
+struct Same {
+    state: FileState,
+    /// The file's `parse-error` findings in the new text, replacing the stored ones; `None`
+    /// when no stored finding points into the file.
+    problems: Option<Vec<StoredDiagnostic>>,
+}
+
 impl Alike<'_> {
     /// The state of project file `i`, changed since the answer, when the run that stored it
-    /// parsed the file, no stored finding points into the file (its findings' lines, snippets
-    /// and fixes are read from the text), and the new text has the same [`Role`] (parsed in
-    /// the same round) and its form the same `parsing::shape` as the form the run read (from
-    /// its entry in the cache): every project fact and trace is the same. The new text is
-    /// analysed through the cache, so the next run that analyses the project finds it. `None`
-    /// otherwise.
-    fn state(&self, closure: &Closure, i: usize, path: &Path) -> Option<FileState> {
+    /// parsed the file and the new text has the same [`Role`] (parsed in the same round) and
+    /// its form the same `parsing::shape` as the form the run read (from its entry in the
+    /// cache): every project fact and trace is the same. The findings' lines, snippets and
+    /// fixes are read from the text, so a file that stored findings point into keeps the answer
+    /// only when they are all its own `parse-error` findings (a file refused as too large, say:
+    /// its form holds nothing but the problem): they are made again from the new form, and
+    /// must say the same. The new text is analysed through the cache, so the next run that
+    /// analyses the project finds it. `None` otherwise.
+    fn state(&self, closure: &Closure, i: usize, path: &Path) -> Option<Same> {
         let read = closure.roles.get(i)?.as_ref()?;
-        if self.shown.contains(&i) {
-            return None;
-        }
+        let stored = if self.shown.contains(&i) {
+            Some(self.own_problems(i)?)
+        } else {
+            None
+        };
         let (loaded, state) =
             crate::engine::load(path.to_path_buf(), None, self.parse_all, true, true);
         let file = match loaded {
@@ -597,7 +644,61 @@ impl Alike<'_> {
         let ir = crate::engine::on_large_stack(|| {
             crate::engine::analyze_cached(self.cache, 0, file.clone()).0
         })?;
-        (crate::parsing::shape(&ir) == Some(before)).then_some(state)
+        if crate::parsing::shape(&ir) != Some(before) {
+            return None;
+        }
+        let problems = match stored {
+            None => None,
+            Some(stored) => {
+                let mut new: Vec<StoredDiagnostic> = ir
+                    .problems
+                    .iter()
+                    .map(|p| {
+                        let d = crate::rules::problems::finding(&file, p);
+                        StoredDiagnostic::of(&d, &mut |l| {
+                            Some(Loc {
+                                file: i,
+                                span: l.span,
+                            })
+                        })
+                    })
+                    .collect::<Option<_>>()?;
+                new.sort_by_key(|d| (d.primary.span.start, d.primary.span.end));
+                let same =
+                    new.len() == stored.len() && new.iter().zip(&stored).all(|(n, s)| n.says_as(s));
+                if !same {
+                    return None;
+                }
+                Some(new)
+            }
+        };
+        Some(Same { state, problems })
+    }
+
+    /// The stored findings that point into file `i`, when each is a `parse-error` finding of
+    /// the file itself (no related location, no fix), in their stored order.
+    fn own_problems(&self, i: usize) -> Option<Vec<&StoredDiagnostic>> {
+        let mut own = Vec::new();
+        for d in self.findings {
+            let touches = d.primary.file == i
+                || d.related.iter().any(|(l, _)| l.file == i)
+                || d.fix
+                    .iter()
+                    .flat_map(|f| &f.edits)
+                    .any(|(l, _)| l.file == i);
+            if !touches {
+                continue;
+            }
+            if d.rule != crate::rules::PARSE_ERROR.name
+                || d.primary.file != i
+                || !d.related.is_empty()
+                || d.fix.is_some()
+            {
+                return None;
+            }
+            own.push(d);
+        }
+        Some(own)
     }
 }
 

@@ -686,3 +686,59 @@ fn an_edit_of_a_helper_a_const_or_the_schema_is_analysed_again() {
         }
     }
 }
+
+/// A file of lock code that does not parse: its one finding is its `parse-error`.
+const BROKEN: &str = "pub fn release(con: &mut redis::Connection) {\n    let _: () = redis::cmd(\"DEL\").arg(\"lock:broken\").query(con).unwrap() let\n}\n";
+
+#[test]
+fn an_edit_that_only_moves_a_file_s_parse_error_keeps_the_answer() {
+    let (_tmp, root) = layered();
+    let broken = root.join("src/broken.rs");
+    edit(&broken, BROKEN);
+    let cache = tempfile::tempdir().unwrap();
+    let cold = cached_check(&root, cache.path());
+    let line_of_error = |o: &Output| -> Vec<u64> {
+        let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap();
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["rule"] == "parse-error")
+            .map(|d| d["line"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(line_of_error(&cold), [2], "{}", stdout(&cold));
+    assert!(stdout(&cold).contains("lock-result-ignored"));
+    // every entry spoiled but the broken file's (the form its edit is compared with): a run
+    // that analyses the project again says so
+    for p in files_under(cache.path()) {
+        let keep = is_answer(&p)
+            || p.file_name().is_some_and(|n| n == ".gitignore")
+            || String::from_utf8_lossy(&std::fs::read(&p).unwrap()).contains("expected `;`");
+        if !keep {
+            std::fs::write(&p, b"not an analysis").unwrap();
+        }
+    }
+    // two comment lines above the error: the error moves, nothing else does
+    edit(
+        &broken,
+        &format!("// Releases the lock.\n// Unfinished.\n{BROKEN}"),
+    );
+    let warm = cached_check(&root, cache.path());
+    assert!(!stderr(&warm).contains("rebuilt"), "{}", stderr(&warm));
+    assert_eq!(line_of_error(&warm), [4], "{}", stdout(&warm));
+    let uncached = || locklint(&root, &["check", "--format", "json", "--no-cache"]);
+    same_run(&warm, &uncached(), "the error moved");
+    // answered again from the stored answer, now with the file's new state
+    same_run(
+        &cached_check(&root, cache.path()),
+        &uncached(),
+        "answered again",
+    );
+    // another error: the file's finding says something else, analysed again
+    edit(&broken, &BROKEN.replace(" let\n", " )\n"));
+    let other = cached_check(&root, cache.path());
+    assert!(stderr(&other).contains(REBUILT_ENTRY), "{}", stderr(&other));
+    assert_eq!(stdout(&other), stdout(&uncached()), "another error");
+    assert_ne!(stdout(&other), stdout(&warm));
+}
