@@ -373,7 +373,13 @@ impl Settings {
         if rule == CLUSTER_RULE && self.redis_cluster == Some(false) {
             return false;
         }
-        if let (Some((set, tags)), Some(rel)) = (&self.per_path_set, self.relative(path)) {
+        let per_path = self
+            .per_path_set
+            .as_ref()
+            .filter(|(set, _)| !set.is_empty());
+        if let (Some((set, tags)), Some(rel)) =
+            (per_path, per_path.and_then(|_| self.relative(path)))
+        {
             for glob in set.matches(&rel) {
                 let entry = tags.get(glob).and_then(|&e| self.per_path_ignores.get(e));
                 if entry.is_some_and(|(_, rules)| rules.iter().any(|r| r == rule)) {

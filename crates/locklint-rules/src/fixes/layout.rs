@@ -90,8 +90,14 @@ pub(crate) fn has_comments(code: &str) -> bool {
         .any(|t| matches!(t.kind, K::LineComment { .. } | K::BlockComment { .. }))
 }
 
-/// One statement printed by prettyplease, its lines after the first indented by `indent`.
+/// One statement printed by prettyplease, its lines after the first indented by `indent`
+/// (remembered for statements of the same shape: `layout_memo`).
 pub(crate) fn layout_statement(stmt: &str, indent: &str) -> Option<String> {
+    super::layout_memo::laid_out(stmt, indent, |stmt| printed(stmt, indent))
+}
+
+/// [`layout_statement`], printed.
+fn printed(stmt: &str, indent: &str) -> Option<String> {
     let file = syn::parse_file(&format!("fn f() {{\n{stmt}\n}}")).ok()?;
     let printed = prettyplease::unparse(&file);
     let body: Vec<&str> = printed.lines().collect();

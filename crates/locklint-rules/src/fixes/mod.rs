@@ -10,6 +10,7 @@ use locklint_ir::ResultUse;
 use locklint_project::TraceOp;
 
 mod layout;
+mod layout_memo;
 mod redis_style;
 mod script_call;
 
