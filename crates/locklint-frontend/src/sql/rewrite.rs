@@ -1,6 +1,6 @@
 //! Forms the parser does not know, rewritten into ones it does before a second attempt:
-//! PostgreSQL's weaker row locks and PL/pgSQL's `RETURNING .. INTO`. Both blank words in
-//! place, so every offset of the statement stays. The words are read with the SQL lexer
+//! PostgreSQL's weaker row locks, PL/pgSQL's `RETURNING .. INTO` and MySQL's `DO expr`. Each
+//! blanks words in place, so every offset of the statement stays. The words are read with the SQL lexer
 //! (`lex`): a keyword inside a string literal, a quoted name or a comment is no word.
 
 use super::lex::{self, TokenKind};
@@ -92,9 +92,51 @@ pub(super) fn weaker_row_locks(sql: &str) -> Option<String> {
     blank(sql, &ranges)
 }
 
+/// The expressions of a MySQL `DO expr [, expr]..` statement (`DO RELEASE_LOCK(?)`: an
+/// expression evaluated for its effect, as `SELECT` would but without a result), which the
+/// parser does not know: the text with the `DO` blanked, to be read as a list of expressions.
+/// `None` for any other statement, PostgreSQL's `DO` blocks (`DO $$ .. $$`, `DO LANGUAGE ..`)
+/// included.
+pub(super) fn mysql_do(sql: &str) -> Option<String> {
+    let tokens = lex::tokens(sql);
+    let first = tokens.first()?;
+    is_mysql_do(sql, &tokens)
+        .then(|| blank(sql, &[(first.start, first.start + 2)]))
+        .flatten()
+}
+
+/// Whether the statement of `tokens` (of `sql`) is MySQL's `DO expr`: `DO` followed by a name
+/// or a number, not by a quoted body or `LANGUAGE` (PostgreSQL's anonymous code block).
+pub(super) fn is_mysql_do(sql: &str, tokens: &[lex::Token]) -> bool {
+    let (Some(first), Some(second)) = (tokens.first(), tokens.get(1)) else {
+        return false;
+    };
+    first.kind == TokenKind::Word
+        && first.text(sql).eq_ignore_ascii_case("do")
+        && matches!(second.kind, TokenKind::Word | TokenKind::Number)
+        && !second.text(sql).eq_ignore_ascii_case("language")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mysql_do_statement_is_its_expressions_and_a_postgres_do_block_is_not() {
+        assert_eq!(
+            mysql_do("DO RELEASE_LOCK(?)").as_deref(),
+            Some("   RELEASE_LOCK(?)")
+        );
+        assert_eq!(
+            mysql_do("  do release_lock('a'), 1").as_deref(),
+            Some("     release_lock('a'), 1")
+        );
+        assert_eq!(mysql_do("DO $$ BEGIN PERFORM 1; END $$"), None);
+        assert_eq!(mysql_do("DO 'BEGIN NULL; END'"), None);
+        assert_eq!(mysql_do("DO LANGUAGE plpgsql $$ BEGIN END $$"), None);
+        assert_eq!(mysql_do("SELECT RELEASE_LOCK(?)"), None);
+        assert_eq!(mysql_do("DOMAIN x"), None);
+    }
 
     #[test]
     fn weaker_row_locks_are_blanked_in_place_outside_literals_and_comments() {

@@ -198,7 +198,7 @@ impl Context<'_> {
         let routine = (w0 == "create"
             && (matches!(w1.as_str(), "function" | "procedure")
                 || (w1 == "or" && matches!(w3.as_str(), "function" | "procedure"))))
-            || w0 == "do";
+            || (w0 == "do" && !rewrite::is_mysql_do(self.text, toks));
         if routine {
             if self.body_depth >= MAX_BODY_DEPTH {
                 return;
@@ -1481,10 +1481,40 @@ fn parse(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {
     }
     let weaker = rewrite::weaker_row_locks(sql);
     let into = rewrite::returning_into(weaker.as_deref().unwrap_or(sql));
-    match into.or(weaker) {
-        Some(masked) => parse_as_is(&masked).or(first),
+    if let Some(masked) = into.or(weaker) {
+        return parse_as_is(&masked).or(first);
+    }
+    match rewrite::mysql_do(sql) {
+        Some(exprs) => do_as_select(&exprs).ok_or(()).or(first),
         None => first,
     }
+}
+
+/// A MySQL `DO` statement's expressions (its text with the `DO` blanked: `rewrite::mysql_do`)
+/// read as the `SELECT` of them, which evaluates them the same way: their spans are the
+/// statement's own.
+fn do_as_select(exprs: &str) -> Option<ast::Statement> {
+    let dialect = MySqlDialect {};
+    let parsed = locklint_ir::isolate::catch(|| {
+        let mut p = Parser::new(&dialect).try_with_sql(exprs).ok()?;
+        let list = p.parse_comma_separated(Parser::parse_expr).ok()?;
+        let _ = p.consume_token(&sqlparser::tokenizer::Token::SemiColon);
+        (p.peek_token().token == sqlparser::tokenizer::Token::EOF).then_some(list)
+    })
+    .ok()
+    .flatten()?;
+    let mut select = Parser::parse_sql(&dialect, "SELECT 1").ok()?.pop()?;
+    let ast::Statement::Query(query) = &mut select else {
+        return None;
+    };
+    let ast::SetExpr::Select(body) = query.body.as_mut() else {
+        return None;
+    };
+    body.projection = parsed
+        .into_iter()
+        .map(ast::SelectItem::UnnamedExpr)
+        .collect();
+    Some(select)
 }
 
 fn parse_as_is(sql: &str) -> Result<ast::Statement, sqlparser::parser::ParserError> {

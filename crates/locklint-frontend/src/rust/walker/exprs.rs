@@ -47,6 +47,21 @@ pub(super) fn is_std_method(name: &str) -> bool {
     )
 }
 
+/// Whether an arm of a `match` gives back what it matched: its pattern binds a name its body
+/// uses (`Ok(v) => Ok(v)`, `other => other`). `Some(_) => Ok(())` does not: the scrutinee is
+/// inspected, and the arm makes a value of its own.
+fn passes_scrutinee_on(m: &syn::ExprMatch, bodies: &crate::rust::bodies::Bodies) -> bool {
+    m.arms.iter().any(|arm| {
+        let mut bound = Vec::new();
+        pat_names(&arm.pat, &mut bound);
+        let mut used = false;
+        if !bound.is_empty() {
+            idents_of(&arm.body, bodies, |i| used |= bound.iter().any(|b| i == b));
+        }
+        used
+    })
+}
+
 /// Statements of a macro body written like a block (`tokio::select!` arms are not).
 pub(super) struct BlockBody(Vec<syn::Stmt>);
 
@@ -63,9 +78,14 @@ impl FnWalker<'_> {
         }
         if u == ResultUse::Returned && self.depth <= SHALLOW {
             let returned = &mut self.returned_names;
-            idents_of(e, self.cx.bodies, |i| {
-                returned.insert(i.to_string());
-            });
+            match e {
+                // a `match` returns its arms' values (collected as they are walked); its
+                // scrutinee flows out only through the names an arm's pattern binds
+                syn::Expr::Match(m) if !passes_scrutinee_on(m, self.cx.bodies) => {}
+                _ => idents_of(e, self.cx.bodies, |i| {
+                    returned.insert(i.to_string());
+                }),
+            }
         }
         self.depth += 1;
         self.expr_inner(e, u);
