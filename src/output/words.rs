@@ -5,6 +5,14 @@
 //! the break opportunities (icu's segmenter) was a fifth of rendering thousands of findings.
 //! The words of a line are the ones `textwrap::WordSeparator::UnicodeBreakProperties` gives;
 //! only their boundaries are kept.
+//!
+//! Lines that differ only in their ASCII letters and digits share them: the Unicode line
+//! breaking algorithm sees a character only through its line-break class, every ASCII letter
+//! is of one class (alphabetic) and every ASCII digit of another (numeric), and textwrap's own
+//! handling (its `-` rule, escape sequences ended by a letter) tells letters and digits apart
+//! only as such. A line is remembered with each ASCII letter written `a` and each digit `0`
+//! (`lock `lock:job:17` is taken` and `lock `lock:job:42` is taken` are one line), and the
+//! boundaries are byte offsets, which that rewriting keeps.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,8 +33,9 @@ fn words(line: &str) -> Box<dyn Iterator<Item = Word<'_>> + '_> {
     thread_local! {
         static ENDS: RefCell<HashMap<Box<str>, Rc<[usize]>>> = RefCell::new(HashMap::new());
     }
+    let shape = shape_of(line);
     let ends = ENDS.with(|memory| {
-        if let Some(ends) = memory.borrow().get(line) {
+        if let Some(ends) = memory.borrow().get(shape.as_str()) {
             return Rc::clone(ends);
         }
         let ends: Rc<[usize]> = WordSeparator::UnicodeBreakProperties
@@ -37,7 +46,7 @@ fn words(line: &str) -> Box<dyn Iterator<Item = Word<'_>> + '_> {
         if memory.len() >= REMEMBERED {
             memory.clear();
         }
-        memory.insert(line.into(), Rc::clone(&ends));
+        memory.insert(shape.into_boxed_str(), Rc::clone(&ends));
         ends
     });
     let mut start = 0;
@@ -46,6 +55,18 @@ fn words(line: &str) -> Box<dyn Iterator<Item = Word<'_>> + '_> {
         start = ends[i];
         word
     }))
+}
+
+/// `line` with each ASCII letter written `a` and each ASCII digit `0`: a line with the same
+/// break opportunities, at the same byte offsets (see the module's documentation).
+fn shape_of(line: &str) -> String {
+    line.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' => 'a',
+            '0'..='9' => '0',
+            c => c,
+        })
+        .collect()
 }
 
 /// Where a word of `line` (with its whitespace) ends in it.
@@ -74,6 +95,50 @@ mod tests {
                     .collect();
                 assert!(!expected.is_empty() || line.is_empty(), "{line:?}");
                 assert_eq!(words(line).collect::<Vec<_>>(), expected, "{line:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lines_of_one_shape_have_textwrap_s_words_each() {
+        // letters and digits at every place a break rule looks at: around hyphens, slashes,
+        // quotes, brackets, numbers with separators, escape sequences
+        let pieces = [
+            "a", "Z", "q", "0", "7", "-", "/", ":", ".", ",", "(", ")", "[", "]", "{", "}", "`",
+            "\"", "'", " ", "  ", "\t", "%", "$", "+", "#", "!", "?", ";", "_", "\u{1b}[3", "m",
+            "—", "鎖", "\u{a0}",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let n = (next() % 24) as usize;
+            let line: String = (0..n)
+                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                .collect();
+            // the same line with other letters and digits: one shape, remembered once
+            let other: String = line
+                .chars()
+                .map(|c| match c {
+                    'a'..='y' | 'A'..='Y' => ((c as u8) + 1) as char,
+                    '0'..='8' => ((c as u8) + 1) as char,
+                    c => c,
+                })
+                .collect();
+            assert_eq!(shape_of(&line), shape_of(&other));
+            for l in [&line, &other] {
+                let expected: Vec<Word> = WordSeparator::UnicodeBreakProperties
+                    .find_words(l)
+                    .collect();
+                assert_eq!(
+                    words(l).collect::<Vec<_>>(),
+                    expected,
+                    "{l:?} (from {line:?})"
+                );
             }
         }
     }
