@@ -88,6 +88,8 @@ fn failures_are_caught_in_process() {
         matches!(run(b"thread-panic"), Err(Failure::Panic(m)) if m.contains("caught elsewhere"))
     );
     assert!(matches!(run(b"slow"), Err(Failure::Slow { .. })));
+    // 1.8 s in all, as three commands of 0.6 s each: judged by the slowest
+    assert_eq!(run(b"outputs"), Ok(()));
     assert!(matches!(run(b"memory"), Err(Failure::Memory { .. })));
     // the next input starts clean
     assert_eq!(run(b"ok"), Ok(()));

@@ -1,5 +1,6 @@
 //! `selftest`: checks the harness itself. Its inputs name a failure to cause (`panic`,
-//! `thread-panic`, `overflow`, `abort`, `slow`, `memory`); anything else runs cleanly.
+//! `thread-panic`, `overflow`, `abort`, `slow`, `memory`); anything else runs cleanly
+//! (`outputs` slowly, but as several commands, none slow).
 
 use super::Target;
 
@@ -24,6 +25,14 @@ fn run(input: &[u8]) {
         }
         b"abort" => std::process::abort(),
         b"slow" => std::thread::sleep(std::time::Duration::from_millis(1500)),
+        // three outputs of 0.6 s on one analysis: one command's time is 0.6 s
+        b"outputs" => {
+            let each = std::time::Duration::from_millis(600);
+            for _ in 0..3 {
+                std::thread::sleep(each);
+            }
+            crate::exec::not_one_command(2 * each);
+        }
         b"memory" => {
             let v = vec![1u8; 200 * 1024 * 1024];
             std::hint::black_box(&v);

@@ -105,12 +105,44 @@ pub fn analyze(ir: &mut FileIr) {
     exposed.dedup();
     ir.sql.exposed = exposed;
     ir.problems.extend(crash);
-    ir.problems
-        .extend(problems.into_iter().map(|(span, message)| ParseProblem {
+    ir.problems.extend(reported(problems));
+}
+
+/// The most statements of one file reported as not parsed; past them, one more problem says
+/// how many others there are.
+pub const MAX_REPORTED_STATEMENTS: usize = 100;
+
+/// The statements of a file that were not parsed, as its parse problems: the first
+/// [`MAX_REPORTED_STATEMENTS`], then one at the next saying how many more there are (a text
+/// that is not SQL at all would otherwise be a finding per `;`).
+fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
+    const HELP: &str = "fix the statement; the rest of the SQL text was still analysed";
+    let more = problems.len().saturating_sub(MAX_REPORTED_STATEMENTS + 1);
+    let rest = (more > 0).then(|| problems[MAX_REPORTED_STATEMENTS].0);
+    problems.truncate(if more > 0 {
+        MAX_REPORTED_STATEMENTS
+    } else {
+        problems.len()
+    });
+    let mut out: Vec<ParseProblem> = problems
+        .into_iter()
+        .map(|(span, message)| ParseProblem {
             message,
             span,
-            help: "fix the statement; the rest of the SQL text was still analysed".to_string(),
-        }));
+            help: HELP.to_string(),
+        })
+        .collect();
+    if let Some(span) = rest {
+        out.push(ParseProblem {
+            message: format!(
+                "this and {} more SQL statements of the file could not be parsed (the first {MAX_REPORTED_STATEMENTS} are reported one by one)",
+                more
+            ),
+            span,
+            help: "fix the statements, or exclude the file if it is not SQL; the rest of the SQL text was still analysed".to_string(),
+        });
+    }
+    out
 }
 
 /// Turn a schema given by a variable into a plain identifier of the same length, so the
@@ -205,6 +237,33 @@ mod tests {
         for s in ["${schema}.t", "a::b.c", ":1.5", "where a = :b", "{x} .t"] {
             assert_eq!(mask_schema_variables(s), s);
         }
+    }
+
+    #[test]
+    fn past_a_hundred_unparsed_statements_one_problem_counts_the_rest() {
+        let problems = |n: usize| {
+            let text: String = (0..n).map(|i| format!("SELEC {i};\n")).collect();
+            let ir = crate::analyze(0, SourceFile::new("q.sql".into(), text.clone()));
+            (text, ir.problems)
+        };
+        // up to one more than the limit: every statement on its own
+        for n in [1, MAX_REPORTED_STATEMENTS, MAX_REPORTED_STATEMENTS + 1] {
+            let (_, p) = problems(n);
+            assert_eq!(p.len(), n);
+            assert!(p.iter().all(|p| !p.message.contains("more SQL statements")));
+        }
+        let (text, p) = problems(250);
+        assert_eq!(p.len(), MAX_REPORTED_STATEMENTS + 1);
+        let last = &p[MAX_REPORTED_STATEMENTS];
+        assert!(
+            last.message.starts_with("this and 149 more SQL statements"),
+            "{}",
+            last.message
+        );
+        // at the first statement not reported on its own
+        assert_eq!(&text[last.span.start..last.span.end], "SELEC");
+        let line = text[..last.span.start].matches('\n').count();
+        assert_eq!(line, MAX_REPORTED_STATEMENTS);
     }
 
     /// The parameter a condition added to the first statement of `sql` would take.
