@@ -229,6 +229,13 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "lua/escapes_outside_strings".to_string(),
+        file: "scripts.rs",
+        // 7 bytes each in the Rust literal
+        text: p::lua_escapes_outside_strings(size / 7),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
         name: "lua/top_level_calls".to_string(),
         file: "script.lua",
         text: p::lua_top_level_calls(size),

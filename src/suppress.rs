@@ -192,7 +192,7 @@ fn lex_lua(file: &FileRef) -> Lexed {
             lua_lex::Tok::Comment(s, e) => comments.push((s, e)),
             lua_lex::Tok::Open(i) => code.push((i, i + 1, b'(')),
             lua_lex::Tok::Close(i) => code.push((i, i + 1, b')')),
-            lua_lex::Tok::Punct(i) | lua_lex::Tok::Backtick(i) => {
+            lua_lex::Tok::Punct(i) | lua_lex::Tok::Stray(i) => {
                 code.push((i, i + 1, text.as_bytes()[i]))
             }
             lua_lex::Tok::Word(s, e) => code.push((s, e, b'x')),

@@ -211,6 +211,38 @@ fn pathological_nesting_is_refused_before_parsing() {
 }
 
 #[test]
+fn escapes_outside_strings_are_a_parse_error_at_the_first_backslash() {
+    // `\u{e9}` written outside a Lua string: the parser is not run on it (it kept hundreds of
+    // bytes per byte of such a script), and the other script of the file is analysed
+    let escapes = "\\\\u{e9}".repeat(2000);
+    let rust = format!(
+        "pub fn broken() -> redis::Script {{\n    redis::Script::new(\"local v = redis.call('get', KEYS[1]) {escapes}\")\n}}\n\npub async fn unlock(con: &mut redis::aio::MultiplexedConnection, key: &str) -> redis::RedisResult<i32> {{\n    redis::Script::new(\"return redis.call('del', KEYS[1])\").key(key).invoke_async(con).await\n}}\n"
+    );
+    let found = run(&[("src/locks.rs", &rust)]);
+    let parse: Vec<_> = found.iter().filter(|d| d.rule == "parse-error").collect();
+    assert_eq!(parse.len(), 1, "{found:#?}");
+    assert!(
+        parse[0].message.contains("unexpected character '\\'"),
+        "{}",
+        parse[0].message
+    );
+    let s = parse[0].primary.span;
+    // the first character of the Rust escape `\\` that makes the script's backslash
+    assert_eq!(&parse[0].primary.file.text[s.start..s.end], "\\");
+    assert_eq!(
+        at(parse[0]),
+        (
+            2,
+            "    redis::Script::new(\"local v = redis.call('get', KEYS[1]) ".len() + 1
+        )
+    );
+    assert!(
+        found.iter().any(|d| d.rule == "lua-release-no-compare"),
+        "{found:#?}"
+    );
+}
+
+#[test]
 fn a_stray_backtick_is_a_parse_error_of_its_script_only() {
     // the Lua parser has no backtick strings for Lua 5.1 and used to panic on one
     let rust = r#"pub async fn release_lock(con: &mut redis::aio::MultiplexedConnection, key: &str) -> redis::RedisResult<i32> {

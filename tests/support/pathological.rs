@@ -442,6 +442,14 @@ pub fn lua_top_level_calls(size: usize) -> String {
     out
 }
 
+/// A Rust file whose lock script holds `n` `\u{e9}` escapes outside any Lua string.
+pub fn lua_escapes_outside_strings(n: usize) -> String {
+    format!(
+        "pub fn broken() -> redis::Script {{\n    redis::Script::new(\"local v = redis.call('get', KEYS[1]) {}\")\n}}\n",
+        "\\\\u{e9}".repeat(n)
+    )
+}
+
 /// A release of a lock key after a statement naming the key `n` times (`3n` tokens).
 pub fn wide_call(n: usize) -> String {
     format!(

@@ -111,9 +111,15 @@ pub fn pieces(text: &str) -> Result<Vec<(usize, usize)>, usize> {
 /// Parse one piece of a script. A panic inside the parser (it has been seen on input it does
 /// not expect) becomes a syntax error of the piece.
 fn parse(text: &str) -> Result<full_moon::ast::Ast, Vec<SyntaxError>> {
-    if let Some(at) = super::lex::stray_backtick(text) {
+    // the parser is not run on a script it cannot accept: it panicked on a backtick, and kept
+    // hundreds of bytes per byte of a script full of `\u{..}` escapes outside strings
+    if let Some(at) = super::lex::stray_character(text) {
+        let message = match text.as_bytes()[at] {
+            b'`' => "unexpected character '`' (Lua 5.1 has no backtick strings)".to_string(),
+            c => format!("unexpected character '{}'", c as char),
+        };
         return Err(vec![SyntaxError {
-            message: "unexpected character '`' (Lua 5.1 has no backtick strings)".to_string(),
+            message,
             range: (at, at + 1),
         }]);
     }

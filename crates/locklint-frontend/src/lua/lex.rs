@@ -15,8 +15,9 @@ pub enum Tok {
     Close(usize),
     /// A string, long string or number ends here (the end of a value).
     Value(usize),
-    /// A `` ` ``, which Lua 5.1 does not have.
-    Backtick(usize),
+    /// A character Lua 5.1 has no token for outside strings and comments: `` ` ``, `\`, `$`,
+    /// `@`, `!`, `?`.
+    Stray(usize),
     /// Any other punctuation.
     Punct(usize),
     /// A comment (`-- ..` to the end of the line, or a long `--[[ .. ]]`): byte range.
@@ -68,7 +69,7 @@ pub fn scan<B>(text: &str, mut f: impl FnMut(Tok) -> ControlFlow<B>) -> Option<B
             }
             b'(' | b'{' => emit!(Tok::Open(i)),
             b')' | b'}' | b']' => emit!(Tok::Close(i)),
-            b'`' => emit!(Tok::Backtick(i)),
+            b'`' | b'\\' | b'$' | b'@' | b'!' | b'?' => emit!(Tok::Stray(i)),
             c if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = i;
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
@@ -280,10 +281,18 @@ pub fn long_chain(text: &str, max: usize) -> Option<usize> {
     })
 }
 
-/// The offset of a backtick outside strings and comments (Lua 5.1 has no such token).
-pub fn stray_backtick(text: &str) -> Option<usize> {
-    scan(text, |t| match t {
-        Tok::Backtick(at) => ControlFlow::Break(at),
+/// The offset of the first character outside strings and comments that Lua 5.1 has no token
+/// for (see [`Tok::Stray`]): the script cannot parse, and the parser need not be run. A first
+/// line starting with `#` (`#!lua name=locks` of a Redis Functions library) is skipped, as
+/// Lua skips it.
+pub fn stray_character(text: &str) -> Option<usize> {
+    let skip = if text.starts_with('#') {
+        text.find('\n').unwrap_or(text.len())
+    } else {
+        0
+    };
+    scan(&text[skip..], |t| match t {
+        Tok::Stray(at) => ControlFlow::Break(skip + at),
         _ => ControlFlow::Continue(()),
     })
 }
@@ -425,13 +434,30 @@ mod tests {
     }
 
     #[test]
-    fn backticks_outside_strings_and_comments() {
-        assert_eq!(stray_backtick("return `x`"), Some(7));
+    fn stray_characters_outside_strings_and_comments() {
+        assert_eq!(stray_character("return `x`"), Some(7));
         assert_eq!(
-            stray_backtick("local s = '`' .. \"`\" .. [[`]] -- `\n--[[ ` ]]"),
+            stray_character("local s = '`' .. \"`\" .. [[`]] -- `\n--[[ ` ]]"),
             None
         );
-        assert_eq!(stray_backtick("local s = [==[ ]] ` ]==] .. `"), Some(28));
+        assert_eq!(stray_character("local s = [==[ ]] ` ]==] .. `"), Some(28));
+        // a backslash, `$`, `@`, `!`, `?` outside strings; escapes and `~=`, `#`, `%` are Lua
+        assert_eq!(stray_character("local v = 1 \\u{e9}"), Some(12));
+        for (script, at) in [
+            ("x = $y", 4),
+            ("@a()", 0),
+            ("if !x then end", 3),
+            ("x = a ? 1", 6),
+        ] {
+            assert_eq!(stray_character(script), Some(at), "{script}");
+        }
+        assert_eq!(
+            stray_character("local s = 'a\\'b\\n$@!?' .. \"\\\"\" if #s ~= 2 % 3 then end"),
+            None
+        );
+        // a first line starting with `#` is not Lua
+        assert_eq!(stray_character("#!lua name=locks\nlocal a = 1"), None);
+        assert_eq!(stray_character("#!lua name=locks\nlocal a = !1"), Some(27));
     }
 
     #[test]
