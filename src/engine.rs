@@ -549,9 +549,25 @@ fn answered(files: &[(PathBuf, bool)], states: &[FileState], findings: Vec<Diagn
 /// Per-file configuration (rule selection, severities), the baseline and `--changed-since`,
 /// and the count of findings that fail the run.
 pub(crate) fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
+    // the settings of each file findings point into, asked once per file (a file can hold
+    // tens of thousands of findings)
+    let mut governing: HashMap<PathBuf, Option<Arc<Settings>>> = HashMap::new();
+    for d in &report.findings {
+        let path = &d.primary.file.path;
+        if !governing.contains_key(path) {
+            governing.insert(path.clone(), resolver.for_file(path).ok());
+        }
+    }
+    let settings = |d: &Diagnostic| {
+        let path = &d.primary.file.path;
+        match governing.get(path) {
+            Some(s) => s.clone(),
+            None => resolver.for_file(path).ok(),
+        }
+    };
     // per-file rule selection, severities and what fails the run
     report.findings.retain_mut(|d| {
-        let Ok(s) = resolver.for_file(&d.primary.file.path) else {
+        let Some(s) = settings(d) else {
             return true;
         };
         if !s.enabled(d.rule, &d.primary.file.path) {
@@ -567,10 +583,7 @@ pub(crate) fn finish(report: &mut Report, opts: &Options, resolver: &Resolver) {
         .findings
         .iter()
         .filter(|d| {
-            let fail_on = resolver
-                .for_file(&d.primary.file.path)
-                .ok()
-                .and_then(|s| s.fail_on);
+            let fail_on = settings(d).and_then(|s| s.fail_on);
             d.severity == crate::diagnostic::Severity::Error
                 || fail_on != Some(config::Level::Error)
         })

@@ -7,8 +7,8 @@
 //! takes a hundred times the file's size.
 
 use super::attributes;
-use super::size::{self, TooLarge};
-use proc_macro2::{Delimiter, Group, Spacing, Span, TokenStream, TokenTree};
+use super::size;
+use proc_macro2::{Delimiter, Group, Spacing, TokenStream, TokenTree};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -26,21 +26,6 @@ pub struct Bodies {
     blocks: RefCell<HashMap<(usize, usize), Group>>,
     /// Blocks of more bytes than this are taken out of the statements of a body taken out.
     min: usize,
-    /// A statement of more tokens than this is not parsed: the file is too large to analyse.
-    max_statement: usize,
-    /// The events of the functions walked so far, and the most the file may have.
-    events: std::cell::Cell<usize>,
-    max_events: usize,
-    /// Why the first body parsed when walked that failed could not be analysed.
-    failure: RefCell<Option<Failure>>,
-}
-
-/// Why a body taken out of the file could not be analysed when it was walked.
-pub enum Failure {
-    /// It does not parse: the file does not.
-    Syntax(syn::Error),
-    /// One of its statements is too large.
-    TooLarge(TooLarge),
 }
 
 impl Bodies {
@@ -90,72 +75,12 @@ impl Bodies {
         out.set_span(body.span());
         out
     }
-
-    /// Keep the first syntax error of a body walked later.
-    pub fn failed(&self, error: syn::Error) {
-        self.failure
-            .borrow_mut()
-            .get_or_insert(Failure::Syntax(error));
-    }
-
-    /// The statement of a block's contents (with its large blocks taken out) that is too large
-    /// to parse, if one is; it is kept as the reason the file is not analysed.
-    pub fn too_large(&self, block: &Group) -> bool {
-        let Some(found) = size::too_large_statement(&block.stream(), self.max_statement) else {
-            return false;
-        };
-        self.failure
-            .borrow_mut()
-            .get_or_insert(Failure::TooLarge(found));
-        true
-    }
-
-    /// These bodies, with statements of more than `limit` tokens too large to parse.
-    pub fn with_statement_limit(mut self, limit: usize) -> Self {
-        self.max_statement = limit;
-        self
-    }
-
-    /// A function's walk has ended with `events` events.
-    pub fn walked(&self, events: usize) {
-        self.events.set(self.events.get().saturating_add(events));
-    }
-
-    /// Whether the file has passed its limit of events, with `current` events of the function
-    /// being walked (at `at`); the first time, that is kept as the reason the file is not
-    /// analysed.
-    pub fn too_many_events(&self, current: usize, at: Span) -> bool {
-        if self.events.get().saturating_add(current) <= self.max_events {
-            return false;
-        }
-        self.failure
-            .borrow_mut()
-            .get_or_insert(Failure::TooLarge(TooLarge {
-                at,
-                tokens: 0,
-                limit: self.max_events,
-                what: size::Part::Events,
-            }));
-        true
-    }
-
-    /// Whether a body could not be analysed: the file is not, and the rest need not be walked.
-    pub fn has_failed(&self) -> bool {
-        self.failure.borrow().is_some()
-    }
-
-    /// Why a body could not be analysed, if one could not.
-    pub fn failure(&self) -> Option<Failure> {
-        self.failure.borrow_mut().take()
-    }
 }
 
 /// `tokens` (lexed from `text`) with every function body larger than `min` bytes replaced by
 /// an empty block, and the bodies taken out; every body, taken or not, loses the attributes of
 /// its statements and expressions (see `attributes`). Blocks larger than `limits.large_body`
-/// are taken out of the statements of the bodies taken out, and statements of more than
-/// `limits.tree_tokens` tokens (less, see `with_statement_limit`), or more than
-/// `limits.file_events` events, make the file too large to analyse.
+/// are taken out of the statements of the bodies taken out.
 pub fn hollow(
     tokens: TokenStream,
     min: usize,
@@ -164,8 +89,6 @@ pub fn hollow(
 ) -> (TokenStream, Bodies) {
     let bodies = Bodies {
         min: limits.large_body,
-        max_statement: limits.tree_tokens,
-        max_events: limits.file_events,
         ..Bodies::default()
     };
     let out = hollow_items(tokens, min, text, &mut bodies.taken.borrow_mut());

@@ -83,6 +83,7 @@ pub fn collect(
     file: &SourceFile,
     parsed: &syn::File,
     bodies: &super::bodies::Bodies,
+    budget: &super::size::Budget,
     ir: &mut FileIr,
 ) {
     let mut consts = HashMap::new();
@@ -100,6 +101,7 @@ pub fn collect(
         sqlx: lower.contains("sqlx"),
         const_spans: &const_spans,
         bodies,
+        budget,
         orm: super::walker::orm::OrmFile::of(&lower, &file.path, &parsed.items),
     };
     let mut fns = Vec::new();
@@ -381,7 +383,7 @@ fn walk_fn(
     fns: &mut Vec<locklint_ir::Function>,
     ir: &mut FileIr,
 ) {
-    if cx.bodies.has_failed() {
+    if cx.budget.has_failed() {
         // the file is not analysed: the rest need not be walked
         return;
     }
@@ -395,13 +397,13 @@ fn walk_fn(
             cx.bodies.forget_blocks();
             match walked {
                 Ok(walked) => walked,
-                Err(e) => return cx.bodies.failed(e),
+                Err(e) => return cx.budget.failed(e),
             }
         }
         None => walker.run(body),
     };
-    cx.bodies.walked(function.events.len());
-    if cx.bodies.too_many_events(0, sig.fn_token.span) {
+    cx.budget.walked(function.events.len());
+    if cx.budget.too_many_events(0, sig.fn_token.span) {
         return;
     }
     fns[func_idx] = locklint_ir::Function {

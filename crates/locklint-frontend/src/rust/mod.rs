@@ -96,7 +96,7 @@ fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
         return ir;
     }
     let text = folded.as_deref().unwrap_or(text);
-    let (tokens, bodies) = match hollowed(tokens, &limits, text) {
+    let (tokens, bodies, budget) = match hollowed(tokens, &limits, text) {
         Ok(hollowed) => hollowed,
         Err(too_large) => {
             let at = spans::to_span(&file, too_large.at);
@@ -112,17 +112,15 @@ fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
             return ir;
         }
     };
-    items::collect(index, &file, &parsed, &bodies, &mut ir);
+    items::collect(index, &file, &parsed, &bodies, &budget, &mut ir);
     drop(parsed);
-    if let Some(failure) = bodies.failure() {
+    if let Some(failure) = budget.failure() {
         // a body parsed as it was walked does not parse (the file does not, as a whole), or
         // one of its statements is too large
         let mut ir = FileIr::new(file.clone());
         ir.problems.push(match failure {
-            bodies::Failure::Syntax(e) => {
-                unparsable(spans::to_span(&file, e.span()), &e.to_string())
-            }
-            bodies::Failure::TooLarge(t) => {
+            size::Failure::Syntax(e) => unparsable(spans::to_span(&file, e.span()), &e.to_string()),
+            size::Failure::TooLarge(t) => {
                 too_large_problem(spans::to_span(&file, t.at), t.message())
             }
         });
@@ -134,12 +132,13 @@ fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
 /// The file's tokens with its large function bodies taken out (see `bodies`), within the
 /// limits of `size`: when the tree of what is left would take more than half of the trees'
 /// bound, every body is taken out; when it is still larger than the bound, the file is too
-/// large. A statement of a body taken out may hold what the file's tree leaves of the bound.
+/// large. A statement of a body taken out may hold what the file's tree leaves of the bound
+/// (the walk's [`size::Budget`]).
 fn hollowed(
     tokens: proc_macro2::TokenStream,
     limits: &Limits,
     text: &str,
-) -> Result<(proc_macro2::TokenStream, bodies::Bodies), size::TooLarge> {
+) -> Result<(proc_macro2::TokenStream, bodies::Bodies, size::Budget), size::TooLarge> {
     let bound = limits.tree_tokens;
     let hollow = |min| bodies::hollow(tokens.clone(), min, limits, text);
     let (mut out, mut bodies) = hollow(limits.large_body);
@@ -150,7 +149,8 @@ fn hollowed(
         items = size::tree_count(&out, bound);
     }
     if items <= bound {
-        return Ok((out, bodies.with_statement_limit(bound - items)));
+        let budget = size::Budget::new(bound - items, limits.file_events);
+        return Ok((out, bodies, budget));
     }
     let (at, _) = size::largest_part(&out, true).expect("a file of tokens has a part");
     Err(size::TooLarge {

@@ -13,6 +13,7 @@
 //! [`MAX_FILE_EVENTS`].
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 /// The most tokens the syntax trees alive at once (the file's items, and one statement of a
@@ -188,6 +189,90 @@ impl TooLarge {
     /// The message of the parse problem the file becomes.
     pub fn message(&self) -> String {
         message(self.what, self.tokens, self.limit)
+    }
+}
+
+/// What the walk of one file's function bodies may still spend, and why it stopped: a
+/// statement of a body parsed as it is walked may hold what the file's items leave of the
+/// trees' bound, the file may have so many events (calls and commands), and the first body
+/// that could not be analysed (it does not parse, or passes a bound) makes the file not
+/// analysed, the rest of it unwalked.
+pub struct Budget {
+    max_statement: usize,
+    events: Cell<usize>,
+    max_events: usize,
+    failure: RefCell<Option<Failure>>,
+}
+
+/// Why a body taken out of the file could not be analysed when it was walked.
+pub enum Failure {
+    /// It does not parse: the file does not.
+    Syntax(syn::Error),
+    /// One of its statements is too large, or the file has too many events.
+    TooLarge(TooLarge),
+}
+
+impl Budget {
+    /// A budget of statements of at most `max_statement` tokens and `max_events` events.
+    pub fn new(max_statement: usize, max_events: usize) -> Budget {
+        Budget {
+            max_statement,
+            events: Cell::new(0),
+            max_events,
+            failure: RefCell::new(None),
+        }
+    }
+
+    /// Keep the first syntax error of a body walked.
+    pub fn failed(&self, error: syn::Error) {
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::Syntax(error));
+    }
+
+    /// The statement of a block's contents (its large blocks taken out) that is too large to
+    /// parse, if one is; it is kept as the reason the file is not analysed.
+    pub fn too_large(&self, block: &TokenStream) -> bool {
+        let Some(found) = too_large_statement(block, self.max_statement) else {
+            return false;
+        };
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::TooLarge(found));
+        true
+    }
+
+    /// A function's walk has ended with `events` events.
+    pub fn walked(&self, events: usize) {
+        self.events.set(self.events.get().saturating_add(events));
+    }
+
+    /// Whether the file has passed its limit of events, with `current` events of the function
+    /// being walked (at `at`); the first time, that is kept as the reason the file is not
+    /// analysed.
+    pub fn too_many_events(&self, current: usize, at: Span) -> bool {
+        if self.events.get().saturating_add(current) <= self.max_events {
+            return false;
+        }
+        self.failure
+            .borrow_mut()
+            .get_or_insert(Failure::TooLarge(TooLarge {
+                at,
+                tokens: 0,
+                limit: self.max_events,
+                what: Part::Events,
+            }));
+        true
+    }
+
+    /// Whether a body could not be analysed: the file is not, and the rest need not be walked.
+    pub fn has_failed(&self) -> bool {
+        self.failure.borrow().is_some()
+    }
+
+    /// Why a body could not be analysed, if one could not.
+    pub fn failure(&self) -> Option<Failure> {
+        self.failure.borrow_mut().take()
     }
 }
 

@@ -58,6 +58,8 @@ pub struct FileCtx<'a> {
     pub const_spans: &'a HashMap<String, Span>,
     /// Function bodies left out of the file's tree, parsed when walked.
     pub bodies: &'a super::bodies::Bodies,
+    /// What walking them may still spend, and why the walk stopped.
+    pub budget: &'a super::size::Budget,
     /// Whether the file names diesel or sea-orm, and its sea-orm entities' tables.
     pub orm: orm::OrmFile,
 }
@@ -468,7 +470,7 @@ impl<'a> FnWalker<'a> {
         tail: &ResultUse,
     ) -> syn::Result<Option<syn::Stmt>> {
         let hollowed = self.cx.bodies.hollow_blocks(block);
-        if self.cx.bodies.too_large(&hollowed) {
+        if self.cx.budget.too_large(&hollowed.stream()) {
             // the file is not analysed: nothing of this block is needed
             return Ok(None);
         }
@@ -476,7 +478,7 @@ impl<'a> FnWalker<'a> {
         // each statement is walked once the next is parsed: the last is walked as the tail
         let mut pending: Option<syn::Stmt> = None;
         for chunk in super::statements::chunks(hollowed.stream(), STATEMENT_CHUNK) {
-            if self.cx.bodies.has_failed() {
+            if self.cx.budget.has_failed() {
                 return Ok(None);
             }
             let mut statements = super::statements::Statements::default();
@@ -509,15 +511,15 @@ impl<'a> FnWalker<'a> {
     }
 
     /// Whether the file passes its limit of events before `next` is walked (see
-    /// `Bodies::too_many_events`).
+    /// `Budget::too_many_events`).
     fn too_many_events(&self, next: &syn::Stmt) -> bool {
         self.cx
-            .bodies
+            .budget
             .too_many_events(self.events.len(), next.span())
     }
 
     /// Walk a block taken out of its statement, from its tokens; a syntax error in it is the
-    /// file's (kept with the bodies', reported when the function's walk ends).
+    /// file's (kept in the walk's budget, reported when the function's walk ends).
     pub(super) fn walk_taken(&mut self, block: &proc_macro2::Group, tail: ResultUse) {
         match self.walk_tokens(block, &tail) {
             Ok(last) => {
@@ -527,7 +529,7 @@ impl<'a> FnWalker<'a> {
                     .and_then(|l| flow::stmt_diverges(l, &self.diverging));
                 self.diverging.insert((start.line, start.column), diverges);
             }
-            Err(e) => self.cx.bodies.failed(e),
+            Err(e) => self.cx.budget.failed(e),
         }
     }
 
