@@ -874,10 +874,13 @@ impl Context<'_> {
         ctes: &[&ast::Cte],
     ) -> bool {
         let lines = LineStarts::new(&self.text[base..toks.last().map(|t| t.end).unwrap_or(base)]);
+        let depths = Depths::of(self.text, toks);
         let ex = Exprs {
             cx: self,
             lines: &lines,
             base,
+            toks,
+            depths: &depths,
             work: std::cell::Cell::new(WORK_PER_TOKEN.saturating_mul(toks.len() + 32)),
         };
         match ast {
@@ -1588,10 +1591,34 @@ impl LineStarts {
     }
 }
 
+/// The parenthesis depth before each token of a statement (and after its last), so that the
+/// depth between two tokens is a subtraction.
+struct Depths(Vec<i64>);
+
+impl Depths {
+    fn of(text: &str, toks: &[Token]) -> Depths {
+        let mut depth = 0i64;
+        let mut out = Vec::with_capacity(toks.len() + 1);
+        for t in toks {
+            out.push(depth);
+            if t.is_punct(text, "(") {
+                depth += 1;
+            } else if t.is_punct(text, ")") {
+                depth -= 1;
+            }
+        }
+        out.push(depth);
+        Depths(out)
+    }
+}
+
 pub(super) struct Exprs<'c, 'a> {
     cx: &'c Context<'a>,
     lines: &'c LineStarts,
     base: usize,
+    /// The statement's tokens (offsets in the whole text) and their depths.
+    toks: &'c [Token],
+    depths: &'c Depths,
     /// Work left for this statement's expressions (see [`WORK_PER_TOKEN`]); at 0 nothing more
     /// is looked at.
     work: std::cell::Cell<usize>,
@@ -1617,36 +1644,44 @@ impl Exprs<'_, '_> {
             return None;
         }
         // sqlparser's spans of calls stop before the closing parenthesis (or after the name):
-        // extend to balance the parentheses
-        // the closing parentheses follow closely: lex a window, not the rest of the text
-        let mut limit = (b + 256).min(text.len());
-        while !text.is_char_boundary(limit) {
-            limit += 1;
-        }
-        let sub = &text[a..limit];
-        let toks = lex::tokens(sub);
-        self.spend(toks.len());
-        let mut depth = 0i64;
+        // extend to balance the parentheses, reading the statement's tokens from the span's
+        // end with the depth there (the depths before each token are known)
+        let (a, b) = (self.base + a, self.base + b);
+        let toks = self.toks;
+        let first = toks.partition_point(|t| t.start < a);
+        let from = toks.partition_point(|t| t.start < b);
+        // the work of reading the window after the span, as lexing it would be
+        let window = toks.partition_point(|t| t.start < b.saturating_add(256));
+        self.spend(window.saturating_sub(first));
+        let depths = &self.depths.0;
+        let mut depth = depths[from] - depths[first];
         let mut end = b;
-        for (i, t) in toks.iter().enumerate() {
-            let at_or_after = a + t.start >= b;
-            if at_or_after && depth == 0 {
-                let call = i > 0 && toks[i - 1].kind == Tk::Word && t.start == toks[i - 1].end;
-                if !(t.is_punct(sub, "(") && call) {
-                    break;
-                }
-            }
-            if t.is_punct(sub, "(") {
-                depth += 1;
-            } else if t.is_punct(sub, ")") {
-                depth -= 1;
-                if depth < 0 {
-                    break;
-                }
-            }
-            end = end.max(a + t.end);
+        if from > first {
+            end = end.max(toks[from - 1].end);
         }
-        Some(self.cx.span(self.base + a, self.base + end))
+        if depth >= 0 {
+            for i in from..toks.len() {
+                let t = &toks[i];
+                let src = self.cx.text;
+                if depth == 0 {
+                    let call =
+                        i > first && toks[i - 1].kind == Tk::Word && t.start == toks[i - 1].end;
+                    if !(t.is_punct(src, "(") && call) {
+                        break;
+                    }
+                }
+                if t.is_punct(src, "(") {
+                    depth += 1;
+                } else if t.is_punct(src, ")") {
+                    depth -= 1;
+                    if depth < 0 {
+                        break;
+                    }
+                }
+                end = end.max(t.end);
+            }
+        }
+        Some(self.cx.span(a, end))
     }
 
     fn assign(&self, a: &ast::Assignment) -> Vec<Assign> {
