@@ -79,6 +79,17 @@ fn parse_problems(path: &Path, text: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
+/// Whether `after` (a file's text with its fixes) has more parse problems than `before`: the
+/// two are parsed side by side.
+fn parses_worse(path: &Path, before: &str, after: &str) -> bool {
+    let (before, after) = std::thread::scope(|s| {
+        let before = s.spawn(|| parse_problems(path, before));
+        let after = parse_problems(path, after);
+        (before.join().unwrap_or(usize::MAX), after)
+    });
+    after > before
+}
+
 /// A fix as offered at one place: its rule, where its finding is, and what it writes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Offer {
@@ -264,7 +275,7 @@ pub fn plan(
             if new == file.text {
                 continue;
             }
-            if parse_problems(&path, &new) > parse_problems(&path, &file.text) {
+            if parses_worse(&path, &file.text, &new) {
                 refused.insert(path.clone());
                 out.backed_out.push((
                     file.display.clone(),
