@@ -344,6 +344,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fixed_text_that_parses_worse_is_told_apart() {
+        let path = Path::new("jobs.rs");
+        let good = "pub fn a() -> i32 {\n    1\n}\n";
+        let broken = "pub fn a() -> i32 {\n    1 +\n}\n";
+        assert!(parses_worse(path, good, broken));
+        assert!(!parses_worse(path, good, good));
+        assert!(!parses_worse(path, broken, good));
+        assert!(!parses_worse(path, broken, broken));
+        // SQL is counted per statement: one more broken statement parses worse
+        let sql = Path::new("q.sql");
+        assert!(parses_worse(sql, "SELEC 1;\nSELECT 2;", "SELEC 1;\nSELEC 2;"));
+        assert!(!parses_worse(sql, "SELEC 1;\nSELEC 2;", "SELEC 1;\nSELECT 2;"));
+    }
+
+    #[test]
     fn edits_apply_in_order_and_overlaps_are_refused() {
         let t = "abcdef";
         let out = apply_to_text(
