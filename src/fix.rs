@@ -354,8 +354,16 @@ mod tests {
         assert!(!parses_worse(path, broken, broken));
         // SQL is counted per statement: one more broken statement parses worse
         let sql = Path::new("q.sql");
-        assert!(parses_worse(sql, "SELEC 1;\nSELECT 2;", "SELEC 1;\nSELEC 2;"));
-        assert!(!parses_worse(sql, "SELEC 1;\nSELEC 2;", "SELEC 1;\nSELECT 2;"));
+        assert!(parses_worse(
+            sql,
+            "SELEC 1;\nSELECT 2;",
+            "SELEC 1;\nSELEC 2;"
+        ));
+        assert!(!parses_worse(
+            sql,
+            "SELEC 1;\nSELEC 2;",
+            "SELEC 1;\nSELECT 2;"
+        ));
     }
 
     #[test]
