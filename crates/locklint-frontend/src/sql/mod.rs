@@ -119,11 +119,9 @@ fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
     const HELP: &str = "fix the statement; the rest of the SQL text was still analysed";
     let more = problems.len().saturating_sub(MAX_REPORTED_STATEMENTS + 1);
     let rest = (more > 0).then(|| problems[MAX_REPORTED_STATEMENTS].0);
-    problems.truncate(if more > 0 {
-        MAX_REPORTED_STATEMENTS
-    } else {
-        problems.len()
-    });
+    if more > 0 {
+        problems.truncate(MAX_REPORTED_STATEMENTS);
+    }
     let mut out: Vec<ParseProblem> = problems
         .into_iter()
         .map(|(span, message)| ParseProblem {
