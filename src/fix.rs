@@ -60,6 +60,10 @@ pub struct Plan {
     pub repeated: Vec<(String, String)>,
     /// Fixes still applied in the last pass: they did not converge.
     pub unconverged: bool,
+    /// The analysis of the texts the plan leaves (each changed file's new text, every other
+    /// file as it was), when the last analysis made is one: it is then the report after the
+    /// changes are written, without analysing them again.
+    pub report: Option<Report>,
 }
 
 /// The file of a fix, when all of its edits are in one file.
@@ -71,23 +75,53 @@ fn fix_file(f: &Fix) -> Option<&FileRef> {
         .then_some(first)
 }
 
-/// How many parse problems the text has, parsed on a large stack like every analysis (a text
-/// whose analysis panics counts as unparseable).
-fn parse_problems(path: &Path, text: &str) -> usize {
-    let file = SourceFile::new(path.to_path_buf(), text.to_string());
-    crate::engine::on_large_stack(|| crate::frontend::analyze(0, file).problems.len())
-        .unwrap_or(usize::MAX)
+/// How a text parses: its parse problems, and how many of them are bounds of the analysis
+/// (size, nesting) rather than the grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Parsed {
+    problems: usize,
+    limits: usize,
 }
 
-/// Whether `after` (a file's text with its fixes) has more parse problems than `before`: the
-/// two are parsed side by side.
-fn parses_worse(path: &Path, before: &str, after: &str) -> bool {
-    let (before, after) = std::thread::scope(|s| {
-        let before = s.spawn(|| parse_problems(path, before));
-        let after = parse_problems(path, after);
-        (before.join().unwrap_or(usize::MAX), after)
-    });
-    after > before
+/// How `text` parses, parsed on a large stack like every analysis (a text whose analysis
+/// panics counts as unparseable).
+fn parsed(path: &Path, text: &str) -> Parsed {
+    let file = SourceFile::new(path.to_path_buf(), text.to_string());
+    crate::engine::on_large_stack(|| {
+        let problems = crate::frontend::analyze(0, file).problems;
+        Parsed {
+            problems: problems.len(),
+            limits: problems.iter().filter(|p| p.limit).count(),
+        }
+    })
+    .unwrap_or(Parsed {
+        problems: usize::MAX,
+        limits: 0,
+    })
+}
+
+/// Why `after` (a file's text with its fixes) may not be written, if it may not: it parses
+/// worse than `before` (how `before` parses is `known` when an earlier pass found it). A text
+/// without problems is accepted without parsing `before`. Also returns how `after` parses.
+fn refusal(
+    path: &Path,
+    before: &str,
+    known: Option<Parsed>,
+    after: &str,
+) -> (Option<&'static str>, Parsed) {
+    let now = parsed(path, after);
+    if now.problems == 0 {
+        return (None, now);
+    }
+    let was = known.unwrap_or_else(|| parsed(path, before));
+    let why = if now.limits > was.limits {
+        Some("the fixed code would be too large or too deeply nested to analyse again, so it could not be checked; its fixes were backed out")
+    } else if now.problems > was.problems {
+        Some("the fixed code would not parse; its fixes were backed out")
+    } else {
+        None
+    };
+    (why, now)
 }
 
 /// A fix as offered at one place: its rule, where its finding is, and what it writes.
@@ -183,6 +217,10 @@ pub fn plan(
     let mut last: HashMap<PathBuf, Applied> = HashMap::new();
     let mut out = Plan::default();
     let mut report = first;
+    // the overlay changed since `report` was made
+    let mut stale = false;
+    // how each file's text in the overlay parses
+    let mut parsed_now: HashMap<PathBuf, Parsed> = HashMap::new();
     for pass in 0..=MAX_PASSES {
         let mut per_file: BTreeMap<PathBuf, FileFixes> = BTreeMap::new();
         let mut undo: BTreeMap<PathBuf, String> = BTreeMap::new();
@@ -234,8 +272,10 @@ pub fn plan(
                 entry.new = before.clone();
                 entry.fixes -= applied.map_or(0, |a| a.fixes);
             }
+            parsed_now.remove(&path);
             overlay.insert(path, before);
             changed = true;
+            stale = true;
         }
         last.clear();
         if per_file.is_empty() && !changed {
@@ -275,14 +315,13 @@ pub fn plan(
             if new == file.text {
                 continue;
             }
-            if parses_worse(&path, &file.text, &new) {
+            let (why, now) = refusal(&path, &file.text, parsed_now.get(&path).copied(), &new);
+            if let Some(why) = why {
                 refused.insert(path.clone());
-                out.backed_out.push((
-                    file.display.clone(),
-                    "the fixed code would not parse; its fixes were backed out".to_string(),
-                ));
+                out.backed_out.push((file.display.clone(), why.to_string()));
                 continue;
             }
+            parsed_now.insert(path.clone(), now);
             chosen.sort_by_key(|(s, _)| (s.start, s.end));
             let entry = changes.entry(path.clone()).or_insert_with(|| FileChange {
                 path: path.clone(),
@@ -306,11 +345,22 @@ pub fn plan(
             );
             overlay.insert(path, new);
             changed = true;
+            stale = true;
         }
         if !changed {
             break;
         }
         report = analyse(Arc::new(overlay.clone()));
+        stale = false;
+    }
+    // a backed-out file is left as it was on disk: the last analysis describes what is left
+    // only if it saw that file's original text
+    let backed_out_seen_changed = refused.iter().any(|p| {
+        let original = changes.get(p).map(|c| &c.original);
+        overlay.get(p).is_some_and(|t| Some(t) != original)
+    });
+    if !stale && !backed_out_seen_changed {
+        out.report = Some(report);
     }
     // a backed-out file keeps its original text
     out.changes = changes
@@ -343,27 +393,47 @@ pub fn unified_diff(changes: &[FileChange]) -> String {
 mod tests {
     use super::*;
 
+    fn worse(path: &Path, before: &str, after: &str) -> Option<&'static str> {
+        refusal(path, before, None, after).0
+    }
+
     #[test]
     fn fixed_text_that_parses_worse_is_told_apart() {
         let path = Path::new("jobs.rs");
         let good = "pub fn a() -> i32 {\n    1\n}\n";
         let broken = "pub fn a() -> i32 {\n    1 +\n}\n";
-        assert!(parses_worse(path, good, broken));
-        assert!(!parses_worse(path, good, good));
-        assert!(!parses_worse(path, broken, good));
-        assert!(!parses_worse(path, broken, broken));
+        assert!(worse(path, good, broken).is_some_and(|w| w.contains("would not parse")));
+        assert_eq!(worse(path, good, good), None);
+        assert_eq!(worse(path, broken, good), None);
+        assert_eq!(worse(path, broken, broken), None);
+        // what an earlier pass found of the text before is trusted
+        let clean = Parsed {
+            problems: 0,
+            limits: 0,
+        };
+        assert!(refusal(path, broken, Some(clean), broken).0.is_some());
         // SQL is counted per statement: one more broken statement parses worse
         let sql = Path::new("q.sql");
-        assert!(parses_worse(
-            sql,
-            "SELEC 1;\nSELECT 2;",
-            "SELEC 1;\nSELEC 2;"
-        ));
-        assert!(!parses_worse(
-            sql,
-            "SELEC 1;\nSELEC 2;",
-            "SELEC 1;\nSELECT 2;"
-        ));
+        assert!(worse(sql, "SELEC 1;\nSELECT 2;", "SELEC 1;\nSELEC 2;").is_some());
+        assert_eq!(
+            worse(sql, "SELEC 1;\nSELEC 2;", "SELEC 1;\nSELECT 2;"),
+            None
+        );
+    }
+
+    #[test]
+    fn fixed_text_beyond_the_analysis_bounds_is_refused_as_such() {
+        let path = Path::new("deep.rs");
+        let fine = "pub fn a() -> u8 {\n    1\n}\n";
+        let deep = format!(
+            "pub fn a() -> u8 {{\n    {}1{}\n}}\n",
+            "(".repeat(2000),
+            ")".repeat(2000)
+        );
+        let why = worse(path, fine, &deep).expect("refused");
+        assert!(why.contains("too large or too deeply nested"), "{why}");
+        // a bound the text before already exceeded is not the fix's doing
+        assert_eq!(worse(path, &deep, &deep), None);
     }
 
     #[test]

@@ -940,3 +940,46 @@ fn a_defect_reached_from_many_callers_gets_the_fix_it_gets_alone() {
     assert_eq!(fixes_of(helper_called(300, 0)), alone);
     assert_eq!(fixes_of(helper_called(40, 40)), alone);
 }
+
+/// The findings of a JSON report, each without its fix (a fixed file's fixes are the same;
+/// comparing the rest is enough) and the summary.
+fn json_findings(stdout: &[u8]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let v: serde_json::Value = serde_json::from_slice(stdout).expect("JSON report");
+    let findings = v["findings"].as_array().expect("findings").clone();
+    (findings, v["summary"].clone())
+}
+
+#[test]
+fn the_report_after_fix_is_what_a_new_check_reports() {
+    // one file fixed whole, one fixed in part (its constant value stays), one left alone
+    let partly = r#"use redis::Commands;
+
+fn acquire(con: &mut redis::Connection) -> redis::RedisResult<bool> {
+    let ok: bool = con.set_nx("lock:export", "1")?;
+    let _: () = con.expire("lock:export", 30)?;
+    Ok(ok)
+}
+"#;
+    let dir = project(&[("a.rs", SEPARATE), ("b.rs", partly), ("c.rs", NO_EXPIRY)]);
+    let out = locklint(
+        dir.path(),
+        &["check", "--isolated", "--fix", "--format", "json", "."],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_ne!(
+        std::fs::read_to_string(dir.path().join("b.rs")).unwrap(),
+        partly
+    );
+    let (after_fix, summary) = json_findings(&out.stdout);
+    let fresh = locklint(
+        dir.path(),
+        &["check", "--isolated", "--format", "json", "."],
+    );
+    let (fresh, fresh_summary) = json_findings(&fresh.stdout);
+    assert_eq!(after_fix, fresh);
+    assert!(!fresh.is_empty());
+    assert_eq!(summary["findings"], fresh_summary["findings"]);
+    assert_eq!(summary["files"], fresh_summary["files"]);
+    let rules: Vec<&str> = fresh.iter().filter_map(|f| f["rule"].as_str()).collect();
+    assert!(!rules.contains(&"separate-expire"), "{rules:?}");
+}

@@ -120,7 +120,7 @@ fn fix_files(
     } else {
         crate::fix::Level::Safe
     };
-    let plan = crate::fix::plan(first, level, &|overlay| {
+    let mut plan = crate::fix::plan(first, level, &|overlay| {
         engine::run(&Options {
             overlay: Some(overlay),
             ..opts.clone()
@@ -168,7 +168,11 @@ fn fix_files(
             }
         }
     }
-    let mut report = engine::run(opts);
+    // the plan's last analysis is of the texts just written, unless a write failed
+    let mut report = match plan.report.take() {
+        Some(r) if !failed => r,
+        _ => engine::run(opts),
+    };
     report.fixed = Some(fixed);
     Ok((report, failed))
 }

@@ -398,18 +398,54 @@ pub fn render(report: &Report, style: Style, quiet: bool) -> String {
 }
 
 /// Write every finding, then (unless `quiet`) the summary, one finding at a time.
+/// From how many findings the human output is rendered in two halves at once.
+const RENDER_APART_FROM: usize = 2_000;
+
+/// Render `findings` one after the other, each followed by an empty line.
+fn render_all(
+    findings: &[Diagnostic],
+    style: Style,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut sources = Sources::default();
+    let handler = handler(style);
+    for d in findings {
+        out.write_all(render_with(d, &handler, &mut sources).as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 pub fn write(
     report: &Report,
     style: Style,
     quiet: bool,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
-    let mut sources = Sources::default();
-    let handler = handler(style);
-    for d in &report.findings {
-        out.write_all(render_with(d, &handler, &mut sources).as_bytes())?;
-        out.write_all(b"\n")?;
-    }
+    let findings = &report.findings;
+    // many findings: the second half is rendered on another thread meanwhile
+    let half = if findings.len() >= RENDER_APART_FROM {
+        findings.len() / 2
+    } else {
+        findings.len()
+    };
+    let (first, second) = findings.split_at(half);
+    std::thread::scope(|s| {
+        let second = (!second.is_empty()).then(|| {
+            s.spawn(move || {
+                let mut text = Vec::new();
+                render_all(second, style, &mut text).map(|()| text)
+            })
+        });
+        render_all(first, style, out)?;
+        if let Some(rendered) = second {
+            let text = rendered
+                .join()
+                .map_err(|_| std::io::Error::other("rendering the findings failed"))??;
+            out.write_all(&text)?;
+        }
+        Ok::<(), std::io::Error>(())
+    })?;
     if !quiet {
         out.write_all(summary(report).as_bytes())?;
         out.write_all(b"\n")?;
@@ -513,5 +549,47 @@ mod tests {
         let mut long = d.clone();
         long.related.truncate(3);
         assert!(!render_one(&long, style).contains("not shown"));
+    }
+
+    #[test]
+    fn many_findings_render_in_their_order() {
+        let n = RENDER_APART_FROM + 3;
+        let text: String = (0..n)
+            .map(|i| format!("con.del(\"lock:{i}\");\n"))
+            .collect();
+        let file = SourceFile::new(PathBuf::from("a.rs"), text.clone());
+        let findings: Vec<Diagnostic> = text
+            .match_indices("con.del")
+            .enumerate()
+            .map(|(i, (start, _))| Diagnostic {
+                rule: "unconditional-release",
+                severity: Severity::Error,
+                primary: crate::diagnostic::Location::new(
+                    file.clone(),
+                    crate::source::Span::new(start, start + 7),
+                ),
+                label: format!("deletes lock {i}"),
+                message: format!("lock {i} is deleted without checking its holder"),
+                help: "compare and delete".to_string(),
+                related: Vec::new(),
+                fix: None,
+            })
+            .collect();
+        let style = Style {
+            color: false,
+            width: 100,
+        };
+        let report = Report {
+            findings: findings.clone(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write(&report, style, true, &mut out).unwrap();
+        let one_by_one: String = findings
+            .iter()
+            .map(|d| render_one(d, style) + "\n")
+            .collect();
+        assert_eq!(String::from_utf8(out).unwrap(), one_by_one);
+        assert!(one_by_one.contains(&format!("lock {} is deleted", n - 1)));
     }
 }

@@ -54,6 +54,7 @@ pub const HELP: &str = "this is a defect in locklint; please report it with the 
 /// "this embedded SQL text").
 pub fn problem(what: &str, message: &str, span: Span) -> ParseProblem {
     ParseProblem {
+        limit: false,
         message: format!("locklint could not analyse {what}: {message}"),
         span,
         help: HELP.to_string(),

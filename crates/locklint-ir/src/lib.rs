@@ -579,6 +579,10 @@ pub struct ParseProblem {
     pub span: Span,
     /// What to do about it.
     pub help: String,
+    /// The text may be valid: it exceeds a bound of the analysis (its size or nesting), not
+    /// the grammar.
+    #[serde(default)]
+    pub limit: bool,
 }
 
 /// Maps byte offsets of a decoded text (a string literal's value) to byte offsets of the file.

@@ -29,6 +29,7 @@ pub fn analyze(ir: &mut FileIr) {
         }
         if let Some(at) = lex::too_deep(&e.text, MAX_NESTING) {
             ir.problems.push(ParseProblem {
+                limit: true,
                 message: format!(
                     "this Lua script nests brackets or blocks more than {MAX_NESTING} levels deep; it was not analysed"
                 ),
@@ -40,6 +41,7 @@ pub fn analyze(ir: &mut FileIr) {
         }
         if let Some(at) = lex::long_chain(&e.text, MAX_CHAIN) {
             ir.problems.push(ParseProblem {
+                limit: true,
                 message: format!(
                     "this Lua script chains more than {MAX_CHAIN} operators or calls in one expression; it was not analysed"
                 ),
@@ -126,6 +128,7 @@ pub fn analyze(ir: &mut FileIr) {
                         "this embedded Lua script"
                     };
                     ir.problems.push(ParseProblem {
+                        limit: false,
                         message: format!(
                             "could not parse {what}: {}",
                             lowercase_first(&err.message)

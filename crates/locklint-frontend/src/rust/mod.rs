@@ -164,6 +164,7 @@ fn hollowed(
 /// The problem of a file too large to analyse, at `at`.
 fn too_large_problem(at: Span, message: String) -> ParseProblem {
     ParseProblem {
+        limit: true,
         message,
         span: Span::new(at.start, at.end.max(at.start)),
         help: "this may be valid Rust, but its syntax tree would take hundreds of megabytes; split it or exclude the file (the rest of the tree is analysed either way)".to_string(),
@@ -187,6 +188,7 @@ fn without_shebang(text: &str) -> &str {
 /// The problem of a Rust file the parser refuses, at `at`.
 fn unparsable(at: Span, what: &str) -> ParseProblem {
     ParseProblem {
+        limit: false,
         message: format!("could not parse this Rust file: {what}"),
         span: Span::new(at.start, at.end.max(at.start)),
         help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
@@ -256,6 +258,7 @@ fn nesting_problem(text: &str, start: usize, excess: Nesting) -> ParseProblem {
         Nesting::Depth => format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
     };
     ParseProblem {
+        limit: true,
         message,
         span: first_char(text, start),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),

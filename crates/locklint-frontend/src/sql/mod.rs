@@ -125,6 +125,7 @@ fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
     let mut out: Vec<ParseProblem> = problems
         .into_iter()
         .map(|(span, message)| ParseProblem {
+            limit: false,
             message,
             span,
             help: HELP.to_string(),
@@ -132,6 +133,7 @@ fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
         .collect();
     if let Some(span) = rest {
         out.push(ParseProblem {
+            limit: false,
             message: format!(
                 "this and {} more SQL statements of the file could not be parsed (the first {MAX_REPORTED_STATEMENTS} are reported one by one)",
                 more
