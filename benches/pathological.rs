@@ -12,7 +12,8 @@
 //!
 //! Some cases go on after the analysis, as the command line would: `+human` renders every
 //! finding as the human output does, `+add-suppressions` computes the `--add-suppressions`
-//! edits. Their `stage s` column is the wall time of that step alone.
+//! edits, `+fix` applies every fix (unsafe ones too) in memory as `--fix --unsafe-fixes`
+//! does before writing. Their `stage s` column is the wall time of that step alone.
 //!
 //! `LOCKLINT_PATHO_SIZE` sets the input size in bytes (default 1000000), or several sizes
 //! separated by commas (`1000000,2000000`): each case then runs at every size and the last
@@ -46,6 +47,9 @@ enum Stage {
     Human,
     /// Compute the `--add-suppressions` edits.
     AddSuppressions,
+    /// Apply every fix, unsafe ones too, in memory, as `--fix --unsafe-fixes` does before it
+    /// writes (the analyses of the fixed text included).
+    Fix,
 }
 
 impl Stage {
@@ -54,6 +58,7 @@ impl Stage {
             Stage::Analyse => "analyse",
             Stage::Human => "human",
             Stage::AddSuppressions => "add-suppressions",
+            Stage::Fix => "fix",
         }
     }
 
@@ -61,6 +66,7 @@ impl Stage {
         match arg {
             "human" => Stage::Human,
             "add-suppressions" => Stage::AddSuppressions,
+            "fix" => Stage::Fix,
             _ => Stage::Analyse,
         }
     }
@@ -125,7 +131,7 @@ fn cases(size: usize) -> Vec<Case> {
         });
     }
     // every finding of one file rendered, or given a suppression comment
-    for stage in [Stage::Human, Stage::AddSuppressions] {
+    for stage in [Stage::Human, Stage::AddSuppressions, Stage::Fix] {
         out.push(Case {
             name: format!("rust/many_findings+{}", stage.arg()),
             file: "big.rs",
@@ -133,6 +139,24 @@ fn cases(size: usize) -> Vec<Case> {
             stage,
         });
     }
+    // a quarter of the size: each fix triples the text it replaces
+    out.push(Case {
+        name: "rust/separate_expires+fix".to_string(),
+        file: "big.rs",
+        text: p::separate_expires(
+            p::count_for(
+                size / 4,
+                p::separate_expires(11).len() - p::separate_expires(1).len(),
+            ) * 10,
+        ),
+        stage: Stage::Fix,
+    });
+    out.push(Case {
+        name: "rust/get_then_set_chain+fix".to_string(),
+        file: "big.rs",
+        text: p::get_then_set_chain(per_line(p::get_then_set_chain)),
+        stage: Stage::Fix,
+    });
     // one finding with a related location per call site of its helper, rendered
     out.push(Case {
         name: "rust/many_helper_calls+human".to_string(),
@@ -197,6 +221,12 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "sql/lock_table_updates+fix".to_string(),
+        file: "locks.sql",
+        text: p::lock_table_updates(per_line(p::lock_table_updates)),
+        stage: Stage::Fix,
+    });
+    out.push(Case {
         name: "sql/parse_errors".to_string(),
         file: "jobs.sql",
         text: p::sql_parse_errors(per_line(p::sql_parse_errors)),
@@ -255,11 +285,18 @@ fn child(dir: &Path, stage: Stage) {
     locklint::allocator::tune();
     let start = Instant::now();
     // every input is parsed, as a file that can hold lock code would be
-    let report = engine::run(&Options {
+    let opts = Options {
         paths: vec![dir.to_path_buf()],
         parse_all: true,
         ..Default::default()
-    });
+    };
+    let report = engine::run(&opts);
+    let findings = report.findings.len();
+    let parse_errors = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "parse-error")
+        .count();
     let stage_start = Instant::now();
     let produced = match stage {
         Stage::Analyse => 0,
@@ -278,21 +315,25 @@ fn child(dir: &Path, stage: Stage) {
             .iter()
             .map(|(_, edits)| edits.len())
             .sum(),
+        Stage::Fix => {
+            let plan = locklint::fix::plan(report, locklint::fix::Level::Unsafe, &|overlay| {
+                engine::run(&Options {
+                    overlay: Some(overlay),
+                    ..opts.clone()
+                })
+            });
+            for (_, why) in &plan.backed_out {
+                eprintln!("backed out: {why}");
+            }
+            plan.changes.iter().map(|c| c.fixes).sum()
+        }
     };
     std::hint::black_box(produced);
     let stage_wall = stage_start.elapsed().as_secs_f64();
     let wall = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds();
     let hwm = rss::peak_rss_kib("self");
-    let parse_errors = report
-        .findings
-        .iter()
-        .filter(|f| f.rule == "parse-error")
-        .count();
-    println!(
-        "RESULT {wall} {hwm} {} {parse_errors} {cpu} {stage_wall}",
-        report.findings.len()
-    );
+    println!("RESULT {wall} {hwm} {findings} {parse_errors} {cpu} {stage_wall}");
 }
 
 /// A sink that counts the bytes written to it.

@@ -261,6 +261,16 @@ pub fn many_findings(n: usize) -> String {
     )
 }
 
+/// `n` acquires without expiry, each followed by a separate expiry, in one function: `n`
+/// findings, each with a safe fix that merges the two commands (into nine lines).
+pub fn separate_expires(n: usize) -> String {
+    rust_fn((0..n).map(|i| {
+        format!(
+            "if !con.set_nx(\"lock:job:{i}\", token).await? {{ return Ok(()); }}\n    let _: () = con.expire(\"lock:job:{i}\", 30).await?;"
+        )
+    }))
+}
+
 /// `n` reads bound to locals and `n` acquires whose result is checked, all inside one `if`
 /// block nested in a `tokio::spawn(async move { .. })`: one statement of the function holds
 /// every other.
