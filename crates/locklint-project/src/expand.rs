@@ -80,16 +80,53 @@ fn call_values(
         .collect()
 }
 
-/// Per argument of a call, whether it is a lock's key as the chain sees it: a key parameter
-/// of a lock-named function passed on as it is (through references and conversions), or, in
-/// a lock-named function, one of its parameters or what a helper call builds from them.
-fn lock_args(call: &Call, named_lock: bool, lock_params: &[bool]) -> Vec<bool> {
+/// What the chain knows of a parameter of the function being expanded, from the argument its
+/// caller passed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Passed {
+    /// It is a lock's key as the chain sees it: a key parameter of a lock-named function
+    /// passed on as it is (through references and conversions), or, in a lock-named function,
+    /// one of its parameters or what a helper call builds from them.
+    lock: bool,
+    /// Where the value was made, when it was passed on as it is from there.
+    made: Option<KeyMade>,
+}
+
+/// Where a key passed on as it is down a chain of calls was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyMade {
+    /// By the argument of this call of the chain (an index into [`crate::TraceOp::via`]).
+    At(usize),
+    /// Above the root: it is the root's own parameter, and the root has callers in the
+    /// project, whose traces see the key they pass.
+    ByCallers,
+}
+
+/// Per argument of `call` (the chain's call site `at`; `root_called`: the call is the root's
+/// and the root has callers), what the callee's parameter knows.
+fn passed_args(
+    call: &Call,
+    named_lock: bool,
+    params: &[Passed],
+    at: usize,
+    root_called: bool,
+) -> Vec<Passed> {
     call.arg_params
         .iter()
         .map(|a| {
-            a.direct
-                .is_some_and(|i| named_lock || lock_params.get(i) == Some(&true))
-                || (named_lock && !a.built_from.is_empty())
+            let outer = a.direct.and_then(|i| params.get(i).copied());
+            let made = match (outer.and_then(|p| p.made), a.direct) {
+                (Some(made), _) => made,
+                (None, Some(_)) if root_called => KeyMade::ByCallers,
+                (None, _) => KeyMade::At(at),
+            };
+            Passed {
+                lock: a
+                    .direct
+                    .is_some_and(|_| named_lock || outer.is_some_and(|p| p.lock))
+                    || (named_lock && !a.built_from.is_empty()),
+                made: Some(made),
+            }
         })
         .collect()
 }
@@ -158,7 +195,7 @@ impl<'a> Expander<'_, 'a> {
         outer_deps: &[NodeId],
         via: &[(FileRef, Span)],
         root_event: Option<NodeId>,
-        lock_params: &[bool],
+        params: &[Passed],
     ) -> Vec<NodeId> {
         let func = self.idx.func(at);
         let file = self.idx.files[at.file].file.clone();
@@ -211,13 +248,12 @@ impl<'a> Expander<'_, 'a> {
                     if args.is_some() {
                         self.inlined += 1;
                     }
-                    let lock_param = op.key.parts.len() == 1
-                        && matches!(op.key.parts[0], Part::Hole(_))
-                        && op
-                            .key
-                            .param
-                            .as_ref()
-                            .is_some_and(|(i, _)| lock_params.get(*i) == Some(&true));
+                    let whole_param = (op.key.parts.len() == 1
+                        && matches!(op.key.parts[0], Part::Hole(_)))
+                    .then(|| op.key.param.as_ref().and_then(|(i, _)| params.get(*i)))
+                    .flatten();
+                    let lock_param = whole_param.is_some_and(|p| p.lock);
+                    let key_made = whole_param.and_then(|p| p.made);
                     self.ops.push(TraceOp {
                         op,
                         file: file.clone(),
@@ -232,6 +268,7 @@ impl<'a> Expander<'_, 'a> {
                         value,
                         keys,
                         lock_param,
+                        key_made,
                     });
                 }
                 Event::Call(call) => {
@@ -261,10 +298,10 @@ impl<'a> Expander<'_, 'a> {
                     let mut v = via.to_vec();
                     v.push((file.clone(), call.span));
                     let seen = call_values(call, func, &file, values);
-                    // a lock-named root that others call is seen through its callers
-                    let named_lock = vocabulary::is_lock_fn_name(&func.name)
-                        && !(self.stack.len() == 1 && self.idx.callers.contains_key(&at));
-                    let lock_args = lock_args(call, named_lock, lock_params);
+                    // a root that others call is seen through its callers
+                    let root_called = self.stack.len() == 1 && self.idx.callers.contains_key(&at);
+                    let named_lock = vocabulary::is_lock_fn_name(&func.name) && !root_called;
+                    let passed = passed_args(call, named_lock, params, v.len() - 1, root_called);
                     let reads = self.expand(
                         target,
                         Some(&call_args),
@@ -273,7 +310,7 @@ impl<'a> Expander<'_, 'a> {
                         &deps,
                         &v,
                         Some(root_event.unwrap_or(call.id)),
-                        &lock_args,
+                        &passed,
                     );
                     if call.result == ResultUse::Returned {
                         returned_reads.extend(reads.iter().copied());

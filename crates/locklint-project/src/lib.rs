@@ -15,6 +15,7 @@ mod trace;
 pub mod ttl;
 
 use expand::Expander;
+pub use expand::KeyMade;
 use marking::{collect_facts, mark_locks};
 pub use marking::{key_matches, template_matches, LockFacts};
 pub use orm::resolve_entity_tables;

@@ -42,6 +42,9 @@ pub struct TraceOp<'a> {
     /// deleting `build_key(prefix, key)` through a dispatch to the backend's helpers): the
     /// operation is a generic helper's, and the lock is the caller's.
     pub lock_param: bool,
+    /// The operation's key is its function's parameter, passed on as it is from where it was
+    /// made (`remove_file(conn, &self.lock_file)` calling a generic `del(conn, key)`).
+    pub key_made: Option<crate::KeyMade>,
 }
 
 /// One key of a multi-key command, as the trace sees it.

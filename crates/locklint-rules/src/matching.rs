@@ -4,8 +4,9 @@
 use super::RuleInfo;
 use locklint_ir::diagnostic::{Diagnostic, Location, Related};
 use locklint_ir::source::{FileRef, Span};
+use locklint_ir::vocabulary;
 use locklint_ir::{Call, Channel, Event, Function, OpKind};
-use locklint_project::{Trace, TraceOp};
+use locklint_project::{KeyMade, Trace, TraceOp};
 
 /// A diagnostic for `info` at a span, with the helper call chain as related spans.
 pub fn diagnostic(
@@ -53,6 +54,43 @@ pub fn call_chain_from(via: &[(FileRef, Span)]) -> Vec<Related> {
             label: "through this call".to_string(),
         })
         .collect()
+}
+
+/// Where a command of a generic helper is reported, when the command's key is a parameter of
+/// a function that does not name a lock (`fn remove_file(conn, name) { cmd("DEL").arg(name) }`
+/// reached from `remove_file(conn, &self.lock_file)`): the command is the helper's for every
+/// key it is given, and the lock is the caller's.
+pub enum HelperSite<'o> {
+    /// At the call whose argument made the key; the calls after it lead to the command.
+    Call(&'o (FileRef, Span), &'o [(FileRef, Span)]),
+    /// The key is the root's own parameter and the root has callers: their traces report it.
+    Callers,
+}
+
+/// [`HelperSite`] of an operation, if it is a generic helper's.
+pub fn generic_helper_site<'o>(o: &'o TraceOp) -> Option<HelperSite<'o>> {
+    let made = o.key_made?;
+    let named = |name: &str| vocabulary::is_lock_fn_name(name) || vocabulary::names_lock(name);
+    let param_names_lock = o.op.key.param.as_ref().is_some_and(|(_, p)| named(p));
+    if named(&o.func.name) || param_names_lock {
+        return None;
+    }
+    match made {
+        KeyMade::ByCallers => Some(HelperSite::Callers),
+        KeyMade::At(i) => {
+            let (first, rest) = o.via.get(i..)?.split_first()?;
+            Some(HelperSite::Call(first, rest))
+        }
+    }
+}
+
+/// Where an operation is seen from its trace's root: the call that handed a generic helper
+/// its key (see [`generic_helper_site`]), else the operation itself.
+pub fn op_site(o: &TraceOp) -> (FileRef, Span) {
+    match generic_helper_site(o) {
+        Some(HelperSite::Call(at, _)) => at.clone(),
+        _ => site(o),
+    }
 }
 
 /// Related spans of an unguarded release or renewal: the client-side comparison it depends on

@@ -1,8 +1,8 @@
 //! `unconditional-release`: a lock is deleted without an atomic check that the caller still owns it.
 
 use super::matching::{
-    call_chain_from, command_name, comparison_and_chain, dependent_read, diagnostic, key_text,
-    related, site, with_related, RELEASE_HELP,
+    call_chain_from, command_name, comparison_and_chain, dependent_read, diagnostic,
+    generic_helper_site, key_text, op_site, related, site, with_related, HelperSite, RELEASE_HELP,
 };
 use super::{Fixes, Rule, RuleInfo};
 use crate::fixes::{
@@ -11,7 +11,7 @@ use crate::fixes::{
 };
 use crate::Findings;
 use locklint_ir::diagnostic::Fix;
-use locklint_ir::diagnostic::{Diagnostic, Severity};
+use locklint_ir::diagnostic::{Diagnostic, Location, Related, Severity};
 use locklint_ir::OpKind;
 use locklint_project::TraceOp;
 use locklint_project::{LockFacts, Trace};
@@ -51,15 +51,28 @@ impl Rule for UnconditionalRelease {
                     "lock `{key}` is released with a plain {cmd}; if it expired and another process took it, this deletes their lock"
                 ),
             };
-            // a generic helper's delete of a lock-named wrapper's key: the release is the
-            // root's call of the wrapper, and the delete it ends in is related
-            let (at, related_spans) = match o.via.split_first() {
-                Some((first, rest)) if o.lock_param => {
-                    let mut rel = call_chain_from(rest);
+            // a generic helper's delete of a lock-named wrapper's key, or of a key its caller
+            // made: the release is that call, and the delete it ends in is related
+            let helper_call = match (o.via.split_first(), generic_helper_site(o)) {
+                (Some(chain), _) if o.lock_param => Some(chain),
+                (_, Some(HelperSite::Call(first, rest))) => Some((first, rest)),
+                (_, Some(HelperSite::Callers)) => continue,
+                _ => None,
+            };
+            let (at, related_spans) = match helper_call {
+                Some((first, rest)) => {
+                    let mut rel: Vec<_> = compared
+                        .map(|r| Related {
+                            location: Location::new(op_site(r).0, op_site(r).1),
+                            label: "compared here".to_string(),
+                        })
+                        .into_iter()
+                        .collect();
+                    rel.extend(call_chain_from(rest));
                     rel.push(related(o, "the plain delete this call ends in"));
                     (first.clone(), rel)
                 }
-                _ => (site(o), comparison_and_chain(compared, o)),
+                None => (site(o), comparison_and_chain(compared, o)),
             };
             let d = diagnostic(
                 &INFO,
@@ -69,7 +82,8 @@ impl Rule for UnconditionalRelease {
                 RELEASE_HELP.to_string(),
             );
             let mut d = with_related(d, related_spans);
-            if fixes.wants(&d) {
+            // the helper deletes every key it is given: rewriting it is not this caller's fix
+            if helper_call.is_none() && fixes.wants(&d) {
                 d.fix = guarded_release(o, &facts.fix);
             }
             out.push(d);
