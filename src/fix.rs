@@ -8,6 +8,7 @@ pub use write::write_atomically;
 
 use crate::diagnostic::{Applicability, Diagnostic, Fix};
 use crate::engine::Report;
+use crate::ir::Limit;
 use crate::source::{FileRef, SourceFile, Span};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -75,12 +76,13 @@ fn fix_file(f: &Fix) -> Option<&FileRef> {
         .then_some(first)
 }
 
-/// How a text parses: its parse problems, and how many of them are bounds of the analysis
-/// (size, nesting) rather than the grammar.
+/// How a text parses: its parse problems, how many of them are bounds of the analysis (size,
+/// nesting) rather than the grammar, and whether one left the whole file out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Parsed {
     problems: usize,
     limits: usize,
+    whole_file_refused: bool,
 }
 
 /// How `text` parses, parsed on a large stack like every analysis (a text whose analysis
@@ -91,17 +93,20 @@ fn parsed(path: &Path, text: &str) -> Parsed {
         let problems = crate::frontend::analyze(0, file).problems;
         Parsed {
             problems: problems.len(),
-            limits: problems.iter().filter(|p| p.limit).count(),
+            limits: problems.iter().filter(|p| p.limit != Limit::None).count(),
+            whole_file_refused: problems.iter().any(|p| p.limit == Limit::File),
         }
     })
     .unwrap_or(Parsed {
         problems: usize::MAX,
         limits: 0,
+        whole_file_refused: false,
     })
 }
 
 /// Why `after` (a file's text with its fixes) may not be written, if it may not: it parses
-/// worse than `before` (how `before` parses is `known` when an earlier pass found it). A text
+/// worse than `before` (how `before` parses is `known` when an earlier pass found it), or it
+/// cannot be analysed at all (a file with fixes was analysed: the fixes made it so). A text
 /// without problems is accepted without parsing `before`. Also returns how `after` parses.
 fn refusal(
     path: &Path,
@@ -109,19 +114,56 @@ fn refusal(
     known: Option<Parsed>,
     after: &str,
 ) -> (Option<&'static str>, Parsed) {
+    const BEYOND: &str = "the fixed code would be too large or too deeply nested to analyse again, so it could not be checked; its fixes were backed out";
     let now = parsed(path, after);
     if now.problems == 0 {
         return (None, now);
     }
+    if now.whole_file_refused {
+        return (Some(BEYOND), now);
+    }
     let was = known.unwrap_or_else(|| parsed(path, before));
     let why = if now.limits > was.limits {
-        Some("the fixed code would be too large or too deeply nested to analyse again, so it could not be checked; its fixes were backed out")
+        Some(BEYOND)
     } else if now.problems > was.problems {
         Some("the fixed code would not parse; its fixes were backed out")
     } else {
         None
     };
     (why, now)
+}
+
+/// The text taken by the edits chosen so far: disjoint, not touching ranges (start to end),
+/// so that whether an edit touches one is a look-up, not a scan.
+#[derive(Debug, Default)]
+struct Taken(BTreeMap<usize, usize>);
+
+impl Taken {
+    /// Whether `s` overlaps or touches a taken range.
+    fn touches(&self, s: Span) -> bool {
+        self.0
+            .range(..=s.end)
+            .next_back()
+            .is_some_and(|(_, &end)| s.start <= end)
+    }
+
+    /// Take `s`, merged with the ranges it touches.
+    fn add(&mut self, s: Span) {
+        let (mut start, mut end) = (s.start, s.end);
+        let merged: Vec<(usize, usize)> = self
+            .0
+            .range(..=end)
+            .rev()
+            .take_while(|(_, &e)| e >= start)
+            .map(|(&a, &b)| (a, b))
+            .collect();
+        for (a, b) in merged {
+            self.0.remove(&a);
+            start = start.min(a);
+            end = end.max(b);
+        }
+        self.0.insert(start, end);
+    }
 }
 
 /// A fix as offered at one place: its rule, where its finding is, and what it writes.
@@ -288,15 +330,14 @@ pub fn plan(
         for (path, (file, fixes)) in per_file {
             let mut chosen: Vec<(Span, String)> = Vec::new();
             let mut offers: Vec<(Offer, String)> = Vec::new();
+            let mut taken = Taken::default();
             for (d, f) in fixes {
                 let spans: Vec<Span> = f.edits.iter().map(|e| e.location.span).collect();
-                let clash = spans.iter().any(|s| {
-                    chosen
-                        .iter()
-                        .any(|(c, _)| s.start <= c.end && c.start <= s.end)
-                });
-                if clash {
+                if spans.iter().any(|s| taken.touches(*s)) {
                     continue;
+                }
+                for s in &spans {
+                    taken.add(*s);
                 }
                 chosen.extend(
                     f.edits
@@ -410,6 +451,7 @@ mod tests {
         let clean = Parsed {
             problems: 0,
             limits: 0,
+            whole_file_refused: false,
         };
         assert!(refusal(path, broken, Some(clean), broken).0.is_some());
         // SQL is counted per statement: one more broken statement parses worse
@@ -432,8 +474,43 @@ mod tests {
         );
         let why = worse(path, fine, &deep).expect("refused");
         assert!(why.contains("too large or too deeply nested"), "{why}");
-        // a bound the text before already exceeded is not the fix's doing
-        assert_eq!(worse(path, &deep, &deep), None);
+        // a file left out whole is never written, whatever the text before was
+        assert!(worse(path, &deep, &deep).is_some());
+        // a bound the text before already exceeded in one part is not the fix's doing
+        let lua = |nesting: usize| {
+            format!(
+                "pub fn s() -> redis::Script {{\n    redis::Script::new(\"return {}1{}\")\n}}\n",
+                "(".repeat(nesting),
+                ")".repeat(nesting)
+            )
+        };
+        let deep_script = lua(crate::frontend::lua::MAX_NESTING + 5);
+        assert_eq!(worse(path, &deep_script, &deep_script), None);
+        let why = worse(path, &lua(2), &deep_script).expect("refused");
+        assert!(why.contains("too large or too deeply nested"), "{why}");
+    }
+
+    #[test]
+    fn taken_ranges_tell_touching_spans_as_a_scan_would() {
+        // every span of a small range against a scan of the spans taken before it
+        let spans: Vec<Span> = (0..12)
+            .flat_map(|a| (a..12).map(move |b| Span::new(a, b)))
+            .collect();
+        for step in [1, 3, 7, 11] {
+            let mut taken = Taken::default();
+            let mut scan: Vec<Span> = Vec::new();
+            for (i, s) in spans.iter().enumerate() {
+                if i % step != 0 {
+                    continue;
+                }
+                let touches = scan.iter().any(|c| s.start <= c.end && c.start <= s.end);
+                assert_eq!(taken.touches(*s), touches, "{s:?} after {scan:?}");
+                if !touches || i % 2 == 0 {
+                    taken.add(*s);
+                    scan.push(*s);
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! step instead of ending the whole run (`rules::problems` makes the finding). Panics caught here are not printed by the panic hook.
 
 use crate::source::{FileRef, Span};
-use crate::ParseProblem;
+use crate::{Limit, ParseProblem};
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
@@ -54,7 +54,7 @@ pub const HELP: &str = "this is a defect in locklint; please report it with the 
 /// "this embedded SQL text").
 pub fn problem(what: &str, message: &str, span: Span) -> ParseProblem {
     ParseProblem {
-        limit: false,
+        limit: Limit::None,
         message: format!("locklint could not analyse {what}: {message}"),
         span,
         help: HELP.to_string(),

@@ -582,7 +582,20 @@ pub struct ParseProblem {
     /// The text may be valid: it exceeds a bound of the analysis (its size or nesting), not
     /// the grammar.
     #[serde(default)]
-    pub limit: bool,
+    pub limit: Limit,
+}
+
+/// Whether a [`ParseProblem`] is a bound of the analysis rather than the grammar, and what it
+/// left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Limit {
+    /// A syntax error (or a failure of the analysis): not a bound.
+    #[default]
+    None,
+    /// One part (an embedded script) was not analysed; the rest of the file was.
+    Part,
+    /// The whole file was not analysed.
+    File,
 }
 
 /// Maps byte offsets of a decoded text (a string literal's value) to byte offsets of the file.

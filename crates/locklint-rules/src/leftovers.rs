@@ -495,7 +495,18 @@ pub fn trait_import_left_unused(
     if edits.iter().any(|(s, _)| touches(s)) {
         return None;
     }
-    let replaced = |m: usize| edits.iter().any(|(s, _)| s.start <= m && m < s.end);
+    // the edits' spans by start, each with the furthest end of those up to it
+    let mut spans: Vec<(usize, usize)> = edits.iter().map(|(s, _)| (s.start, s.end)).collect();
+    spans.sort_unstable();
+    let mut furthest = 0;
+    for s in &mut spans {
+        furthest = furthest.max(s.1);
+        s.1 = furthest;
+    }
+    let replaced = |m: usize| {
+        let before = spans.partition_point(|&(start, _)| start <= m);
+        before > 0 && m < spans[before - 1].1
+    };
     if !mentions.iter().all(|&m| replaced(m)) {
         return None;
     }

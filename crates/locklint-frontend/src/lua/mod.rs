@@ -13,7 +13,7 @@ use locklint_ir::lua::Script;
 use locklint_ir::source::Span;
 use locklint_ir::vocabulary;
 use locklint_ir::Origin;
-use locklint_ir::{FileIr, Language, ParseProblem};
+use locklint_ir::{FileIr, Language, Limit, ParseProblem};
 
 /// Parse the Lua texts of a file (`ir.embedded` with [`locklint_ir::Language::Lua`]).
 pub fn analyze(ir: &mut FileIr) {
@@ -29,7 +29,7 @@ pub fn analyze(ir: &mut FileIr) {
         }
         if let Some(at) = lex::too_deep(&e.text, MAX_NESTING) {
             ir.problems.push(ParseProblem {
-                limit: true,
+                limit: Limit::Part,
                 message: format!(
                     "this Lua script nests brackets or blocks more than {MAX_NESTING} levels deep; it was not analysed"
                 ),
@@ -41,7 +41,7 @@ pub fn analyze(ir: &mut FileIr) {
         }
         if let Some(at) = lex::long_chain(&e.text, MAX_CHAIN) {
             ir.problems.push(ParseProblem {
-                limit: true,
+                limit: Limit::Part,
                 message: format!(
                     "this Lua script chains more than {MAX_CHAIN} operators or calls in one expression; it was not analysed"
                 ),
@@ -128,7 +128,7 @@ pub fn analyze(ir: &mut FileIr) {
                         "this embedded Lua script"
                     };
                     ir.problems.push(ParseProblem {
-                        limit: false,
+                        limit: Limit::None,
                         message: format!(
                             "could not parse {what}: {}",
                             lowercase_first(&err.message)
@@ -143,7 +143,7 @@ pub fn analyze(ir: &mut FileIr) {
 }
 
 /// Deeper bracket nesting than this is refused before parsing (the parser and the walk recurse).
-const MAX_NESTING: usize = 256;
+pub const MAX_NESTING: usize = 256;
 
 /// Operators and calls one expression may chain (each one a level of the parser's recursion).
 const MAX_CHAIN: usize = 1000;

@@ -24,7 +24,7 @@ pub use commands::{builder, typed, CmdArg};
 pub use keys::parse_format;
 
 use locklint_ir::source::{FileRef, Span};
-use locklint_ir::{FileIr, ParseProblem};
+use locklint_ir::{FileIr, Limit, ParseProblem};
 
 pub use depth::{MAX_DEPTH, MAX_NESTING};
 pub use size::{Limits, MAX_FILE_EVENTS, MAX_FILE_TOKENS, MAX_TREE_TOKENS};
@@ -164,7 +164,7 @@ fn hollowed(
 /// The problem of a file too large to analyse, at `at`.
 fn too_large_problem(at: Span, message: String) -> ParseProblem {
     ParseProblem {
-        limit: true,
+        limit: Limit::File,
         message,
         span: Span::new(at.start, at.end.max(at.start)),
         help: "this may be valid Rust, but its syntax tree would take hundreds of megabytes; split it or exclude the file (the rest of the tree is analysed either way)".to_string(),
@@ -188,7 +188,7 @@ fn without_shebang(text: &str) -> &str {
 /// The problem of a Rust file the parser refuses, at `at`.
 fn unparsable(at: Span, what: &str) -> ParseProblem {
     ParseProblem {
-        limit: false,
+        limit: Limit::None,
         message: format!("could not parse this Rust file: {what}"),
         span: Span::new(at.start, at.end.max(at.start)),
         help: "fix the syntax error (or exclude the file); the rest of the tree is analysed either way".to_string(),
@@ -258,7 +258,7 @@ fn nesting_problem(text: &str, start: usize, excess: Nesting) -> ParseProblem {
         Nesting::Depth => format!("nesting too deep to analyse: more than {MAX_DEPTH} levels of operators, closures, keywords and brackets; the file was not analysed"),
     };
     ParseProblem {
-        limit: true,
+        limit: Limit::File,
         message,
         span: first_char(text, start),
         help: "this may be valid Rust, but it is too deep to analyse safely; split the expression or exclude the file (the rest of the tree is analysed either way)".to_string(),

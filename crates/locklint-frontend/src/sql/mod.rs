@@ -16,7 +16,7 @@ pub mod statements;
 use locklint_ir::source::Span;
 use locklint_ir::sql::SqlText;
 use locklint_ir::Origin;
-use locklint_ir::{FileIr, Language, ParseProblem};
+use locklint_ir::{FileIr, Language, Limit, ParseProblem};
 
 /// Parse the SQL texts of a file (`ir.embedded` with [`locklint_ir::Language::Sql`]).
 pub fn analyze(ir: &mut FileIr) {
@@ -125,7 +125,7 @@ fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
     let mut out: Vec<ParseProblem> = problems
         .into_iter()
         .map(|(span, message)| ParseProblem {
-            limit: false,
+            limit: Limit::None,
             message,
             span,
             help: HELP.to_string(),
@@ -133,7 +133,7 @@ fn reported(mut problems: Vec<(Span, String)>) -> Vec<ParseProblem> {
         .collect();
     if let Some(span) = rest {
         out.push(ParseProblem {
-            limit: false,
+            limit: Limit::None,
             message: format!(
                 "this and {} more SQL statements of the file could not be parsed (the first {MAX_REPORTED_STATEMENTS} are reported one by one)",
                 more
