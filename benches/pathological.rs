@@ -272,6 +272,12 @@ fn cases(size: usize) -> Vec<Case> {
         stage: Stage::Analyse,
     });
     out.push(Case {
+        name: "lua/broken_statements".to_string(),
+        file: "script.lua",
+        text: p::lua_broken_statements(size),
+        stage: Stage::Analyse,
+    });
+    out.push(Case {
         name: "lua/large_file".to_string(),
         file: "script.lua",
         text: p::lua_file(size * 27 / 10),

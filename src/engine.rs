@@ -110,6 +110,29 @@ pub struct Report {
     pub selected: HashSet<PathBuf>,
     /// Files analysed for facts, the selection included.
     pub project_files: usize,
+    /// How each file analysed in this run parsed (none when the findings came from the
+    /// project's stored answer): what `--fix` compares a fixed text with.
+    pub parsed: HashMap<PathBuf, Parsed>,
+}
+
+/// How a text parses: its parse problems, how many of them are bounds of the analysis (size,
+/// nesting) rather than the grammar, and whether one left the whole file out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parsed {
+    pub problems: usize,
+    pub limits: usize,
+    pub whole_file_refused: bool,
+}
+
+impl Parsed {
+    pub fn of(problems: &[crate::ir::ParseProblem]) -> Parsed {
+        use crate::ir::Limit;
+        Parsed {
+            problems: problems.len(),
+            limits: problems.iter().filter(|p| p.limit != Limit::None).count(),
+            whole_file_refused: problems.iter().any(|p| p.limit == Limit::File),
+        }
+    }
 }
 
 /// A file of the project as loaded.
@@ -477,6 +500,10 @@ fn run_answering<T: Send>(
             analyze_paths(files, opts, answers.is_some(), &disk);
         let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
+        report.parsed = irs
+            .iter()
+            .map(|ir| (ir.file.path.clone(), Parsed::of(&ir.problems)))
+            .collect();
         if let Some(a) = &answers {
             let run = crate::answer::Run {
                 started,

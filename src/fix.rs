@@ -7,8 +7,8 @@ mod write;
 pub use write::write_atomically;
 
 use crate::diagnostic::{Applicability, Diagnostic, Fix};
+use crate::engine::Parsed;
 use crate::engine::Report;
-use crate::ir::Limit;
 use crate::source::{FileRef, SourceFile, Span};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -76,61 +76,47 @@ fn fix_file(f: &Fix) -> Option<&FileRef> {
         .then_some(first)
 }
 
-/// How a text parses: its parse problems, how many of them are bounds of the analysis (size,
-/// nesting) rather than the grammar, and whether one left the whole file out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Parsed {
-    problems: usize,
-    limits: usize,
-    whole_file_refused: bool,
-}
-
 /// How `text` parses, parsed on a large stack like every analysis (a text whose analysis
 /// panics counts as unparseable).
 fn parsed(path: &Path, text: &str) -> Parsed {
     let file = SourceFile::new(path.to_path_buf(), text.to_string());
-    crate::engine::on_large_stack(|| {
-        let problems = crate::frontend::analyze(0, file).problems;
-        Parsed {
-            problems: problems.len(),
-            limits: problems.iter().filter(|p| p.limit != Limit::None).count(),
-            whole_file_refused: problems.iter().any(|p| p.limit == Limit::File),
-        }
-    })
-    .unwrap_or(Parsed {
-        problems: usize::MAX,
-        limits: 0,
-        whole_file_refused: false,
-    })
+    crate::engine::on_large_stack(|| Parsed::of(&crate::frontend::analyze(0, file).problems))
+        .unwrap_or(Parsed {
+            problems: usize::MAX,
+            limits: 0,
+            whole_file_refused: false,
+        })
 }
 
+/// Why a fixed text that cannot be analysed is not written.
+const BEYOND: &str = "the fixed code would be too large or too deeply nested to analyse again, so it could not be checked; its fixes were backed out";
+
 /// Why `after` (a file's text with its fixes) may not be written, if it may not: it parses
-/// worse than `before` (how `before` parses is `known` when an earlier pass found it), or it
-/// cannot be analysed at all (a file with fixes was analysed: the fixes made it so). A text
-/// without problems is accepted without parsing `before`. Also returns how `after` parses.
+/// worse than `before`, or it cannot be analysed at all (a file with fixes was analysed: the
+/// fixes made it so). How each parses is `known` when an analysis found it, else the text is
+/// parsed; `before` only when `after` has problems.
 fn refusal(
     path: &Path,
     before: &str,
     known: Option<Parsed>,
     after: &str,
-) -> (Option<&'static str>, Parsed) {
-    const BEYOND: &str = "the fixed code would be too large or too deeply nested to analyse again, so it could not be checked; its fixes were backed out";
-    let now = parsed(path, after);
+    known_after: Option<Parsed>,
+) -> Option<&'static str> {
+    let now = known_after.unwrap_or_else(|| parsed(path, after));
     if now.problems == 0 {
-        return (None, now);
+        return None;
     }
     if now.whole_file_refused {
-        return (Some(BEYOND), now);
+        return Some(BEYOND);
     }
     let was = known.unwrap_or_else(|| parsed(path, before));
-    let why = if now.limits > was.limits {
+    if now.limits > was.limits {
         Some(BEYOND)
     } else if now.problems > was.problems {
         Some("the fixed code would not parse; its fixes were backed out")
     } else {
         None
-    };
-    (why, now)
+    }
 }
 
 /// The text taken by the edits chosen so far: disjoint, not touching ranges (start to end),
@@ -164,6 +150,15 @@ impl Taken {
         }
         self.0.insert(start, end);
     }
+}
+
+/// A file's new text in a pass, before the analysis of the pass says whether it stays.
+struct Pending {
+    path: PathBuf,
+    file: FileRef,
+    new: String,
+    chosen: Vec<(Span, String)>,
+    offers: Vec<(Offer, String)>,
 }
 
 /// A fix as offered at one place: its rule, where its finding is, and what it writes.
@@ -259,10 +254,10 @@ pub fn plan(
     let mut last: HashMap<PathBuf, Applied> = HashMap::new();
     let mut out = Plan::default();
     let mut report = first;
+    // how each file parsed in the last analysis (none for a stored answer)
+    let mut previous_parsed = report.parsed.clone();
     // the overlay changed since `report` was made
     let mut stale = false;
-    // how each file's text in the overlay parses
-    let mut parsed_now: HashMap<PathBuf, Parsed> = HashMap::new();
     for pass in 0..=MAX_PASSES {
         let mut per_file: BTreeMap<PathBuf, FileFixes> = BTreeMap::new();
         let mut undo: BTreeMap<PathBuf, String> = BTreeMap::new();
@@ -314,7 +309,7 @@ pub fn plan(
                 entry.new = before.clone();
                 entry.fixes -= applied.map_or(0, |a| a.fixes);
             }
-            parsed_now.remove(&path);
+            previous_parsed.remove(&path);
             overlay.insert(path, before);
             changed = true;
             stale = true;
@@ -327,6 +322,7 @@ pub fn plan(
             out.unconverged = true;
             break;
         }
+        let mut pending: Vec<Pending> = Vec::new();
         for (path, (file, fixes)) in per_file {
             let mut chosen: Vec<(Span, String)> = Vec::new();
             let mut offers: Vec<(Offer, String)> = Vec::new();
@@ -356,49 +352,81 @@ pub fn plan(
             if new == file.text {
                 continue;
             }
-            let (why, now) = refusal(&path, &file.text, parsed_now.get(&path).copied(), &new);
-            if let Some(why) = why {
+            // a Rust text the analysis would refuse whole is not worth analysing
+            let rust = path.extension().is_some_and(|e| e == "rs");
+            if rust && crate::frontend::rust::refused_before_tokens(&new) {
                 refused.insert(path.clone());
-                out.backed_out.push((file.display.clone(), why.to_string()));
+                out.backed_out
+                    .push((file.display.clone(), BEYOND.to_string()));
                 continue;
             }
-            parsed_now.insert(path.clone(), now);
+            overlay.insert(path.clone(), new.clone());
+            pending.push(Pending {
+                path,
+                file,
+                new,
+                chosen,
+                offers,
+            });
+        }
+        if pending.is_empty() && !changed {
+            break;
+        }
+        // the pass's texts are analysed together; a file that parses worse goes back to its
+        // text before the pass, and what is left is analysed again
+        report = analyse(Arc::new(overlay.clone()));
+        stale = false;
+        let mut backed = false;
+        for p in pending {
+            let known_after = report.parsed.get(&p.path).copied();
+            let known_before = previous_parsed.get(&p.path).copied();
+            let why = refusal(&p.path, &p.file.text, known_before, &p.new, known_after);
+            if let Some(why) = why {
+                refused.insert(p.path.clone());
+                out.backed_out
+                    .push((p.file.display.clone(), why.to_string()));
+                overlay.insert(p.path.clone(), p.file.text.to_string());
+                backed = true;
+                continue;
+            }
+            let mut chosen = p.chosen;
             chosen.sort_by_key(|(s, _)| (s.start, s.end));
-            let entry = changes.entry(path.clone()).or_insert_with(|| FileChange {
-                path: path.clone(),
-                display: file.display.clone(),
-                original: file.text.clone(),
+            let entry = changes.entry(p.path.clone()).or_insert_with(|| FileChange {
+                path: p.path.clone(),
+                display: p.file.display.clone(),
+                original: p.file.text.clone(),
                 new: String::new(),
                 fixes: 0,
             });
-            entry.new = new.clone();
-            entry.fixes += offers.len();
+            entry.new = p.new;
+            entry.fixes += p.offers.len();
             last.insert(
-                path.clone(),
+                p.path,
                 Applied {
-                    before: file.text.to_string(),
-                    fixes: offers.len(),
-                    offers: offers
+                    before: p.file.text.to_string(),
+                    fixes: p.offers.len(),
+                    offers: p
+                        .offers
                         .into_iter()
                         .map(|(o, m)| (o.moved(&chosen), o.at, m))
                         .collect(),
                 },
             );
-            overlay.insert(path, new);
-            changed = true;
-            stale = true;
         }
-        if !changed {
-            break;
+        if backed {
+            report = analyse(Arc::new(overlay.clone()));
         }
-        report = analyse(Arc::new(overlay.clone()));
-        stale = false;
+        previous_parsed = report.parsed.clone();
     }
     // a backed-out file is left as it was on disk: the last analysis describes what is left
     // only if it saw that file's original text
+    // (a file never changed before it was backed out went back to its original text)
     let backed_out_seen_changed = refused.iter().any(|p| {
         let original = changes.get(p).map(|c| &c.original);
-        overlay.get(p).is_some_and(|t| Some(t) != original)
+        overlay
+            .get(p)
+            .zip(original)
+            .is_some_and(|(now, original)| now != original)
     });
     if !stale && !backed_out_seen_changed {
         out.report = Some(report);
@@ -435,7 +463,7 @@ mod tests {
     use super::*;
 
     fn worse(path: &Path, before: &str, after: &str) -> Option<&'static str> {
-        refusal(path, before, None, after).0
+        refusal(path, before, None, after, None)
     }
 
     #[test]
@@ -453,7 +481,7 @@ mod tests {
             limits: 0,
             whole_file_refused: false,
         };
-        assert!(refusal(path, broken, Some(clean), broken).0.is_some());
+        assert!(refusal(path, broken, Some(clean), broken, None).is_some());
         // SQL is counted per statement: one more broken statement parses worse
         let sql = Path::new("q.sql");
         assert!(worse(sql, "SELEC 1;\nSELECT 2;", "SELEC 1;\nSELEC 2;").is_some());
@@ -571,6 +599,47 @@ mod tests {
             findings,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_fix_that_breaks_its_file_is_backed_out_and_the_others_stay() {
+        // `a.rs` gets a fix that leaves a dangling operator; `b.rs` one that keeps it whole
+        let (a, b) = (PathBuf::from("a.rs"), PathBuf::from("b.rs"));
+        let text = "pub fn f() -> i32 {\n    1\n}\n";
+        let one = text.find('1').unwrap();
+        let report = |overlay: &HashMap<PathBuf, String>| {
+            let mut findings = Vec::new();
+            for (path, replacement) in [(&a, "1 +"), (&b, "2")] {
+                let now = overlay.get(path).map_or(text, |t| t.as_str());
+                if now == text {
+                    let file = SourceFile::new(path.clone(), now.to_string());
+                    let at = Span::new(one, one + 1);
+                    findings.push(finding(&file, "other", at, (at, replacement)));
+                }
+            }
+            Report {
+                findings,
+                ..Default::default()
+            }
+        };
+        let analyses = std::cell::Cell::new(0);
+        let plan = plan(report(&HashMap::new()), Level::Safe, &|overlay| {
+            analyses.set(analyses.get() + 1);
+            report(&overlay)
+        });
+        assert_eq!(plan.backed_out.len(), 1, "{:?}", plan.backed_out);
+        assert_eq!(plan.backed_out[0].0, "a.rs");
+        assert!(plan.backed_out[0].1.contains("would not parse"));
+        assert_eq!(plan.changes.len(), 1);
+        assert_eq!(plan.changes[0].path, b);
+        assert_eq!(plan.changes[0].new, "pub fn f() -> i32 {\n    2\n}\n");
+        // the pass, then once more without the file backed out; its report is the last
+        assert_eq!(analyses.get(), 2);
+        let last = plan
+            .report
+            .expect("the last analysis describes the texts written");
+        assert_eq!(last.findings.len(), 1);
+        assert_eq!(last.findings[0].primary.file.path, a);
     }
 
     #[test]

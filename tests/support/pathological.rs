@@ -453,6 +453,22 @@ pub fn lua_top_level_calls(size: usize) -> String {
 }
 
 /// A Rust file whose lock script holds `n` `\u{e9}` escapes outside any Lua string.
+/// About `size` bytes of a Lua script of top-level `if` statements whose condition breaks at
+/// once (`if n =f n =f .. then`), each just under the 32 KB a statement may take: the parser
+/// recovers from each error over the rest of its piece.
+pub fn lua_broken_statements(size: usize) -> String {
+    let mut out = String::from("local n = redis.call('incr', KEYS[1])\n");
+    while out.len() < size {
+        out.push_str("if n ");
+        let start = out.len();
+        while out.len() - start < 30_000 {
+            out.push_str("=f n ");
+        }
+        out.push_str("then\nend\n");
+    }
+    out
+}
+
 pub fn lua_escapes_outside_strings(n: usize) -> String {
     format!(
         "pub fn broken() -> redis::Script {{\n    redis::Script::new(\"local v = redis.call('get', KEYS[1]) {}\")\n}}\n",

@@ -51,24 +51,26 @@ impl Tok<'_> {
 
 /// The tokens of `text`, without whitespace and comments, at offset `base`.
 pub(super) fn lex(text: &str, base: usize) -> Vec<Tok<'_>> {
-    let mut out = Vec::new();
+    tokens(text, base).collect()
+}
+
+/// [`lex`], one token at a time.
+fn tokens(text: &str, base: usize) -> impl Iterator<Item = Tok<'_>> {
     let mut at = 0;
-    for t in tokenize(text, FrontmatterAllowed::No) {
+    tokenize(text, FrontmatterAllowed::No).filter_map(move |t| {
         let len = t.len as usize;
-        let span = Span::new(base + at, base + at + len);
-        if !matches!(
+        let start = at;
+        at += len;
+        (!matches!(
             t.kind,
             K::Whitespace | K::LineComment { .. } | K::BlockComment { .. }
-        ) {
-            out.push(Tok {
-                kind: t.kind,
-                span,
-                text: &text[at..at + len],
-            });
-        }
-        at += len;
-    }
-    out
+        ))
+        .then(|| Tok {
+            kind: t.kind,
+            span: Span::new(base + start, base + start + len),
+            text: &text[start..start + len],
+        })
+    })
 }
 
 fn inside(s: Span, outer: Span) -> bool {
@@ -551,17 +553,20 @@ fn trait_named(removed: &str) -> Option<&'static str> {
 
 /// Whether Rust code calls no method outside [`NOT_COMMANDS`] and does not name the trait.
 fn needs_no_trait(code: &str, name: &str) -> bool {
-    let toks = lex(code, 0);
-    !toks.iter().enumerate().any(|(k, t)| {
-        t.text == name
-            || (k > 0
-                && toks[k - 1].text == "."
-                && matches!(t.kind, K::Ident)
-                && toks
-                    .get(k + 1)
-                    .is_some_and(|n| n.text == "(" || n.text == ":")
-                && !NOT_COMMANDS.contains(&t.text))
-    })
+    // each token with the one before and the one after, read as the lexer gives them
+    let mut toks = tokens(code, 0).peekable();
+    let mut before: Option<Tok> = None;
+    while let Some(t) = toks.next() {
+        let method_call = before.as_ref().is_some_and(|b| b.text == ".")
+            && matches!(t.kind, K::Ident)
+            && toks.peek().is_some_and(|n| n.text == "(" || n.text == ":")
+            && !NOT_COMMANDS.contains(&t.text);
+        if t.text == name || method_call {
+            return false;
+        }
+        before = Some(t);
+    }
+    true
 }
 
 /// The span removing the file's one redis-rs command trait import, and the starts of the

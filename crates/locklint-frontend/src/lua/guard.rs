@@ -45,12 +45,13 @@ pub struct SyntaxError {
 }
 
 /// Scripts longer than this are parsed in pieces of whole top-level statements of about
-/// this size: the parser's syntax tree takes some hundred times the text.
-const PIECE_BYTES: usize = 64 * 1024;
+/// this size: the parser's syntax tree takes some hundred times the text, and its recovery
+/// from a syntax error near a piece's start up to two thousand times what follows.
+const PIECE_BYTES: usize = 32 * 1024;
 
 /// A longer top-level statement (in a script parsed in pieces) is not parsed: one statement
 /// is one piece.
-pub const MAX_STATEMENT_BYTES: usize = 256 * 1024;
+pub const MAX_STATEMENT_BYTES: usize = 32 * 1024;
 
 /// Parse a Redis script (Lua 5.1) and analyse its key-changing calls. A long script is parsed
 /// and walked one piece of top-level statements at a time, with the walk's state (locals, keys
@@ -101,7 +102,7 @@ pub fn scan(text: &str) -> Result<Scan, Vec<SyntaxError>> {
 /// top-level statements (see [`PIECE_BYTES`]); `Err(offset)` when the top-level statement
 /// there is longer than [`MAX_STATEMENT_BYTES`].
 pub fn pieces(text: &str) -> Result<Vec<(usize, usize)>, usize> {
-    if text.len() > 2 * PIECE_BYTES {
+    if text.len() > PIECE_BYTES {
         super::lex::pieces(text, PIECE_BYTES, MAX_STATEMENT_BYTES)
     } else {
         Ok(vec![(0, text.len())])
@@ -132,10 +133,12 @@ fn parse(text: &str) -> Result<full_moon::ast::Ast, Vec<SyntaxError>> {
             range: (0, 0),
         }]
     })?;
+    // the first error is the one reported
     if !parsed.errors().is_empty() {
         return Err(parsed
             .errors()
             .iter()
+            .take(1)
             .map(|e| {
                 let (s, t) = e.range();
                 SyntaxError {

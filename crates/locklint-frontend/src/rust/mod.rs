@@ -66,6 +66,15 @@ pub fn analyze_with_limits(index: usize, file: FileRef, limits: Limits) -> FileI
     ir
 }
 
+/// Whether a Rust text is refused whole before it is tokenised (more tokens than the file
+/// limit, or nesting past the bounds): what the analysis would find of it is that one
+/// problem. A lexer's pass over the text, without building tokens.
+pub fn refused_before_tokens(text: &str) -> bool {
+    let limits = Limits::default();
+    let large = text.len() > limits.large_body;
+    refused_text(text, large, &limits).is_some()
+}
+
 fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
     let mut ir = FileIr::new(file.clone());
     if file.text.trim().is_empty() {
