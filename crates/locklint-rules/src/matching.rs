@@ -67,12 +67,23 @@ pub enum HelperSite<'o> {
     Callers,
 }
 
-/// [`HelperSite`] of an operation, if it is a generic helper's.
-pub fn generic_helper_site<'o>(o: &'o TraceOp) -> Option<HelperSite<'o>> {
+/// [`HelperSite`] of an operation of `trace`, if it is a generic helper's: not one that also
+/// acquires the key it is handed (that function holds the lock itself).
+pub fn generic_helper_site<'o>(trace: &Trace, o: &'o TraceOp) -> Option<HelperSite<'o>> {
     let made = o.key_made?;
     let named = |name: &str| vocabulary::is_lock_fn_name(name) || vocabulary::names_lock(name);
     let param_names_lock = o.op.key.param.as_ref().is_some_and(|(_, p)| named(p));
     if named(&o.func.name) || param_names_lock {
+        return None;
+    }
+    let acquires_it = trace.ops.iter().any(|a| {
+        a.op.kind.is_acquire()
+            && a.op.id.file == o.op.id.file
+            && a.op.id.func == o.op.id.func
+            && a.identity.is_some()
+            && a.identity == o.identity
+    });
+    if acquires_it {
         return None;
     }
     match made {
@@ -86,8 +97,8 @@ pub fn generic_helper_site<'o>(o: &'o TraceOp) -> Option<HelperSite<'o>> {
 
 /// Where an operation is seen from its trace's root: the call that handed a generic helper
 /// its key (see [`generic_helper_site`]), else the operation itself.
-pub fn op_site(o: &TraceOp) -> (FileRef, Span) {
-    match generic_helper_site(o) {
+pub fn op_site(trace: &Trace, o: &TraceOp) -> (FileRef, Span) {
+    match generic_helper_site(trace, o) {
         Some(HelperSite::Call(at, _)) => at.clone(),
         _ => site(o),
     }

@@ -53,7 +53,7 @@ impl Rule for UnconditionalRelease {
             };
             // a generic helper's delete of a lock-named wrapper's key, or of a key its caller
             // made: the release is that call, and the delete it ends in is related
-            let helper_call = match (o.via.split_first(), generic_helper_site(o)) {
+            let helper_call = match (o.via.split_first(), generic_helper_site(trace, o)) {
                 (Some(chain), _) if o.lock_param => Some(chain),
                 (_, Some(HelperSite::Call(first, rest))) => Some((first, rest)),
                 (_, Some(HelperSite::Callers)) => continue,
@@ -63,7 +63,7 @@ impl Rule for UnconditionalRelease {
                 Some((first, rest)) => {
                     let mut rel: Vec<_> = compared
                         .map(|r| Related {
-                            location: Location::new(op_site(r).0, op_site(r).1),
+                            location: Location::new(op_site(trace, r).0, op_site(trace, r).1),
                             label: "compared here".to_string(),
                         })
                         .into_iter()
