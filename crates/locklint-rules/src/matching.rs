@@ -76,12 +76,22 @@ pub fn generic_helper_site<'o>(trace: &Trace, o: &'o TraceOp) -> Option<HelperSi
     if named(&o.func.name) || param_names_lock {
         return None;
     }
-    let acquires_it = trace.ops.iter().any(|a| {
-        a.op.kind.is_acquire()
-            && a.op.id.file == o.op.id.file
-            && a.op.id.func == o.op.id.func
-            && a.identity.is_some()
-            && a.identity == o.identity
+    // the operations on the same key, found through the trace's index of them
+    let at = trace
+        .indexes_of(o.op.id)
+        .iter()
+        .copied()
+        .find(|&j| std::ptr::eq(&trace.ops[j], o));
+    let acquires_it = at.is_some_and(|i| {
+        trace
+            .earlier_on_key(i)
+            .chain(trace.later_on_key(i))
+            .any(|a| {
+                a.op.kind.is_acquire()
+                    && a.op.id.file == o.op.id.file
+                    && a.op.id.func == o.op.id.func
+                    && trace.same_key(a, o)
+            })
     });
     if acquires_it {
         return None;

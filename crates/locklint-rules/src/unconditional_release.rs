@@ -62,9 +62,12 @@ impl Rule for UnconditionalRelease {
             let (at, related_spans) = match helper_call {
                 Some((first, rest)) => {
                     let mut rel: Vec<_> = compared
-                        .map(|r| Related {
-                            location: Location::new(op_site(trace, r).0, op_site(trace, r).1),
-                            label: "compared here".to_string(),
+                        .map(|r| {
+                            let (file, span) = op_site(trace, r);
+                            Related {
+                                location: Location::new(file, span),
+                                label: "compared here".to_string(),
+                            }
                         })
                         .into_iter()
                         .collect();
