@@ -121,10 +121,15 @@ pub struct Operand {
     pub bare: Option<Col>,
     /// The expression is just a bind parameter (possibly cast).
     pub bare_param: bool,
-    /// The expression is just a non-empty string literal (`'worker-1'`): a constant that names
-    /// something, unlike `NULL` or `''`.
+    /// The expression is just a constant that names something, unlike `NULL` or `''`: a
+    /// non-empty string literal (`'running'`), or in an ORM an enum variant (`JobState::Running`);
+    /// its text in lower case (`running` for both).
     #[serde(default)]
-    pub named_literal: bool,
+    pub named_literal: Option<String>,
+    /// Of a value built in Rust: it reads the machine's clock (`Utc::now() - lease`), in the
+    /// expression or in the initialiser of the local it is.
+    #[serde(default)]
+    pub client_clock: bool,
     /// Where the expression is, when known.
     pub span: Option<Span>,
     /// Of a value built in Rust: where the machine's clock it holds was read, when that is

@@ -332,6 +332,34 @@ pub fn names_worker_column(col: &str) -> bool {
         .any(|x| WORKER_COLUMN_WORDS.contains(&x.as_str()))
 }
 
+/// States of a work row that say a worker holds it (`running`, `in_progress`, `claimed`):
+/// written by a claim and required by a claim that takes back a row whose time has passed.
+const HELD_STATE_WORDS: &[&str] = &[
+    "running",
+    "processing",
+    "progress",
+    "claimed",
+    "locked",
+    "leased",
+    "working",
+    "started",
+    "taken",
+    "busy",
+    "reserved",
+    "picked",
+    "acquired",
+    "executing",
+    "inprogress",
+];
+
+/// Whether a state value says a worker holds the row (`running`, `in_progress`, `Claimed`);
+/// `pending`, `queued`, `done` or `active` do not.
+pub fn names_held_state(value: &str) -> bool {
+    words(value)
+        .iter()
+        .any(|x| HELD_STATE_WORDS.contains(&x.as_str()))
+}
+
 /// Whether a column name says it holds the time of a lease: when it was taken or when it
 /// ends (`locked_at`, `locked_until`, `lease_expires_at`, `hold_until`, `claimed_at`,
 /// `heartbeat_at`, `last_heartbeat`, `claimed_until`). `created_at`, `updated_at`,

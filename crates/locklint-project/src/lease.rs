@@ -395,6 +395,52 @@ mod tests {
         );
     }
 
+    fn state_lease_of(sql: &str, table: &str) -> Option<(String, String, String)> {
+        state_leases(&files(sql))
+            .remove(table)
+            .map(|l| (l.state, l.held, l.expiry))
+    }
+
+    #[test]
+    fn a_held_state_taken_back_once_its_time_passed_is_a_lease() {
+        let claim = "UPDATE tasks SET status = 'in_progress', heartbeat_at = now() WHERE id = $1 AND status = 'queued';";
+        let held = Some(("status".into(), "in_progress".into(), "heartbeat_at".into()));
+        // a reaper gives the task back
+        let reaper = "UPDATE tasks SET status = 'queued' WHERE status = 'in_progress' AND heartbeat_at < now() - interval '5 minutes';";
+        assert_eq!(state_lease_of(&format!("{claim}\n{reaper}"), "tasks"), held);
+        // a claim that takes back a held task by a locking read
+        let pick = "SELECT id FROM tasks WHERE status = 'queued' OR (status = 'in_progress' AND heartbeat_at < now() - interval '5 minutes') FOR UPDATE SKIP LOCKED;";
+        assert_eq!(state_lease_of(&format!("{pick}\n{claim}"), "tasks"), held);
+        // nothing takes a held task back: a schedule
+        let due = "SELECT id FROM tasks WHERE status = 'queued' AND run_at <= now() FOR UPDATE SKIP LOCKED;";
+        assert_eq!(state_lease_of(&format!("{due}\n{claim}"), "tasks"), None);
+        // no write of the held state, or no write of the time from a clock
+        assert_eq!(state_lease_of(reaper, "tasks"), None);
+        let unstamped = "UPDATE tasks SET status = 'in_progress' WHERE id = $1;";
+        assert_eq!(
+            state_lease_of(&format!("{unstamped}\n{reaper}"), "tasks"),
+            None
+        );
+        // a state that holds nothing: pending orders expire
+        assert_eq!(
+            state_lease_of(
+                "UPDATE orders SET status = 'pending', updated_at = now() WHERE id = $1;
+                 UPDATE orders SET status = 'expired' WHERE status = 'pending' AND updated_at < now() - interval '1 day';",
+                "orders"
+            ),
+            None
+        );
+        // a bookkeeping table is never a lease
+        assert_eq!(
+            state_lease_of(
+                "UPDATE cache_entries SET status = 'running', touched_at = now() WHERE id = $1;
+                 UPDATE cache_entries SET status = 'idle' WHERE status = 'running' AND touched_at < now() - interval '1 hour';",
+                "cache_entries"
+            ),
+            None
+        );
+    }
+
     #[test]
     fn a_claim_in_one_file_is_the_claim_of_every_file() {
         let files: Vec<FileIr> = [
@@ -535,4 +581,135 @@ mod tests {
             assert_eq!(lease_of(sql, table), None, "{sql}");
         }
     }
+}
+
+/// A lease kept in a work row's state: a claim marks the row held (`UPDATE jobs SET state =
+/// 'running' WHERE ..`), the time a heartbeat or the claim renews says it is still worked on,
+/// and a claim (or a reaper) takes back a row in that state once the time has passed (`SELECT ..
+/// FROM jobs WHERE state = 'running' AND updated_at < now() - interval '5 minutes' FOR UPDATE
+/// SKIP LOCKED`, `UPDATE jobs SET state = 'queued' WHERE state = 'running' AND heartbeat_at <
+/// $1`). No holder is written: a worker keeps the job only while its time has not passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateLease {
+    /// The state column and the held state, lower case (`state`, `running`).
+    pub state: String,
+    pub held: String,
+    /// The time column whose passing gives the row back (`updated_at`, `heartbeat_at`).
+    pub expiry: String,
+    /// The statement that takes back a row whose time has passed.
+    pub lapse: ClaimSite,
+}
+
+/// The columns a statement's condition requires to lie before a time from outside the row
+/// (the database clock, the machine's clock, a bound time): `updated_at < now() - idle`,
+/// `now() > heartbeat_at`. Of a locking read, those its row lock records.
+fn passed_columns(st: &Statement) -> Vec<&str> {
+    if st.kind == StatementKind::Select {
+        return st
+            .row_lock
+            .iter()
+            .flat_map(|r| &r.passed)
+            .map(String::as_str)
+            .collect();
+    }
+    let cmps = st.filter.iter().flat_map(|f| &f.comparisons);
+    cmps.filter_map(|c| {
+        let (col, time) = match c.op {
+            CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
+            CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
+            _ => return None,
+        };
+        let col = col.bare.as_ref().filter(|x| st.is_target(x))?;
+        (outside(st, time) && (time.clock || time.client_clock || time.param))
+            .then_some(col.name.as_str())
+    })
+    .collect()
+}
+
+/// The columns a statement's condition requires to hold a named state, with the state.
+fn required_states(st: &Statement) -> impl Iterator<Item = (&str, &str)> {
+    let filter = if st.kind == StatementKind::Select {
+        st.read_filter.as_ref()
+    } else {
+        st.filter.as_ref()
+    };
+    filter
+        .into_iter()
+        .flat_map(|f| &f.comparisons)
+        .filter(|c| c.op == CmpOp::Eq)
+        .flat_map(|c| [(&c.left, &c.right), (&c.right, &c.left)])
+        .filter_map(move |(a, b)| {
+            let col = a.bare.as_ref().filter(|x| st.is_target(x))?;
+            Some((col.name.as_str(), b.named_literal.as_deref()?))
+        })
+}
+
+/// The table a statement reads or writes.
+fn table_of(st: &Statement) -> Option<&str> {
+    match st.kind {
+        StatementKind::Select => {
+            st.row_lock.as_ref().filter(|r| r.joined.is_empty())?;
+            st.reads.as_deref()
+        }
+        StatementKind::Update => st.table.as_deref(),
+        _ => None,
+    }
+}
+
+/// Per table, its lease kept in a state (the project's first statement, in file order, that
+/// takes back a row on it): see [`StateLease`]. The held state must name a worker holding the
+/// row (`running`, `in_progress`: `vocabulary::names_held_state`), some `UPDATE` of the table
+/// must write it, and some `UPDATE` must write the time column from a clock.
+pub fn state_leases(files: &[FileIr]) -> BTreeMap<String, StateLease> {
+    let updates = || {
+        files
+            .iter()
+            .flat_map(|f| &f.sql.statements)
+            .filter(|st| st.kind == StatementKind::Update)
+    };
+    let mut marks: BTreeSet<(&str, &str, &str)> = BTreeSet::new();
+    let mut clocked: BTreeSet<(&str, &str)> = BTreeSet::new();
+    for st in updates() {
+        let Some(table) = st.table.as_deref() else {
+            continue;
+        };
+        for a in &st.assignments {
+            if let Some(v) = a.value.named_literal.as_deref() {
+                marks.insert((table, a.column.as_str(), v));
+            }
+            if a.value.clock || a.value.client_clock {
+                clocked.insert((table, a.column.as_str()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (file, f) in files.iter().enumerate() {
+        for (statement, st) in f.sql.statements.iter().enumerate() {
+            let Some(table) = table_of(st) else { continue };
+            if out.contains_key(table) || bookkeeping_table(table) {
+                continue;
+            }
+            let Some(expiry) = passed_columns(st)
+                .into_iter()
+                .find(|p| clocked.contains(&(table, *p)))
+            else {
+                continue;
+            };
+            let held = required_states(st).find(|(col, v)| {
+                vocabulary::names_held_state(v) && marks.contains(&(table, *col, *v))
+            });
+            if let Some((state, held)) = held {
+                out.insert(
+                    table.to_string(),
+                    StateLease {
+                        state: state.to_string(),
+                        held: held.to_string(),
+                        expiry: expiry.to_string(),
+                        lapse: ClaimSite { file, statement },
+                    },
+                );
+            }
+        }
+    }
+    out
 }

@@ -147,6 +147,9 @@ pub struct Schema {
     /// Per table whose rows a lease on another table's rows covers (the jobs of a leased
     /// queue), that lease (`crate::lease::joined_leases`).
     pub joined_leases: BTreeMap<String, crate::lease::JoinedLease>,
+    /// Per work table whose rows a worker holds by their state until a time passes, that lease
+    /// (`crate::lease::state_leases`).
+    pub state_leases: BTreeMap<String, crate::lease::StateLease>,
     /// Per (struct, field), where the project's struct literals fill a time field from the
     /// client's clock, when all of them do (`crate::orm::client_clock_fields`): the value of
     /// that column in an ORM insert of the whole struct.
@@ -207,6 +210,7 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     s.lapsing = crate::lease::lapsing(files, &s);
     s.claims = crate::lease::claims(files, &s);
     s.joined_leases = crate::lease::joined_leases(files, &s.names);
+    s.state_leases = crate::lease::state_leases(files);
     s.client_clock_fields = crate::orm::client_clock_fields(files);
     s
 }

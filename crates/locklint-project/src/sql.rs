@@ -313,7 +313,9 @@ fn requires_state(st: &Statement) -> bool {
         c.op == CmpOp::Eq
             && [(&c.left, &c.right), (&c.right, &c.left)]
                 .into_iter()
-                .any(|(a, b)| a.bare.as_ref().is_some_and(|x| st.is_target(x)) && b.named_literal)
+                .any(|(a, b)| {
+                    a.bare.as_ref().is_some_and(|x| st.is_target(x)) && b.named_literal.is_some()
+                })
     })
 }
 
@@ -360,6 +362,44 @@ pub fn unfenced_covered_completion<'s>(
         .any(|c| c.name == jl.owner || c.name == jl.expiry);
     let guarded = mentions_lease || !unpinned(st, schema) || requires_state(st);
     (frees_as_holder && !guarded).then_some(jl)
+}
+
+/// A write that finishes one row of a work table whose rows a worker holds by their state
+/// until a time passes ([`crate::lease::StateLease`]) without showing it still holds the row:
+/// an `UPDATE` or `DELETE` keyed by an incoming value (`WHERE id = $1`, diesel's `find(id)`)
+/// whose condition mentions neither the state nor the time, with no second incoming value,
+/// fencing token, compare-and-set or required state. Writes that take or keep the row (the
+/// held state written again, a heartbeat that writes only the time) are the lease's own.
+/// The lease is returned.
+pub fn unfenced_state_completion<'s>(
+    st: &Statement,
+    schema: &'s Schema,
+) -> Option<&'s crate::lease::StateLease> {
+    let sl = schema.state_leases.get(st.table.as_deref()?)?;
+    // a lock table's writes are measured against its holder (`unfenced_completion`)
+    if !matches!(st.kind, StatementKind::Update | StatementKind::Delete)
+        || lock_table(st, schema).is_some()
+    {
+        return None;
+    }
+    let takes_or_keeps = st.assignments.iter().any(|a| {
+        a.column == sl.state && a.value.named_literal.as_deref() == Some(sl.held.as_str())
+    }) || (!st.assignments.is_empty()
+        && st.assignments.iter().all(|a| a.column == sl.expiry));
+    let keyed = st.filter.iter().flat_map(|f| &f.comparisons).any(|c| {
+        c.op == CmpOp::Eq
+            && [(&c.left, &c.right), (&c.right, &c.left)]
+                .into_iter()
+                .any(|(a, b)| {
+                    a.bare.as_ref().is_some_and(|x| st.is_target(x))
+                        && b.param
+                        && b.columns.is_empty()
+                })
+    });
+    let guarded = filter_mentions(st, &[&sl.state, &sl.expiry])
+        || !unpinned(st, schema)
+        || requires_state(st);
+    (keyed && !takes_or_keeps && !guarded).then_some(sl)
 }
 
 /// The `WHERE` compares the holder column for equality with a value other than a constant
@@ -497,7 +537,7 @@ pub fn lock_write(st: &Statement, lt: &LockTable) -> LockWrite {
         StatementKind::Delete => LockWrite::Release,
         StatementKind::Update => match sets(owner) {
             // a holder named by a literal (`locked_by = 'maintenance'`) takes the row
-            Some(v) if v.is_constant() && !v.named_literal => LockWrite::Release,
+            Some(v) if v.is_constant() && v.named_literal.is_none() => LockWrite::Release,
             Some(v) if copied(v) => LockWrite::Other,
             Some(_) => LockWrite::Acquire,
             None if sets(expiry).is_some_and(|v| v.is_constant()) => LockWrite::Release,

@@ -15,7 +15,7 @@ use locklint_project::schema::Schema;
 use locklint_project::sql::{
     earlier_in_transaction, fence_column, has_fence_guard, is_compare_and_set, is_idempotent,
     issues_fences, lock_table, lock_write, overwrites, runs, unfenced_completion,
-    unfenced_covered_completion, LockWrite, Run,
+    unfenced_covered_completion, unfenced_state_completion, LockWrite, Run,
 };
 use locklint_project::Project;
 use std::collections::HashMap;
@@ -135,6 +135,7 @@ impl Rule for UnfencedWrite {
         }
         completions(file, project, out);
         covered_completions(file, project, out);
+        state_completions(file, project, out);
         for f in &file.functions {
             let runs = runs(file, f);
             if runs.is_empty() {
@@ -430,6 +431,70 @@ fn covered_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnosti
             claim_file,
             claim.span,
             format!("the claim row-locks `{lock}` joined to `{table}`, with a lease that lapses"),
+        ));
+        out.push(d);
+    }
+}
+
+/// (e): a worker's write that finishes a job of a work table whose rows a worker holds by
+/// their state until a time passes (a claim takes back a `running` job whose `updated_at` has
+/// passed), keyed only by the job, outside the function or routine that takes the job back.
+fn state_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+    let schema = &project.schema;
+    let in_claiming_transaction = earlier_in_transaction(file);
+    // the Rust function a statement runs in, or the SQL routine it is part of
+    let scope = |f: &FileIr, st: &Statement| {
+        let func = f.embedded.get(st.embedded).and_then(|e| e.func);
+        (func, st.body.map(|b| (st.embedded, b)))
+    };
+    for st in &file.sql.statements {
+        let Some(sl) = unfenced_state_completion(st, schema) else {
+            continue;
+        };
+        let Some(lapse_file) = project.files.get(sl.lapse.file) else {
+            continue;
+        };
+        let Some(lapse) = lapse_file.sql.statements.get(sl.lapse.statement) else {
+            continue;
+        };
+        let own = scope(file, st);
+        let same_scope = std::ptr::eq(lapse_file, file)
+            && own != (None, None)
+            && scope(lapse_file, lapse) == own;
+        if same_scope || in_claiming_transaction.contains_key(&std::ptr::from_ref(st)) {
+            continue;
+        }
+        let Some(filter) = &st.filter else { continue };
+        let table = st.table.as_deref().unwrap_or_default();
+        let (state, held, expiry) = (&sl.state, &sl.held, &sl.expiry);
+        let (what, outcome) = if st.kind == locklint_ir::sql::StatementKind::Delete {
+            (
+                "this delete of",
+                "this delete removes the job the new holder is running",
+            )
+        } else {
+            (
+                "this write to",
+                "this write lands on the new holder's run: its effect is applied twice, and a retry is not idempotent",
+            )
+        };
+        let head = head_above(file, st, filter.span);
+        let mut d = warning(sql_diagnostic(
+            &INFO,
+            file,
+            head.unwrap_or(filter.span),
+            format!("does not check that the job is still held (`{state}`, `{expiry}`)"),
+            format!("{what} a `{table}` job does not check that this worker still holds it; a job stays `{held}` only until its `{expiry}` has passed, then it is taken back and another worker runs it, so {outcome}"),
+            format!("keep the write to the holder: add `AND {state} = '{held}'` with the `{expiry}` (or an attempt token) this worker's claim wrote to the `WHERE`, and treat zero affected rows as a lost claim"),
+        ));
+        if head.is_some() {
+            d.related
+                .push(related(file, filter.span, "keyed by the job alone"));
+        }
+        d.related.push(related(
+            lapse_file,
+            lapse.span,
+            format!("a job still `{held}` whose `{expiry}` has passed is taken back here"),
         ));
         out.push(d);
     }

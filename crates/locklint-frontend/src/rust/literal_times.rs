@@ -10,7 +10,15 @@ use locklint_ir::{vocabulary, LiteralTime};
 use syn::visit::Visit;
 
 /// Types whose `now()` reads the machine's clock.
-const CLOCKS: &[&str] = &["Utc", "Local", "SystemTime", "Instant", "OffsetDateTime"];
+const CLOCKS: &[&str] = &[
+    "Utc",
+    "Local",
+    "SystemTime",
+    "Instant",
+    "OffsetDateTime",
+    "Timestamp",
+    "Zoned",
+];
 
 /// The field `field: value` of a literal of `type_name`, when the field is named like a point in
 /// time.

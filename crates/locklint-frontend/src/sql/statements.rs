@@ -1817,8 +1817,13 @@ impl Exprs<'_, '_> {
             }
             _ => None,
         };
-        v.named_literal = matches!(inner, Expr::Value(val)
-            if matches!(&val.value, ast::Value::SingleQuotedString(s) if !s.is_empty()));
+        v.named_literal = match inner {
+            Expr::Value(val) => match &val.value {
+                ast::Value::SingleQuotedString(s) if !s.is_empty() => Some(s.to_lowercase()),
+                _ => None,
+            },
+            _ => None,
+        };
         v.bare_param = match inner {
             Expr::Value(val) => matches!(val.value, ast::Value::Placeholder(_)),
             Expr::Identifier(i) => is_named_param(i),

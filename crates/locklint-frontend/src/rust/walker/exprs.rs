@@ -364,7 +364,7 @@ impl FnWalker<'_> {
             }
         } else if crate::rust::depth::check(mac.tokens.clone()).is_some() {
             // too deep to parse: not analysed
-        } else if let Ok(block) = syn::parse2::<BlockBody>(mac.tokens.clone()) {
+        } else if let Some(block) = block_body(mac.tokens.clone()) {
             let b = syn::Block {
                 brace_token: Default::default(),
                 stmts: block.0,
@@ -654,4 +654,23 @@ fn per_arg<T>(args: &Args, f: impl FnMut(&syn::Expr) -> T) -> Vec<T> {
     let mut out = Vec::with_capacity(args.len());
     out.extend(args.iter().map(f));
     out
+}
+
+/// A macro's tokens read as statements, also after a leading `async` or `move` that marks how
+/// the macro runs them (`attempt! { async with_transaction!(pool, |tx| { .. })? }`): the body
+/// runs where the macro is.
+fn block_body(tokens: proc_macro2::TokenStream) -> Option<BlockBody> {
+    if let Ok(block) = syn::parse2::<BlockBody>(tokens.clone()) {
+        return Some(block);
+    }
+    let mut iter = tokens.into_iter();
+    match iter.next() {
+        Some(proc_macro2::TokenTree::Ident(i)) if i == "async" || i == "move" => {}
+        _ => return None,
+    }
+    let rest: proc_macro2::TokenStream = iter.collect();
+    if rest.is_empty() {
+        return None;
+    }
+    syn::parse2::<BlockBody>(rest).ok()
 }

@@ -22,8 +22,8 @@
 
 use super::*;
 use locklint_ir::sql::{
-    Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Placeholders, Statement, StatementKind,
-    StructValue,
+    Assign, Cmp, CmpOp, Col, Conflict, Filter, Operand, Placeholders, RowLock, Statement,
+    StatementKind, StructValue,
 };
 use locklint_ir::{Library, TextMap};
 
@@ -293,6 +293,8 @@ struct Write {
     filter: Option<Filter>,
     /// A struct value inserted whole (`.values(mutex)`).
     values_of: Option<StructValue>,
+    /// A read that locks the rows it reads (`.for_update()`).
+    row_lock: bool,
 }
 
 impl Write {
@@ -308,6 +310,7 @@ impl Write {
             upsert_span: None,
             filter: None,
             values_of: None,
+            row_lock: false,
         }
     }
 
@@ -329,6 +332,9 @@ impl Write {
     }
 
     fn statement(self, span: Span) -> Statement {
+        if self.kind == StatementKind::Select {
+            return self.read(span);
+        }
         Statement {
             embedded: 0,
             start: 0,
@@ -358,6 +364,46 @@ impl Write {
             values_of: self.values_of,
         }
     }
+
+    /// A read of one table: what it reads, its condition, and the rows it locks.
+    fn read(self, span: Span) -> Statement {
+        let row_lock = self.row_lock.then(|| {
+            let cmps = self.filter.iter().flat_map(|f| &f.comparisons);
+            let mut passed: Vec<String> = Vec::new();
+            for c in cmps {
+                let (col, time) = match c.op {
+                    CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
+                    CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
+                    _ => continue,
+                };
+                if let (Some(col), true) = (&col.bare, time.clock || time.client_clock) {
+                    if !passed.contains(&col.name) && time.columns.is_empty() {
+                        passed.push(col.name.clone());
+                    }
+                }
+            }
+            let mut columns: Vec<String> = Vec::new();
+            for c in self.filter.iter().flat_map(|f| &f.columns) {
+                if !columns.contains(&c.name) {
+                    columns.push(c.name.clone());
+                }
+            }
+            RowLock {
+                tables: vec![self.table.clone()],
+                columns,
+                joined: Vec::new(),
+                passed,
+            }
+        });
+        Statement {
+            kind: StatementKind::Select,
+            reads: Some(self.table.clone()),
+            table: None,
+            row_lock,
+            read_filter: self.filter,
+            ..Write::new(self.lib, StatementKind::Other, self.table).statement(span)
+        }
+    }
 }
 
 /// What one field of an active model does.
@@ -378,9 +424,10 @@ impl FnWalker<'_> {
         let method = m.method.to_string();
         let orm = &self.cx.orm;
         let read = match method.as_str() {
-            "execute" | "get_result" | "get_results" if orm.diesel => {
-                self.diesel_write(&m.receiver)
-            }
+            "execute" | "get_result" | "get_results" if orm.diesel => self
+                .diesel_write(&m.receiver)
+                .or_else(|| self.diesel_locking_read(&m.receiver)),
+            "load" | "first" if orm.diesel => self.diesel_locking_read(&m.receiver),
             "exec" | "exec_with_returning" | "exec_without_returning" if orm.sea_orm => {
                 self.sea_orm_chain(&m.receiver)
             }
@@ -516,6 +563,45 @@ impl FnWalker<'_> {
         Some(w)
     }
 
+    /// A diesel query that locks the rows it reads until its transaction ends: `jobs::table
+    /// .filter(..).or_filter(..).limit(n).for_update().skip_locked().load(tx)`. Its conditions
+    /// are the read's filter, and the columns they require to lie before a time (the database's
+    /// clock or the machine's: `updated_at.lt(Utc::now() - idle)`) are those whose time has
+    /// passed. A query that locks nothing is not recorded.
+    fn diesel_locking_read(&self, recv: &syn::Expr) -> Option<Write> {
+        let (base, links) = chain(self.held(recv))?;
+        let syn::Expr::Path(p) = strip(base) else {
+            return None;
+        };
+        let table = self.diesel_table(&p.path)?;
+        let mut w = Write::new(Library::Diesel, StatementKind::Select, table);
+        let mut locked = false;
+        for link in links {
+            match (link.method.to_string().as_str(), link.args.len()) {
+                ("filter" | "or_filter", 1) => self.filter_link(&mut w, link)?,
+                ("find", 1) => self.find_link(&mut w, link)?,
+                ("for_update" | "for_no_key_update", 0) => locked = true,
+                ("skip_locked" | "no_wait" | "into_boxed" | "distinct", 0)
+                | ("limit" | "offset" | "order" | "order_by" | "then_order_by" | "select", 1) => {}
+                _ => return None,
+            }
+        }
+        w.row_lock = locked;
+        locked.then_some(w)
+    }
+
+    /// The table a diesel path names: `locks::table`, `schema::locks::table`, `dsl::locks`,
+    /// `locks` (from `dsl`, when the function binds no such name).
+    fn diesel_table(&self, p: &syn::Path) -> Option<String> {
+        let path = segments(p);
+        match path.as_slice() {
+            [.., t, last] if last == "table" => Some(t.clone()),
+            [.., d, t] if d == "dsl" => Some(t.clone()),
+            [t] if !self.is_rust_value(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
     /// The table a diesel write targets and the `.filter(..)` links on it: `locks::table`,
     /// `schema::locks::table`, `locks` (from `dsl`), `dsl::locks`, or a local holding one.
     fn diesel_target<'e>(
@@ -532,14 +618,7 @@ impl FnWalker<'_> {
         let syn::Expr::Path(p) = strip(base) else {
             return None;
         };
-        let path = segments(&p.path);
-        let table = match path.as_slice() {
-            [.., t, last] if last == "table" => t.clone(),
-            [.., d, t] if d == "dsl" => t.clone(),
-            [t] if !self.is_rust_value(t) => t.clone(),
-            _ => return None,
-        };
-        Some((table, links))
+        Some((self.diesel_table(&p.path)?, links))
     }
 
     /// `.find(key)`: the primary key's columns equal to the values given (a tuple for a
@@ -1107,12 +1186,13 @@ impl FnWalker<'_> {
                 syn::Expr::MethodCall(m)
                     if m.args.is_empty() && matches!(strip(&m.receiver), syn::Expr::Lit(_)) => {}
                 // SQL `NULL`: `None`, `Option::<String>::None`; a named constant
-                // (`NaiveDateTime::UNIX_EPOCH`)
+                // (`NaiveDateTime::UNIX_EPOCH`), an enum variant (`JobState::Running`)
                 syn::Expr::Path(p)
-                    if p.path.segments.last().is_some_and(|s| {
-                        let n = s.ident.to_string();
-                        n == "None" || is_constant_name(&n)
-                    }) => {}
+                    if enum_variant(&p.path).is_some()
+                        || p.path.segments.last().is_some_and(|s| {
+                            let n = s.ident.to_string();
+                            n == "None" || is_constant_name(&n)
+                        }) => {}
                 // a constant taken out of its `Option`/`Result`: `from_timestamp_opt(0, 0).unwrap()`
                 syn::Expr::MethodCall(m)
                     if m.args.len() <= 1
@@ -1152,7 +1232,16 @@ impl FnWalker<'_> {
         }
         v.bare = self.column(whole, table);
         v.bare_param = rust_value && v.columns.is_empty() && !v.clock && !v.call;
-        v.named_literal = matches!(whole, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if !s.value().is_empty());
+        v.named_literal = match whole {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) if !s.value().is_empty() => Some(s.value().to_lowercase()),
+            syn::Expr::Path(p) => enum_variant(&p.path).map(|n| n.to_lowercase()),
+            _ => None,
+        };
+        v.client_clock = rust_value
+            && (v.clock_read.is_some() || super::super::literal_times::reads_client_clock(whole));
         v
     }
 }
@@ -1162,6 +1251,21 @@ fn is_constant_name(n: &str) -> bool {
     n.chars().any(|c| c.is_ascii_uppercase())
         && n.chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The variant an enum path names (`JobState::Running`): a type and a variant, both
+/// capitalised words (not `SCREAMING` constants, not `None`).
+fn enum_variant(p: &syn::Path) -> Option<String> {
+    let capitalised = |s: &syn::PathSegment| {
+        let n = s.ident.to_string();
+        (n.starts_with(|c: char| c.is_ascii_uppercase())
+            && n.contains(|c: char| c.is_ascii_lowercase()))
+        .then_some(n)
+    };
+    let mut rev = p.segments.iter().rev();
+    let (variant, ty) = (rev.next()?, rev.next()?);
+    capitalised(ty)?;
+    capitalised(variant).filter(|n| n != "None")
 }
 
 /// diesel's `now` (`diesel::dsl::now`, `dsl::now`, `now` from a glob import).
@@ -1264,7 +1368,7 @@ mod tests {
         let fence = &st.filter.as_ref().unwrap().comparisons[1];
         assert!(fence.right.bare_param, "a Rust value is a bound parameter");
         let status = &st.assignments[0].value;
-        assert!(status.named_literal && status.is_constant());
+        assert!(status.named_literal.is_some() && status.is_constant());
         let ir_none = analyze(
             "x.rs",
             &format!(
@@ -1276,7 +1380,10 @@ mod tests {
             ),
         );
         for a in &only(&ir_none).assignments {
-            assert!(a.value.is_constant() && !a.value.named_literal, "NULL");
+            assert!(
+                a.value.is_constant() && a.value.named_literal.is_none(),
+                "NULL"
+            );
         }
         // the statement has no text, and runs where `execute` is called, on a connection
         let emb = &ir.embedded[st.embedded];
@@ -1407,6 +1514,51 @@ mod tests {
         assert!(expires.value.clock_read.is_none());
         // a local that does not read the clock says nothing
         assert!(ttl.value.clock_read.is_none() && ttl.value.from_field.is_none());
+    }
+
+    #[test]
+    fn a_diesel_locking_read_records_its_rows_and_the_times_that_passed() {
+        let ir = analyze(
+            "x.rs",
+            &format!(
+                "{DIESEL}fn f(pool: &Pool, n: i64) {{
+                    retry! {{ async
+                        in_transaction!(pool, |tx| {{
+                            let picked: Vec<Task> = tasks::table
+                                .filter(tasks::status.eq(TaskStatus::Queued).and(tasks::run_at.le(n)))
+                                .or_filter(tasks::status.eq(TaskStatus::Running).and(tasks::heartbeat_at.lt(Utc::now() - STALE)))
+                                .limit(n)
+                                .for_update()
+                                .skip_locked()
+                                .load(tx)?;
+                            Ok(picked)
+                        }})?
+                    }}
+                }}
+                fn g(conn: &mut PgConnection) {{
+                    let all: Vec<Task> = tasks::table.filter(tasks::status.eq(TaskStatus::Running)).load(conn).unwrap();
+                }}"
+            ),
+        );
+        // the read inside the macro's body is the only statement: a read that locks nothing is not one
+        let st = only(&ir);
+        assert_eq!(st.kind, StatementKind::Select);
+        assert_eq!(
+            (st.table.as_deref(), st.reads.as_deref()),
+            (None, Some("tasks"))
+        );
+        let rl = st.row_lock.as_ref().expect("rows locked");
+        assert_eq!(rl.tables, ["tasks"]);
+        // the machine's clock is a time that passed; a bound value is not known to be one
+        assert_eq!(rl.passed, ["heartbeat_at"]);
+        let states: Vec<Option<&str>> = st
+            .read_filter
+            .iter()
+            .flat_map(|f| &f.comparisons)
+            .filter(|c| c.left.bare.as_ref().is_some_and(|c| c.name == "status"))
+            .map(|c| c.right.named_literal.as_deref())
+            .collect();
+        assert_eq!(states, [Some("queued"), Some("running")]);
     }
 
     #[test]
