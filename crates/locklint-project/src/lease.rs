@@ -14,7 +14,7 @@
 //! locked_until < now()`).
 
 use crate::schema::{ColumnNames, Schema};
-use locklint_ir::sql::{CmpOp, Operand, Statement, StatementKind};
+use locklint_ir::sql::{CmpOp, Conflict, Operand, Statement, StatementKind};
 use locklint_ir::{vocabulary, FileIr};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -152,6 +152,41 @@ pub fn carries_work(
                 && !names.fence.contains(c)
                 && !vocabulary::names_time_column(c)
         })
+}
+
+/// Per table, the columns an upsert inserts from an incoming value and whose `DO UPDATE ..
+/// WHERE` requires the stored row to hold the same value (see `Schema::upsert_holders`).
+pub fn upsert_holders(files: &[FileIr]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for st in files.iter().flat_map(|f| &f.sql.statements) {
+        let (Some(table), Some(filter), Conflict::DoUpdate) = (&st.table, &st.filter, st.conflict)
+        else {
+            continue;
+        };
+        for c in filter.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
+            for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
+                let Some(col) = a.bare.as_ref().filter(|x| st.is_target(x)) else {
+                    continue;
+                };
+                // compared with the proposed row's value (`EXCLUDED.worker_id`), or with a
+                // parameter where a parameter is inserted into the column
+                let inserted = st.values.iter().any(|v| {
+                    v.column == col.name
+                        && (b
+                            .bare
+                            .as_ref()
+                            .is_some_and(|x| x.incoming && x.name == col.name)
+                            || (b.bare_param && v.value.bare_param))
+                });
+                if inserted {
+                    out.entry(table.clone())
+                        .or_default()
+                        .insert(col.name.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Per table, the columns some write compares for equality with an incoming value

@@ -65,8 +65,11 @@ pub(crate) fn ends_hold(k: &OpKind) -> bool {
 
 pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock_words: &[String]) {
     // (b): acquired with NX and also released, expired or renewed somewhere
+    // a key that is counted (`INCR`, `INCRBY`) is a counter, even when it is created with NX
+    // and deleted after a window (`SET k 0 NX PX w`, `INCRBY k 1`, .., `DEL k`)
     let mut acquired = HashSet::new();
     let mut ended = HashSet::new();
+    let mut counted = HashSet::new();
     for t in traces.iter() {
         for o in &t.ops {
             let Some(id) = scoped_identity(o) else {
@@ -76,6 +79,8 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
                 acquired.insert(id);
             } else if ends_hold(&o.op.kind) {
                 ended.insert(id);
+            } else if o.op.kind == OpKind::Incr {
+                counted.insert(id);
             }
         }
     }
@@ -92,6 +97,12 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
             .filter(|o| ends_hold(&o.op.kind))
             .filter_map(|o| o.identity.clone())
             .collect();
+        let local_counted: HashSet<Arc<KeyIdentity>> = t
+            .ops
+            .iter()
+            .filter(|o| o.op.kind == OpKind::Incr)
+            .filter_map(|o| o.identity.clone())
+            .collect();
         for o in &mut t.ops {
             let pattern = key_matches(&o.key, lock_words);
             let scoped = scoped_identity(o);
@@ -100,7 +111,10 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
             let file = o.op.id.file;
             let used_as_lock = |key: &KeyRef, identity: Option<&KeyIdentity>| {
                 let scoped = identity.and_then(|id| id.scoped(file));
+                let counter = scoped.as_ref().is_some_and(|id| counted.contains(id))
+                    || identity.is_some_and(|id| local_counted.contains(id));
                 !vocabulary::key_names_bookkeeping(key)
+                    && !counter
                     && (scoped
                         .as_ref()
                         .is_some_and(|id| acquired.contains(id) && ended.contains(id))
@@ -123,7 +137,8 @@ pub(crate) fn mark_locks(traces: &mut [Trace], nx: &mut HashSet<ScopedKey>, lock
             let whole = o.op.key.parts.len() == 1 && matches!(o.op.key.parts[0], Part::Hole(_));
             let lock_fn = vocabulary::is_lock_fn_name(&o.func.name)
                 && whole
-                && (o.op.key.param.is_some() || o.op.key.field.is_some());
+                && (o.op.key.param.is_some() || o.op.key.field.is_some())
+                && !vocabulary::key_names_bookkeeping(&o.key);
             // a lock-named wrapper's key, deleted or set by the helpers it dispatches to
             let wrapper_key = o.lock_param && !vocabulary::key_names_bookkeeping(&o.key);
             o.is_lock = pattern || used_as_lock || lock_fn || wrapper_key;

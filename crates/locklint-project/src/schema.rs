@@ -159,6 +159,11 @@ pub struct Schema {
     /// Per table, the columns the project's writes compare with an incoming value (its keys
     /// and holders, as the statements use them).
     pub keyed: BTreeMap<String, BTreeSet<String>>,
+    /// Per table, the columns an upsert inserts from an incoming value and lets its `DO
+    /// UPDATE` touch only while the stored row holds that same value (`ON CONFLICT (active)
+    /// DO UPDATE SET expires_at = .. WHERE t.worker_id = $2` with `$2` inserted into
+    /// `worker_id`): the holder, as the statements use it (`crate::lease::upsert_holders`).
+    pub upsert_holders: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Schema {
@@ -207,6 +212,7 @@ pub fn schema_with(files: &[FileIr], names: ColumnNames) -> Schema {
     s.leases = crate::lease::leases(files, &s.names);
     s.written = crate::lease::written_columns(files);
     s.keyed = crate::lease::keyed_columns(files);
+    s.upsert_holders = crate::lease::upsert_holders(files);
     s.lapsing = crate::lease::lapsing(files, &s);
     s.claims = crate::lease::claims(files, &s);
     s.joined_leases = crate::lease::joined_leases(files, &s.names);

@@ -60,10 +60,22 @@ pub fn lock_table(st: &Statement, schema: &Schema) -> Option<LockTable> {
     if !(by_schema || by_statement || lease.is_some() || lock_table_name(&table)) {
         return None;
     }
+    // else the column an upsert inserts and takes over only while the stored row holds the
+    // same value (`.. DO UPDATE SET expires_at = .. WHERE queue_leader.queue_worker_id = $2`):
+    // the holder, as the statements use it
+    let upsert_holder = || {
+        schema
+            .upsert_holders
+            .get(&table)?
+            .iter()
+            .next()
+            .map(String::as_str)
+    };
     let owner = lease
         .map(|l| l.owner.as_str())
         .or_else(|| def.and_then(|t| t.owner_column(names)))
         .or(owner_m)
+        .or_else(upsert_holder)
         .map(str::to_string);
     let expiry = lease
         .map(|l| l.expiry.as_str())

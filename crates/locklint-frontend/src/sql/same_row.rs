@@ -32,6 +32,15 @@ impl Exprs<'_, '_> {
                     negated: false,
                     ..
                 } => self.in_guard(st, &table, expr, subquery, ctes),
+                // `id = (SELECT j.id FROM jobs j .. LIMIT 1)`: one picked row
+                Expr::BinaryOp {
+                    left,
+                    op: ast::BinaryOperator::Eq,
+                    right,
+                } => match right.as_ref() {
+                    Expr::Subquery(subquery) => self.picked_guard(st, &table, left, subquery),
+                    _ => None,
+                },
                 _ => None,
             };
             found.extend(guard);
@@ -161,6 +170,46 @@ impl Exprs<'_, '_> {
             l.name == r.name && ((ours(l) && theirs(r)) || (ours(r) && theirs(l)))
         });
         correlated.then_some((alias, columns, comparisons))
+    }
+
+    /// `<target>.c = (SELECT j.c FROM <table> j [JOIN ..] WHERE ..)`: the row the subquery
+    /// picks meets the conditions of its `WHERE` on the table, also when the query joins other
+    /// tables (their columns keep their own aliases; an unqualified column of a join may be
+    /// another table's, so a condition with one is left out).
+    fn picked_guard(
+        &self,
+        st: &Statement,
+        table: &str,
+        expr: &Expr,
+        subquery: &ast::Query,
+    ) -> Option<Guard> {
+        let column = self.value(expr).bare.filter(|c| st.is_target(c))?;
+        let ast::SetExpr::Select(select) = subquery.body.as_ref() else {
+            return None;
+        };
+        let [from] = select.from.as_slice() else {
+            return None;
+        };
+        let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+            return None;
+        };
+        let (from_table, alias) = table_and_alias(name, alias.as_ref());
+        if from_table != table || selected_column(select)? != column.name {
+            return None;
+        }
+        let (columns, comparisons) = self.filter_of(select.selection.as_ref()?);
+        if from.joins.is_empty() {
+            return Some((alias, columns, comparisons));
+        }
+        let qualified = |c: &Col| c.qualifier.is_some();
+        let comparisons = comparisons
+            .into_iter()
+            .filter(|k| {
+                k.left.columns.iter().all(qualified) && k.right.columns.iter().all(qualified)
+            })
+            .collect();
+        let columns = columns.into_iter().filter(qualified).collect();
+        Some((alias, columns, comparisons))
     }
 
     /// `<target>.c IN (SELECT c FROM <table> WHERE ..)`, or `SELECT c FROM <cte>` with the

@@ -336,7 +336,7 @@ impl FnWalker<'_> {
         };
         let u = if unit {
             ResultUse::Ignored("the reply type is `()`".into())
-        } else if wildcard || (!names.is_empty() && names.iter().all(|n| n.starts_with('_'))) {
+        } else if wildcard {
             ResultUse::Ignored("the reply is bound to `_`".into())
         } else if names.is_empty() {
             ResultUse::Used
