@@ -413,27 +413,50 @@ fn covered_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnosti
         };
         let lock = &jl.lock;
         let (owner, expiry) = (&jl.owner, &jl.expiry);
-        // the finding is the statement's, shown where it starts (see `head_above`)
-        let head = head_above(file, st, filter.span);
-        let mut d = warning(sql_diagnostic(
-            &INFO,
+        out.push(keyed_write_finding(
             file,
-            head.unwrap_or(filter.span),
-            format!("does not check the lease on `{lock}`"),
-            format!("{what} a `{table}` row does not check that this worker still holds the lease on its `{lock}` row; the claim takes a `{lock}` row whose `{expiry}` has passed, so once this worker's lease lapses another worker claims the same `{table}` row, and this write {outcome}"),
-            format!("keep the write to the lease's holder: add `AND EXISTS (SELECT 1 FROM {lock} WHERE .. AND {owner} = <the worker's id>)` (or an attempt or lease token the claim wrote) to the `WHERE`, and treat zero affected rows as a lost lease"),
+            st,
+            filter.span,
+            [
+                format!("does not check the lease on `{lock}`"),
+                format!("{what} a `{table}` row does not check that this worker still holds the lease on its `{lock}` row; the claim takes a `{lock}` row whose `{expiry}` has passed, so once this worker's lease lapses another worker claims the same `{table}` row, and this write {outcome}"),
+                format!("keep the write to the lease's holder: add `AND EXISTS (SELECT 1 FROM {lock} WHERE .. AND {owner} = <the worker's id>)` (or an attempt or lease token the claim wrote) to the `WHERE`, and treat zero affected rows as a lost lease"),
+            ],
+            "keyed without the lease",
+            related(
+                claim_file,
+                claim.span,
+                format!("the claim row-locks `{lock}` joined to `{table}`, with a lease that lapses"),
+            ),
         ));
-        if head.is_some() {
-            d.related
-                .push(related(file, filter.span, "keyed without the lease"));
-        }
-        d.related.push(related(
-            claim_file,
-            claim.span,
-            format!("the claim row-locks `{lock}` joined to `{table}`, with a lease that lapses"),
-        ));
-        out.push(d);
     }
+}
+
+/// A warning on a write keyed without the lease it runs under: shown where the statement
+/// starts when its `WHERE` is on a later line (see `head_above`; the `WHERE` is then related,
+/// with `keyed`), with `[label, message, help]`, and the statement the lease comes from.
+fn keyed_write_finding(
+    file: &FileIr,
+    st: &Statement,
+    condition: locklint_ir::source::Span,
+    [label, message, help]: [String; 3],
+    keyed: &str,
+    lease: Related,
+) -> Diagnostic {
+    let head = head_above(file, st, condition);
+    let mut d = warning(sql_diagnostic(
+        &INFO,
+        file,
+        head.unwrap_or(condition),
+        label,
+        message,
+        help,
+    ));
+    if head.is_some() {
+        d.related.push(related(file, condition, keyed));
+    }
+    d.related.push(lease);
+    d
 }
 
 /// (e): a worker's write that finishes a job of a work table whose rows a worker holds by
@@ -478,25 +501,22 @@ fn state_completions(file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>
                 "this write lands on the new holder's run: its effect is applied twice, and a retry is not idempotent",
             )
         };
-        let head = head_above(file, st, filter.span);
-        let mut d = warning(sql_diagnostic(
-            &INFO,
+        out.push(keyed_write_finding(
             file,
-            head.unwrap_or(filter.span),
-            format!("does not check that the job is still held (`{state}`, `{expiry}`)"),
-            format!("{what} a `{table}` job does not check that this worker still holds it; a job stays `{held}` only until its `{expiry}` has passed, then it is taken back and another worker runs it, so {outcome}"),
-            format!("keep the write to the holder: add `AND {state} = '{held}'` with the `{expiry}` (or an attempt token) this worker's claim wrote to the `WHERE`, and treat zero affected rows as a lost claim"),
+            st,
+            filter.span,
+            [
+                format!("does not check that the job is still held (`{state}`, `{expiry}`)"),
+                format!("{what} a `{table}` job does not check that this worker still holds it; a job stays `{held}` only until its `{expiry}` has passed, then it is taken back and another worker runs it, so {outcome}"),
+                format!("keep the write to the holder: add `AND {state} = '{held}'` with the `{expiry}` (or an attempt token) this worker's claim wrote to the `WHERE`, and treat zero affected rows as a lost claim"),
+            ],
+            "keyed by the job alone",
+            related(
+                lapse_file,
+                lapse.span,
+                format!("a job still `{held}` whose `{expiry}` has passed is taken back here"),
+            ),
         ));
-        if head.is_some() {
-            d.related
-                .push(related(file, filter.span, "keyed by the job alone"));
-        }
-        d.related.push(related(
-            lapse_file,
-            lapse.span,
-            format!("a job still `{held}` whose `{expiry}` has passed is taken back here"),
-        ));
-        out.push(d);
     }
 }
 
