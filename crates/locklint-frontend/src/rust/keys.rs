@@ -45,6 +45,20 @@ fn strip_method(name: &str) -> bool {
     )
 }
 
+/// The name of a method's receiver when it is a local or a field (`lease_key` of
+/// `self.lease_key`); not `self`.
+fn receiver_name(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Named(n) => Some(n.to_string()),
+            syn::Member::Unnamed(_) => None,
+        },
+        syn::Expr::Reference(r) => receiver_name(&r.expr),
+        syn::Expr::Paren(p) => receiver_name(&p.expr),
+        e => ident_of(e).filter(|n| n != "self"),
+    }
+}
+
 fn ident_of(e: &syn::Expr) -> Option<String> {
     match e {
         syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
@@ -94,7 +108,13 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
         }
         syn::Expr::MethodCall(m) => {
             let name = m.method.to_string();
-            let mut k = KeyRef::hole(Some(name.clone()));
+            // a key built by a method of a named value (`self.lease_key.of(&id)`) is named by
+            // both: the value's name says what the key is
+            let shown = match receiver_name(&m.receiver) {
+                Some(r) => format!("{r}.{name}"),
+                None => name.clone(),
+            };
+            let mut k = KeyRef::hole(Some(shown));
             k.call = Some(Box::new((name, m.args.len())));
             k
         }
