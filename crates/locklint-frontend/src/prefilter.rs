@@ -105,6 +105,24 @@ const COMMAND_IDENTS: &[&str] = &[
     "transaction_async",
     "eval",
     "script_load",
+    // wrappers' methods named like commands (`commands::described`)
+    "delete_key",
+    "delete_keys",
+    "delete_multiple_keys",
+    "del_key",
+    "remove_key",
+    "unlink_key",
+    "get_key",
+    "get_key_value",
+    "set_key_expiry",
+    "set_expiry",
+    "set_key_ttl",
+    "expire_key",
+    "set_key_if_not_exists_with_expiry",
+    "set_if_not_exists_with_expiry",
+    "set_key_nx_with_expiry",
+    "set_nx_with_expiry",
+    "set_nx_with_ttl",
 ];
 
 /// The first words `embed::looks_like_sql` accepts (upper case).
@@ -113,13 +131,6 @@ const SQL_STARTS: &[&str] = &[
     "ROLLBACK", "LOCK", "SET", "TRUNCATE", "MERGE", "CALL", "DO", "VALUES", "REPLACE", "UPSERT",
 ];
 
-fn any_case(words: &'static [&'static str]) -> AhoCorasick {
-    AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .build(words)
-        .expect("a fixed word list builds")
-}
-
 /// Whether the Rust text `text` can contribute a fact or a finding by itself: it names a
 /// library the front-end recognises or a suppression, starts a Redis builder, holds a string
 /// literal that starts like SQL, or names a Redis client and a command method.
@@ -127,43 +138,151 @@ pub fn can_contribute(text: &str) -> bool {
     reason(text).is_some()
 }
 
+/// The word lists [`reason`] looks for, each a group of one automaton.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// [`LIBRARY_WORDS`], any case, anywhere.
+    Library,
+    /// [`ANY_FILE_IDENTS`], whole identifiers.
+    AnyFile,
+    /// [`REDIS_WORDS`], any case, anywhere.
+    Redis,
+    /// [`COMMAND_IDENTS`], whole identifiers.
+    Commands,
+    /// `sqlx`, any case, anywhere.
+    Sqlx,
+    /// [`SQLX_IDENTS`], whole identifiers.
+    Queries,
+    /// [`ORM_WORDS`], any case, anywhere.
+    Orm,
+    /// [`ORM_IDENTS`], whole identifiers.
+    OrmWrites,
+}
+
+impl Group {
+    const ALL: [Group; 8] = [
+        Group::Library,
+        Group::AnyFile,
+        Group::Redis,
+        Group::Commands,
+        Group::Sqlx,
+        Group::Queries,
+        Group::Orm,
+        Group::OrmWrites,
+    ];
+
+    fn words(self) -> &'static [&'static str] {
+        match self {
+            Group::Library => LIBRARY_WORDS,
+            Group::AnyFile => ANY_FILE_IDENTS,
+            Group::Redis => REDIS_WORDS,
+            Group::Commands => COMMAND_IDENTS,
+            Group::Sqlx => &["sqlx"],
+            Group::Queries => SQLX_IDENTS,
+            Group::Orm => ORM_WORDS,
+            Group::OrmWrites => ORM_IDENTS,
+        }
+    }
+
+    /// A word of the group counts in any case and anywhere; else only as a whole identifier
+    /// spelled as listed.
+    fn any_case(self) -> bool {
+        matches!(
+            self,
+            Group::Library | Group::Redis | Group::Sqlx | Group::Orm
+        )
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// Every word of every [`Group`] in one case-insensitive automaton: a file is read once.
+struct Words {
+    finder: AhoCorasick,
+    /// Per pattern (a word in lower case): the groups that list it, with the word as listed.
+    spellings: Vec<Vec<(Group, &'static str)>>,
+}
+
+impl Words {
+    fn new() -> Words {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut spellings: Vec<Vec<(Group, &'static str)>> = Vec::new();
+        for g in Group::ALL {
+            for w in g.words() {
+                let lower = w.to_ascii_lowercase();
+                let at = match patterns.iter().position(|p| *p == lower) {
+                    Some(i) => i,
+                    None => {
+                        patterns.push(lower);
+                        spellings.push(Vec::new());
+                        patterns.len() - 1
+                    }
+                };
+                spellings[at].push((g, w));
+            }
+        }
+        Words {
+            finder: any_case(&patterns),
+            spellings,
+        }
+    }
+
+    /// The groups `text` holds a word of (bits of [`Group::bit`]); stops early at a library
+    /// word, which lets the file through whatever else it holds.
+    fn groups(&self, text: &str) -> u8 {
+        let bytes = text.as_bytes();
+        let mut found = 0u8;
+        for m in self.finder.find_overlapping_iter(text) {
+            let at = &bytes[m.start()..m.end()];
+            for &(g, w) in &self.spellings[m.pattern().as_usize()] {
+                if found & g.bit() != 0 {
+                    continue;
+                }
+                let counts =
+                    g.any_case() || (at == w.as_bytes() && whole_ident(bytes, m.start(), m.end()));
+                if counts {
+                    found |= g.bit();
+                }
+            }
+            if found & Group::Library.bit() != 0 {
+                break;
+            }
+        }
+        found
+    }
+}
+
+fn any_case(words: &[String]) -> AhoCorasick {
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .build(words)
+        .expect("a fixed word list builds")
+}
+
 /// Why [`can_contribute`] lets `text` through, if it does.
 pub fn reason(text: &str) -> Option<&'static str> {
-    static LIBRARY: OnceLock<AhoCorasick> = OnceLock::new();
-    static REDIS: OnceLock<AhoCorasick> = OnceLock::new();
-    static SQLX: OnceLock<AhoCorasick> = OnceLock::new();
-    static ANY_FILE: OnceLock<Mentions> = OnceLock::new();
-    static COMMANDS: OnceLock<Mentions> = OnceLock::new();
-    static QUERIES: OnceLock<Mentions> = OnceLock::new();
-    static ORM: OnceLock<AhoCorasick> = OnceLock::new();
-    static ORM_WRITES: OnceLock<Mentions> = OnceLock::new();
-    let idents =
-        |names: &'static [&'static str]| Mentions::new(names.iter().map(|n| (*n, Appears::Used)));
-    if LIBRARY
-        .get_or_init(|| any_case(LIBRARY_WORDS))
-        .is_match(text)
-    {
+    static WORDS: OnceLock<Words> = OnceLock::new();
+    let found = WORDS.get_or_init(Words::new).groups(text);
+    let has = |g: Group| found & g.bit() != 0;
+    if has(Group::Library) {
         return Some("names locklint, a Redis script or a lock library");
     }
-    if ANY_FILE.get_or_init(|| idents(ANY_FILE_IDENTS)).any(text) {
+    if has(Group::AnyFile) {
         return Some("starts a Redis command builder or hands SQL to a library");
     }
     if has_sql_literal(text.as_bytes()) {
         return Some("holds a string that starts like SQL");
     }
-    if REDIS.get_or_init(|| any_case(REDIS_WORDS)).is_match(text)
-        && COMMANDS.get_or_init(|| idents(COMMAND_IDENTS)).any(text)
-    {
+    if has(Group::Redis) && has(Group::Commands) {
         return Some("names a Redis client and a command");
     }
-    if SQLX.get_or_init(|| any_case(&["sqlx"])).is_match(text)
-        && QUERIES.get_or_init(|| idents(SQLX_IDENTS)).any(text)
-    {
+    if has(Group::Sqlx) && has(Group::Queries) {
         return Some("names sqlx and a query");
     }
-    if ORM.get_or_init(|| any_case(ORM_WORDS)).is_match(text)
-        && ORM_WRITES.get_or_init(|| idents(ORM_IDENTS)).any(text)
-    {
+    if has(Group::Orm) && has(Group::OrmWrites) {
         return Some("names an ORM and a write");
     }
     None

@@ -416,6 +416,12 @@ pub struct Op {
     /// `Script::new(RELEASE_LUA).key(k)`).
     #[serde(default)]
     pub script: Option<String>,
+    /// A method named like a Redis command on a wrapper (`delete_key(&k)`,
+    /// `set_key_if_not_exists_with_expiry(&k, v, ttl)`, `commands::described`): the command when
+    /// the project defines no function of that name (a wrapper crate outside the project); the
+    /// call beside it is followed where the project does.
+    #[serde(default)]
+    pub described: bool,
 }
 
 /// What a method call's receiver is declared as.

@@ -203,6 +203,9 @@ impl<'a> Expander<'_, 'a> {
         self.stack.push(at);
         for ev in &func.events {
             match ev {
+                // a wrapper's method named like a command is followed as a call where the
+                // project defines it
+                Event::Op(op) if op.described && self.idx.defines(&op.command) => {}
                 Event::Op(op) => {
                     let seen_key = |k: &KeyRef| {
                         let k = match args {

@@ -92,6 +92,11 @@ impl<'a> Index<'a> {
         self.targets.get(&call.id).copied()
     }
 
+    /// Whether the project defines a function or method of this name.
+    pub(crate) fn defines(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
     pub(crate) fn func(&self, at: FnId) -> &'a Function {
         &self.files[at.file].functions[at.func]
     }

@@ -152,9 +152,19 @@ pub fn dependent_read<'t, 'a>(trace: &'t Trace<'a>, i: usize) -> Option<&'t Trac
         .map(|j| &trace.ops[j])
 }
 
-/// The command as users know it, upper case (`set_nx` → `SETNX`).
+/// The command as users know it, upper case (`set_nx` → `SETNX`); a wrapper's method named
+/// like a command as written, with the command it is read as (`` `delete_key` (a `DEL`) ``).
 pub fn command_name(o: &TraceOp) -> String {
     let c = o.op.command.as_str();
+    if o.op.described {
+        let read_as = match o.op.kind {
+            OpKind::Delete => "DEL",
+            OpKind::Read => "GET",
+            OpKind::Expire => "EXPIRE",
+            _ => "SET ... NX EX",
+        };
+        return format!("`{c}` (a `{read_as}`)");
+    }
     let upper = match c {
         "set_nx" => "SETNX".to_string(),
         "set_options" => "SET".to_string(),

@@ -183,6 +183,54 @@ pub fn typed(name: &str, args: &[syn::Expr], opts: &dyn OptionSource) -> Option<
     }
 }
 
+/// A method whose name describes a Redis command on its first argument, as wrapper crates of
+/// services name them (`delete_key(&k)`, `get_key(&k)`, `set_key_if_not_exists_with_expiry(&k,
+/// v, Some(ttl))`, `set_expiry(&k, secs)`); `None` for any other name or arity. Only names that
+/// say the whole command: a `set_key_if_not_exists` without an expiry in its name may add one
+/// the caller cannot see, and is not read.
+pub fn described(name: &str, n: usize) -> Option<Typed> {
+    let t = |kind: OpKind, value_arg: Option<usize>| {
+        Some(Typed {
+            kind,
+            command: name.to_string(),
+            key_arg: 0,
+            value_arg,
+        })
+    };
+    match (name, n) {
+        (
+            "delete_key"
+            | "delete_keys"
+            | "delete_multiple_keys"
+            | "del_key"
+            | "remove_key"
+            | "unlink_key",
+            1,
+        ) => t(OpKind::Delete, None),
+        ("get_key" | "get_key_value", 1) => t(OpKind::Read, None),
+        ("set_key_expiry" | "set_expiry" | "set_key_ttl" | "expire_key", 2) => {
+            t(OpKind::Expire, None)
+        }
+        (
+            "set_key_if_not_exists_with_expiry"
+            | "set_if_not_exists_with_expiry"
+            | "set_key_nx_with_expiry"
+            | "set_nx_with_expiry"
+            | "set_nx_with_ttl",
+            3,
+        ) => t(
+            OpKind::Write {
+                nx: true,
+                xx: false,
+                expiry: Some(Expiry::Ex),
+                compare: false,
+            },
+            Some(1),
+        ),
+        _ => None,
+    }
+}
+
 /// An argument of a `redis::cmd(..)` command: literal words are options.
 #[derive(Debug, Clone)]
 pub enum CmdArg {

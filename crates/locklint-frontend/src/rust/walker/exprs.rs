@@ -603,6 +603,24 @@ impl FnWalker<'_> {
                 return;
             }
         }
+        // a wrapper's method named like a command: the command, and the call beside it (the
+        // project layer keeps the one that applies, see `Op::described`)
+        if let Some(t) = commands::described(&name, args.len()).filter(|_| self.speaks_redis(&args))
+        {
+            let start = self.span_of(&m.method).start;
+            let end = self.span_of(&m.paren_token.span.close()).end;
+            let before = self.events.len();
+            self.emit_typed(&t, &args, Span::new(start, end), u.clone(), Channel::Direct);
+            if self.events.len() > before {
+                let receiver = self.span_of(&*m.receiver);
+                let root = receiver_root(&m.receiver);
+                if let Some(Event::Op(op)) = self.events.last_mut() {
+                    op.receiver = Some(receiver);
+                    op.receiver_root = root;
+                    op.described = true;
+                }
+            }
+        }
         if !is_std_method(&name) {
             let args_k = per_arg(&m.args, |a| key_of(a, self));
             let values = self.arg_values(&m.args);

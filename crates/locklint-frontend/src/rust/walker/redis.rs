@@ -311,6 +311,7 @@ impl FnWalker<'_> {
             option_spans: Vec::new(),
             keys: Vec::new(),
             script: None,
+            described: false,
         })));
     }
 
