@@ -59,6 +59,76 @@ fn receiver_name(e: &syn::Expr) -> Option<String> {
     }
 }
 
+/// Methods so common on std types that they are never lock helpers.
+pub(super) fn is_std_method(name: &str) -> bool {
+    matches!(
+        name,
+        "to_string"
+            | "to_owned"
+            | "clone"
+            | "len"
+            | "is_empty"
+            | "is_none"
+            | "is_some"
+            | "iter"
+            | "into_iter"
+            | "map"
+            | "and_then"
+            | "collect"
+            | "push"
+            | "push_str"
+            | "insert"
+            | "as_str"
+            | "as_ref"
+            | "as_deref"
+            | "as_mut"
+            | "borrow"
+            | "borrow_mut"
+            | "fmt"
+            | "eq"
+            | "cmp"
+            | "filter"
+            | "contains"
+            | "starts_with"
+            | "ends_with"
+            | "from"
+            | "new"
+            | "default"
+            | "Some"
+            | "Ok"
+            | "Err"
+            | "format"
+    )
+}
+
+/// Methods of `Option`, `Result`, strings and iterators that a key can pass through
+/// (`key.unwrap()`, `name.trim()`): never a project's key builder, whatever the project defines.
+fn is_std_value_method(name: &str) -> bool {
+    is_std_method(name)
+        || matches!(
+            name,
+            "unwrap"
+                | "expect"
+                | "unwrap_or"
+                | "unwrap_or_default"
+                | "unwrap_or_else"
+                | "ok"
+                | "ok_or"
+                | "ok_or_else"
+                | "take"
+                | "trim"
+                | "iter_mut"
+                | "to_lowercase"
+                | "to_uppercase"
+                | "to_ascii_lowercase"
+                | "to_ascii_uppercase"
+                | "max"
+                | "min"
+                | "next"
+                | "hash"
+        )
+}
+
 fn ident_of(e: &syn::Expr) -> Option<String> {
     match e {
         syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
@@ -115,7 +185,9 @@ fn key_at(e: &syn::Expr, scope: &dyn Scope, depth: usize) -> KeyRef {
                 None => name.clone(),
             };
             let mut k = KeyRef::hole(Some(shown));
-            k.call = Some(Box::new((name, m.args.len())));
+            if !is_std_value_method(&name) {
+                k.call = Some(Box::new((name, m.args.len())));
+            }
             k
         }
         syn::Expr::Call(c) => {

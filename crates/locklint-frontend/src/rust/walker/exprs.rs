@@ -5,48 +5,6 @@
 use super::*;
 use locklint_ir::vocabulary;
 
-/// Methods so common on std types that they are never lock helpers.
-pub(super) fn is_std_method(name: &str) -> bool {
-    matches!(
-        name,
-        "to_string"
-            | "to_owned"
-            | "clone"
-            | "len"
-            | "is_empty"
-            | "is_none"
-            | "is_some"
-            | "iter"
-            | "into_iter"
-            | "map"
-            | "and_then"
-            | "collect"
-            | "push"
-            | "push_str"
-            | "insert"
-            | "as_str"
-            | "as_ref"
-            | "as_deref"
-            | "as_mut"
-            | "borrow"
-            | "borrow_mut"
-            | "fmt"
-            | "eq"
-            | "cmp"
-            | "filter"
-            | "contains"
-            | "starts_with"
-            | "ends_with"
-            | "from"
-            | "new"
-            | "default"
-            | "Some"
-            | "Ok"
-            | "Err"
-            | "format"
-    )
-}
-
 /// Whether an arm of a `match` gives back what it matched: its pattern binds a name its body
 /// uses (`Ok(v) => Ok(v)`, `other => other`). `Some(_) => Ok(())` does not: the scrutinee is
 /// inspected, and the arm makes a value of its own.

@@ -10,7 +10,7 @@
 use super::commands::{self, CmdArg, OptionSource};
 use super::embed;
 use super::env::Env;
-use super::keys::{key_of, macro_args, path_text, value_of, Scope};
+use super::keys::{is_std_method, key_of, macro_args, path_text, value_of, Scope};
 use super::laid_out;
 use super::spans;
 use locklint_ir::source::{SourceFile, Span};
