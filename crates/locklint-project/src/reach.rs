@@ -91,7 +91,15 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                 match e {
                     Event::Op(op) => keys.push(&op.key),
                     Event::Call(c) => {
-                        keys.extend(&c.args);
+                        // an argument is a key where the call hands it to a function that
+                        // reaches Redis or runs SQL (one not parsed yet is, once the rounds
+                        // reach it, and its callers' arguments are asked for then)
+                        if idx
+                            .target(c)
+                            .is_some_and(|t| idx.touches.contains(&t) || runs_sql(t))
+                        {
+                            keys.extend(&c.args);
+                        }
                         // the struct whose field's declared type picks the method (the enum
                         // whose variant's, for a receiver bound by the variant's pattern)
                         if let Some(Receiver::Field { owner, .. }) = c.receiver.as_deref() {
