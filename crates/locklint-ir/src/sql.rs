@@ -180,6 +180,19 @@ pub struct Cmp {
     pub right: Operand,
 }
 
+impl Cmp {
+    /// Of a comparison that requires a column to lie before a value (`c < v`, `c <= v`, `v >
+    /// c`, `v >= c`): the column, when that side is one, and the value.
+    pub fn column_before(&self) -> Option<(&Col, &Operand)> {
+        let (col, value) = match self.op {
+            CmpOp::Lt | CmpOp::LtEq => (&self.left, &self.right),
+            CmpOp::Gt | CmpOp::GtEq => (&self.right, &self.left),
+            _ => return None,
+        };
+        Some((col.bare.as_ref()?, value))
+    }
+}
+
 /// A `WHERE` clause (of an `UPDATE`/`DELETE`, or of `ON CONFLICT ... DO UPDATE`), or the
 /// assignments of `ON DUPLICATE KEY UPDATE`, which act as its condition.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -14,7 +14,7 @@
 //! locked_until < now()`).
 
 use crate::schema::{ColumnNames, Schema};
-use locklint_ir::sql::{CmpOp, Conflict, Operand, Statement, StatementKind};
+use locklint_ir::sql::{Cmp, CmpOp, Conflict, Operand, Statement, StatementKind};
 use locklint_ir::{vocabulary, FileIr};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -648,21 +648,18 @@ fn passed_columns(st: &Statement) -> Vec<&str> {
             .collect();
     }
     let cmps = st.filter.iter().flat_map(|f| &f.comparisons);
-    cmps.filter_map(|c| {
-        let (col, time) = match c.op {
-            CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
-            CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
-            _ => return None,
-        };
-        let col = col.bare.as_ref().filter(|x| st.is_target(x))?;
-        (outside(st, time) && (time.clock || time.client_clock || time.param))
-            .then_some(col.name.as_str())
-    })
-    .collect()
+    cmps.filter_map(Cmp::column_before)
+        .filter(|(col, time)| {
+            st.is_target(col)
+                && outside(st, time)
+                && (time.clock || time.client_clock || time.param)
+        })
+        .map(|(col, _)| col.name.as_str())
+        .collect()
 }
 
 /// The columns a statement's condition requires to hold a named state, with the state.
-fn required_states(st: &Statement) -> impl Iterator<Item = (&str, &str)> {
+pub(crate) fn required_states(st: &Statement) -> impl Iterator<Item = (&str, &str)> {
     let filter = if st.kind == StatementKind::Select {
         st.read_filter.as_ref()
     } else {

@@ -321,14 +321,7 @@ fn unpinned(st: &Statement, schema: &Schema) -> bool {
 /// The `WHERE` requires a column of the target table to hold a named literal (`status =
 /// 'running'`): a state transition that a second, stale writer finds already made.
 fn requires_state(st: &Statement) -> bool {
-    st.filter.iter().flat_map(|f| &f.comparisons).any(|c| {
-        c.op == CmpOp::Eq
-            && [(&c.left, &c.right), (&c.right, &c.left)]
-                .into_iter()
-                .any(|(a, b)| {
-                    a.bare.as_ref().is_some_and(|x| st.is_target(x)) && b.named_literal.is_some()
-                })
-    })
+    crate::lease::required_states(st).next().is_some()
 }
 
 /// A write that finishes a row of a table that a lease on another table's rows covers (a job of

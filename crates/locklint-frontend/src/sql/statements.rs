@@ -1328,16 +1328,9 @@ fn read_tables(sel: &ast::Select) -> Vec<String> {
 /// job_expiry`), each once.
 fn passed_columns(comparisons: &[Cmp]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for c in comparisons {
-        let (col, clock) = match c.op {
-            CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
-            CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
-            _ => continue,
-        };
-        if let (Some(col), true) = (&col.bare, clock.clock) {
-            if !out.contains(&col.name) && !clock.columns.contains(col) {
-                out.push(col.name.clone());
-            }
+    for (col, clock) in comparisons.iter().filter_map(Cmp::column_before) {
+        if clock.clock && !out.contains(&col.name) && !clock.columns.contains(col) {
+            out.push(col.name.clone());
         }
     }
     out

@@ -370,16 +370,10 @@ impl Write {
         let row_lock = self.row_lock.then(|| {
             let cmps = self.filter.iter().flat_map(|f| &f.comparisons);
             let mut passed: Vec<String> = Vec::new();
-            for c in cmps {
-                let (col, time) = match c.op {
-                    CmpOp::Lt | CmpOp::LtEq => (&c.left, &c.right),
-                    CmpOp::Gt | CmpOp::GtEq => (&c.right, &c.left),
-                    _ => continue,
-                };
-                if let (Some(col), true) = (&col.bare, time.clock || time.client_clock) {
-                    if !passed.contains(&col.name) && time.columns.is_empty() {
-                        passed.push(col.name.clone());
-                    }
+            for (col, time) in cmps.filter_map(Cmp::column_before) {
+                let a_time = (time.clock || time.client_clock) && time.columns.is_empty();
+                if a_time && !passed.contains(&col.name) {
+                    passed.push(col.name.clone());
                 }
             }
             let mut columns: Vec<String> = Vec::new();
