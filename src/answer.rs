@@ -571,7 +571,7 @@ fn left_out_again(closure: &Closure, i: usize, path: &Path) -> Option<FileState>
         return None;
     }
     let (loaded, state) = crate::engine::load(path.to_path_buf(), None, false, true, true);
-    let crate::engine::Loaded::Unread(_, _, Some(text)) = loaded else {
+    let crate::engine::Loaded::Unread(_, _, Some(text), _) = loaded else {
         return None;
     };
     let package = closure.packages.get(i).copied().flatten();
@@ -631,7 +631,7 @@ impl Alike<'_> {
             crate::engine::load(path.to_path_buf(), None, self.parse_all, true, true);
         let file = match loaded {
             crate::engine::Loaded::File(f) => f,
-            crate::engine::Loaded::Unread(f, _, Some(text)) => {
+            crate::engine::Loaded::Unread(f, _, Some(text), _) => {
                 SourceFile::new(f.path.clone(), text.to_string())
             }
             _ => return None,

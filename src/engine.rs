@@ -141,8 +141,14 @@ pub(crate) enum Loaded {
     File(crate::source::FileRef),
     /// A file the prefilter leaves out: kept without its text (its lines counted), which is
     /// read again only if another file needs a name from it; a project held in memory keeps
-    /// the text aside (`Some`) so that nothing is read again.
-    Unread(crate::source::FileRef, usize, Option<Arc<str>>),
+    /// the text aside (`Some`) so that nothing is read again. Its identifiers are kept
+    /// (the names later rounds ask for are looked up in them).
+    Unread(
+        crate::source::FileRef,
+        usize,
+        Option<Arc<str>>,
+        crate::frontend::prefilter::Spelling,
+    ),
     Skipped(Note),
     Failed(PathError),
 }
@@ -168,13 +174,13 @@ pub(crate) fn load(
 
 /// A file read as `text` (see [`load`]).
 pub(crate) fn loaded_text(path: PathBuf, text: String, parse_all: bool, keep: bool) -> Loaded {
-    if parse_all || crate::parsing::needs_parse(&path, &text) {
-        Loaded::File(SourceFile::new(path, text))
-    } else {
-        let lines = text.matches('\n').count() + 1;
-        let aside = keep.then(|| Arc::from(text));
-        Loaded::Unread(SourceFile::new(path, String::new()), lines, aside)
-    }
+    let spelling = match crate::parsing::prefiltered(&path, &text, parse_all) {
+        None => return Loaded::File(SourceFile::new(path, text)),
+        Some(spelling) => spelling,
+    };
+    let lines = text.matches('\n').count() + 1;
+    let aside = keep.then(|| Arc::from(text));
+    Loaded::Unread(SourceFile::new(path, String::new()), lines, aside, spelling)
 }
 
 /// [`load`] from the disk.
@@ -188,7 +194,7 @@ fn read(
             Loaded::File(f) => Kind::Analysed {
                 lines: f.lines.line_count(),
             },
-            Loaded::Unread(_, lines, _) => Kind::Analysed { lines: *lines },
+            Loaded::Unread(_, lines, ..) => Kind::Analysed { lines: *lines },
             Loaded::Skipped(n) => Kind::Skipped(n.message.clone()),
             Loaded::Failed(_) => return None,
         };
@@ -843,12 +849,22 @@ pub(crate) fn analyze_paths(
             at.push(i);
         }
         match l {
-            Loaded::File(f) => sources.push((f, true, None)),
-            Loaded::Unread(f, _, aside) => sources.push((f, false, aside)),
+            Loaded::File(f) => sources.push(crate::parsing::ToParse {
+                file: f,
+                wanted: true,
+                aside: None,
+                spelling: None,
+            }),
+            Loaded::Unread(f, _, aside, spelling) => sources.push(crate::parsing::ToParse {
+                file: f,
+                wanted: false,
+                aside,
+                spelling: Some(spelling),
+            }),
             Loaded::Skipped(_) | Loaded::Failed(_) => {}
         }
     }
-    let paths: Vec<&Path> = sources.iter().map(|(f, ..)| f.path.as_path()).collect();
+    let paths: Vec<&Path> = sources.iter().map(|t| t.file.path.as_path()).collect();
     let packages = files.packages(&paths, opts.project_root.as_deref());
     let (mut irs, rebuilt, mut closure) =
         crate::parsing::parse_needed(sources, &packages, opts, files);
@@ -879,7 +895,7 @@ pub(crate) fn analyze_paths(
 pub(crate) fn tally(report: &mut Report, l: &Loaded, selected: bool) -> bool {
     let (f, lines) = match l {
         Loaded::File(f) => (f, f.lines.line_count()),
-        Loaded::Unread(f, lines, _) => (f, *lines),
+        Loaded::Unread(f, lines, ..) => (f, *lines),
         Loaded::Skipped(n) => {
             if selected {
                 report.notes.push(n.clone());

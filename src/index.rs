@@ -18,7 +18,7 @@ use crate::discover::Prune;
 use crate::engine::{self, Loaded, Options, Report};
 use crate::ir::FileIr;
 use crate::locks::{self, reach::Need};
-use crate::parsing::{self, Texts};
+use crate::parsing::{self, Spelled};
 use crate::source::FileRef;
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -267,7 +267,7 @@ fn loaded_paths(files: &[Loaded]) -> Vec<&Path> {
 fn text_of(l: &Loaded) -> Option<&str> {
     match l {
         Loaded::File(f) => Some(&f.text),
-        Loaded::Unread(_, _, aside) => aside.as_deref(),
+        Loaded::Unread(_, _, aside, _) => aside.as_deref(),
         Loaded::Skipped(_) | Loaded::Failed(_) => None,
     }
 }
@@ -626,11 +626,11 @@ impl parsing::Source for Memory<'_> {
         &self,
         needed: &[locks::reach::Wanted],
         files: &[FileRef],
-        text: &Texts,
+        spelled: &Spelled,
         candidates: Vec<usize>,
     ) -> Vec<(usize, Vec<bool>)> {
         let Ok(mut mentions) = self.held.memo.mentions.lock() else {
-            return parsing::scan(needed, text, candidates);
+            return parsing::scan(needed, spelled, candidates);
         };
         if mentions.files.len() != files.len()
             || mentions.files.iter().zip(files).any(|(p, f)| *p != f.path)
@@ -663,7 +663,7 @@ impl parsing::Source for Memory<'_> {
             );
             let hits: Vec<Vec<usize>> = (0..files.len())
                 .into_par_iter()
-                .map(|i| text(i).map(|t| finder.find(&t)).unwrap_or_default())
+                .map(|i| spelled(i).map(|s| finder.find_in(&s)).unwrap_or_default())
                 .collect();
             for (k, p) in new.into_iter().enumerate() {
                 let found = hits.iter().map(|h| h.contains(&k)).collect();
@@ -678,7 +678,7 @@ impl parsing::Source for Memory<'_> {
         let (again, known): (Vec<usize>, Vec<usize>) = candidates
             .into_iter()
             .partition(|&i| changed.contains(&files[i].path));
-        let mut out = parsing::scan(needed, text, again);
+        let mut out = parsing::scan(needed, spelled, again);
         out.extend(
             known
                 .into_iter()

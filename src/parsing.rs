@@ -11,6 +11,7 @@
 use crate::cache::Cache;
 use crate::engine::Options;
 use crate::frontend;
+use crate::frontend::prefilter::Spelling;
 use crate::ir::FileIr;
 use crate::locks;
 use crate::source::{FileRef, SourceFile};
@@ -19,8 +20,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The text of file `i` of a run, wherever it is kept.
-pub(crate) type Texts<'a> = dyn Fn(usize) -> Option<Cow<'a, str>> + Sync + 'a;
+/// The identifiers of file `i` of a run, as kept when it was left out or read from its text
+/// (`None`: it can no longer be read as text).
+pub(crate) type Spelled<'a> = dyn Fn(usize) -> Option<Spelling> + Sync + 'a;
 
 /// Where the rounds get the files' text and intermediate form: the disk, with an editor's
 /// overlay and the analysis cache (`engine::Disk`), or a project held in memory
@@ -39,38 +41,47 @@ pub(crate) trait Source: Sync {
         SourceFile::new(f.path.clone(), text.into_owned())
     }
 
-    /// Per file of `candidates` (indexes into `files`), whether its text spells each name of
+    /// Per file of `candidates` (indexes into `files`), whether it spells each name of
     /// `needed` as it must appear (pattern `2k`) and the type it must be a function of
     /// (pattern `2k + 1`), as [`mentions_of`] finds them.
     fn mentioning(
         &self,
         needed: &[locks::reach::Wanted],
         _files: &[FileRef],
-        text: &Texts,
+        spelled: &Spelled,
         candidates: Vec<usize>,
     ) -> Vec<(usize, Vec<bool>)> {
-        scan(needed, text, candidates)
+        scan(needed, spelled, candidates)
     }
 }
 
-/// [`Source::mentioning`] by reading each candidate's text.
+/// [`Source::mentioning`] by looking each candidate's identifiers up.
 pub(crate) fn scan(
     needed: &[locks::reach::Wanted],
-    text: &Texts,
+    spelled: &Spelled,
     candidates: Vec<usize>,
 ) -> Vec<(usize, Vec<bool>)> {
     let (mentions, patterns) = mentions_of(needed);
     candidates
         .into_par_iter()
         .filter_map(|i| {
-            let text = text(i)?;
+            let spelling = spelled(i)?;
             let mut hit = vec![false; patterns];
-            for p in mentions.find(&text) {
+            for p in mentions.find_in(&spelling) {
                 hit[p] = true;
             }
             Some((i, hit))
         })
         .collect()
+}
+
+/// Whether a file read as `text` spells a name of `asked` ([`scan`]), per pattern.
+fn hits(asked: &[locks::reach::Wanted], text: &str) -> Vec<bool> {
+    let spelling = Spelling::of(text);
+    scan(asked, &|_| Some(spelling.clone()), vec![0])
+        .pop()
+        .map(|(_, hit)| hit)
+        .unwrap_or_default()
 }
 
 /// Whether a file of `package` whose text gives `hit` ([`scan`]) spells a name of `needed` as
@@ -81,9 +92,17 @@ fn spells(needed: &[locks::reach::Wanted], hit: &[bool], package: Option<u32>) -
     })
 }
 
-/// A file to parse if it matters: its source (without its text when the prefilter left it
-/// out), whether it is wanted from the start, and its text kept aside if it was left out.
-pub(crate) type ToParse = (FileRef, bool, Option<Arc<str>>);
+/// A file to parse if it matters.
+pub(crate) struct ToParse {
+    /// Its source, without its text when the prefilter left it out.
+    pub file: FileRef,
+    /// Whether it is wanted from the start.
+    pub wanted: bool,
+    /// Its text kept aside, if it was left out.
+    pub aside: Option<Arc<str>>,
+    /// Its identifiers, if it was left out.
+    pub spelling: Option<Spelling>,
+}
 
 /// Parse the files of `sources` that can matter, through `source`: those loaded with their
 /// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
@@ -140,10 +159,7 @@ impl Role {
         let spelled = if first {
             0
         } else {
-            let hit = scan(asked, &|_| Some(Cow::Borrowed(text)), vec![0])
-                .pop()
-                .map(|(_, hit)| hit)
-                .unwrap_or_default();
+            let hit = hits(asked, text);
             let mut h = std::collections::hash_map::DefaultHasher::new();
             for (k, w) in asked.iter().enumerate() {
                 if hit.get(2 * k) == Some(&true) && (w.with.is_none() || hit[2 * k + 1]) {
@@ -281,9 +297,7 @@ impl Closure {
         if needs_parse(path, text) {
             return true;
         }
-        scan(&self.asked, &|_| Some(Cow::Borrowed(text)), vec![0])
-            .iter()
-            .any(|(_, hit)| spells(&self.asked, hit, package))
+        spells(&self.asked, &hits(&self.asked, text), package)
     }
 }
 
@@ -294,11 +308,13 @@ pub(crate) fn parse_needed(
     source: &dyn Source,
 ) -> (Vec<FileIr>, Vec<bool>, Closure) {
     let mut aside: Vec<Option<Arc<str>>> = Vec::with_capacity(sources.len());
+    let mut spellings: Vec<Option<Spelling>> = Vec::with_capacity(sources.len());
     let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources
         .into_iter()
-        .map(|(f, wanted, text)| {
-            aside.push(text);
-            (f, wanted)
+        .map(|f| {
+            aside.push(f.aside);
+            spellings.push(f.spelling);
+            (f.file, f.wanted)
         })
         .unzip();
     // every file starts empty, as one that is not parsed stays
@@ -364,19 +380,22 @@ pub(crate) fn parse_needed(
         if needed.is_empty() {
             break;
         }
-        let text = |i: usize| -> Option<Cow<str>> {
+        let spelled = |i: usize| -> Option<Spelling> {
+            if let Some(s) = &spellings[i] {
+                return Some(s.clone());
+            }
             let f = &sources[i];
             if !f.text.is_empty() {
-                return Some(Cow::Borrowed(f.text.as_str()));
+                return Some(Spelling::of(&f.text));
             }
             match &aside[i] {
-                Some(t) => Some(Cow::Borrowed(t)),
-                None => source.text(f),
+                Some(t) => Some(Spelling::of(t)),
+                None => source.text(f).map(|t| Spelling::of(&t)),
             }
         };
         let candidates: Vec<usize> = (0..sources.len()).filter(|&i| !wanted[i]).collect();
         let more: Vec<usize> = source
-            .mentioning(&needed, &sources, &text, candidates)
+            .mentioning(&needed, &sources, &spelled, candidates)
             .into_iter()
             .filter(|(i, hit)| spells(&needed, hit, packages.package(*i)))
             .map(|(i, _)| i)
@@ -441,6 +460,16 @@ pub(crate) fn appears(need: Option<locks::reach::Need>) -> frontend::prefilter::
 /// Whether a file is parsed before knowing what the others need: every `.sql` and `.lua`
 /// file, and the Rust files the prefilter lets through.
 pub(crate) fn needs_parse(path: &std::path::Path, text: &str) -> bool {
+    prefiltered(path, text, false).is_none()
+}
+
+/// [`needs_parse`] (every file with `parse_all`) read once: `None` for a file parsed from the
+/// start, else the identifiers of the file left out.
+pub(crate) fn prefiltered(path: &std::path::Path, text: &str, parse_all: bool) -> Option<Spelling> {
     let rust = path.extension().is_some_and(|e| e == "rs");
-    !rust || frontend::prefilter::can_contribute(text)
+    if parse_all || !rust {
+        return None;
+    }
+    let read = frontend::prefilter::read(text);
+    read.reason.is_none().then_some(read.spelling)
 }

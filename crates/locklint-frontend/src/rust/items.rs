@@ -95,7 +95,7 @@ pub fn collect(
     let cx = FileCtx {
         file,
         file_idx: index,
-        mentions_redis: lower.contains("redis") || lower.contains("fred"),
+        mentions_redis: crate::prefilter::names_redis(&file.text),
         names_nx_acquire: lower.contains("set_nx") || lower.contains("setnx"),
         consts: &consts,
         sqlx: lower.contains("sqlx"),

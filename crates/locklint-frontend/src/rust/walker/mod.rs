@@ -46,7 +46,8 @@ pub type Walked = (
 pub struct FileCtx<'a> {
     pub file: &'a SourceFile,
     pub file_idx: usize,
-    /// The file talks to Redis (mentions `redis` or `fred`): typed command methods are recognised.
+    /// The file talks to Redis (names a client, `prefilter::names_redis`): typed command
+    /// methods are recognised.
     pub mentions_redis: bool,
     /// The file names an NX acquire (`set_nx`, `setnx`): command methods of a client the file
     /// does not name (a framework's cache handle) are recognised on lock keys.

@@ -1,0 +1,206 @@
+//! Names looked for in files that were not parsed, each as a whole identifier: a use of the
+//! name anywhere, or only its definition as an item of some kinds (`fn name`, `struct name`).
+//! Looked up in a file's [`Spelling`], so a file read once answers every round of names.
+
+use super::spelling::{
+    identifiers, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FOR, AFTER_GENERICS,
+    AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
+};
+use std::collections::HashMap;
+
+/// How a name must appear in a text for [`Mentions::find`] to report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appears {
+    /// Anywhere, as a whole identifier.
+    Used,
+    /// As the name of an item being defined with one of these keywords ([`FN`]; [`STRUCT`];
+    /// [`CONST`], `mut` allowed between).
+    Defined(Keywords),
+    /// As the type of an `impl` block: after `impl`, after `for` (`impl Trait for Type`), or
+    /// after the generics of the impl (`impl<T> Type<T>`; a `->` does not count).
+    Implemented,
+}
+
+/// The item keywords a definition follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keywords(u8);
+
+/// A function's definition.
+pub const FN: Keywords = Keywords(AFTER_FN);
+/// A struct's or an enum's definition (an enum's one-field variants are typed like fields).
+pub const STRUCT: Keywords = Keywords(AFTER_STRUCT | AFTER_ENUM);
+/// A `const` or `static` item's definition.
+pub const CONST: Keywords = Keywords(AFTER_CONST | AFTER_STATIC);
+
+impl Appears {
+    /// The ways of standing ([`Spelling`]'s flags) of which one must hold; 0 for any.
+    fn mask(self) -> u8 {
+        match self {
+            Appears::Used => 0,
+            Appears::Defined(Keywords(k)) => k,
+            Appears::Implemented => AFTER_IMPL | AFTER_FOR | AFTER_GENERICS,
+        }
+    }
+}
+
+/// A finder for names given in order, each with how it must appear.
+pub struct Mentions {
+    /// Per identifier hash: the names (index as given) that are that identifier, with the
+    /// ways one of which it must stand.
+    names: HashMap<u64, Vec<(usize, u8)>, foldhash::fast::FixedState>,
+    /// Names that are not one identifier (`Type::f`, `r#type`): found where every identifier
+    /// of theirs is used, which may find more files, never fewer.
+    composite: Vec<(usize, Vec<u64>)>,
+    /// How many names were given (empty ones included).
+    given: usize,
+}
+
+impl Mentions {
+    /// A finder for `names`, each with how it must appear (an empty name is never found).
+    pub fn new<'n>(names: impl IntoIterator<Item = (&'n str, Appears)>) -> Mentions {
+        let mut m = Mentions {
+            names: HashMap::default(),
+            composite: Vec::new(),
+            given: 0,
+        };
+        for (i, (name, appears)) in names.into_iter().enumerate() {
+            m.given += 1;
+            let mut parts = Vec::new();
+            identifiers(name.as_bytes(), |start, end, h, _| {
+                parts.push((end - start, h))
+            });
+            match parts.as_slice() {
+                [] => {}
+                [(len, h)] if *len == name.len() => {
+                    m.names.entry(*h).or_default().push((i, appears.mask()))
+                }
+                _ => m
+                    .composite
+                    .push((i, parts.into_iter().map(|(_, h)| h).collect())),
+            }
+        }
+        m
+    }
+
+    /// Whether `text` holds any of the names as it must appear.
+    pub fn any(&self, text: &str) -> bool {
+        !self.find(text).is_empty()
+    }
+
+    /// The indexes (in the order given to [`Mentions::new`]) of the names `text` holds as
+    /// whole identifiers (as definitions where asked), each once, in no particular order.
+    pub fn find(&self, text: &str) -> Vec<usize> {
+        self.find_in(&Spelling::of(text))
+    }
+
+    /// [`Mentions::find`] in a text read as `spelling`.
+    pub fn find_in(&self, spelling: &Spelling) -> Vec<usize> {
+        let mut found = vec![false; self.given];
+        let mut out = Vec::new();
+        let mut hit = |i: usize| {
+            if !found[i] {
+                found[i] = true;
+                out.push(i);
+            }
+        };
+        if self.names.len() < spelling.len() {
+            for (h, names) in &self.names {
+                if let Some(flags) = spelling.flags(*h) {
+                    names
+                        .iter()
+                        .filter(|(_, mask)| *mask == 0 || flags & mask != 0)
+                        .for_each(|(i, _)| hit(*i));
+                }
+            }
+        } else {
+            for (h, flags) in spelling.entries() {
+                if let Some(names) = self.names.get(&h) {
+                    names
+                        .iter()
+                        .filter(|(_, mask)| *mask == 0 || flags & mask != 0)
+                        .for_each(|(i, _)| hit(*i));
+                }
+            }
+        }
+        for (i, parts) in &self.composite {
+            if parts.iter().all(|h| spelling.flags(*h).is_some()) {
+                hit(*i);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_are_whole_identifiers_and_definitions_follow_fn() {
+        let m = Mentions::new([
+            ("acquire", Appears::Used),
+            ("lock", Appears::Used),
+            ("release", Appears::Defined(FN)),
+            ("KEY", Appears::Defined(CONST)),
+            ("Pool", Appears::Defined(STRUCT)),
+        ]);
+        assert!(m
+            .find("let x = try_acquire(1); unlock(); released()")
+            .is_empty());
+        let mut found = m.find("a.acquire(); unlock(); lock(k)");
+        found.sort();
+        assert_eq!(found, vec![0, 1]);
+        assert!(m.find("x.release(k)").is_empty());
+        assert_eq!(m.find("pub async fn release(&self) {}"), vec![2]);
+        assert_eq!(m.find("fn\n    release()"), vec![2]);
+        assert!(m.find("define_fn release").is_empty());
+        assert_eq!(m.find("pub(crate) static mut KEY: &str = \"\";"), vec![3]);
+        assert_eq!(m.find("const KEY: &str = \"\";"), vec![3]);
+        assert!(m.find("let x = KEY; struct Other;").is_empty());
+        assert_eq!(m.find("pub struct Pool<T> { c: T }"), vec![4]);
+        assert_eq!(m.find("pub enum Pool { A(u8) }"), vec![4]);
+        assert!(m.find("fn make() -> Pool { Pool::new() }").is_empty());
+        let ty = Mentions::new([("Pool", Appears::Implemented)]);
+        for text in ["impl Pool {", "impl<T> Pool<T> {", "impl Drop for Pool {"] {
+            assert_eq!(ty.find(text), vec![0], "{text}");
+        }
+        for text in [
+            "fn f() -> Pool {",
+            "let p: Vec<u8> = Pool::new();",
+            "struct Pool;",
+        ] {
+            assert!(ty.find(text).is_empty(), "{text}");
+        }
+        assert!(Mentions::new([]).find("anything").is_empty());
+        let gap = Mentions::new([("", Appears::Used), ("x", Appears::Used)]);
+        assert_eq!(gap.find("let x = 1;"), vec![1], "indexes as given");
+    }
+
+    #[test]
+    fn one_name_asked_several_ways_and_many_names() {
+        let m = Mentions::new([
+            ("release", Appears::Used),
+            ("release", Appears::Defined(FN)),
+        ]);
+        assert_eq!(m.find("x.release()"), vec![0]);
+        let mut both = m.find("fn release() {}");
+        both.sort();
+        assert_eq!(both, vec![0, 1]);
+        // more names than the text has identifiers: looked up the other way round
+        let names: Vec<String> = (0..50).map(|i| format!("name{i}")).collect();
+        let many = Mentions::new(names.iter().map(|n| (n.as_str(), Appears::Used)));
+        assert_eq!(many.find("call(name7)"), vec![7]);
+        let few = Mentions::new([("name7", Appears::Used)]);
+        let text: String = names.iter().map(|n| format!("{n}(); ")).collect();
+        assert_eq!(few.find(&text), vec![0]);
+    }
+
+    #[test]
+    fn names_of_several_identifiers_are_found_where_each_is_used() {
+        let m = Mentions::new([("Pool::get", Appears::Used), ("r#type", Appears::Used)]);
+        assert_eq!(m.find("let c = Pool::get(&p);"), vec![0]);
+        assert_eq!(m.find("Pool::new(); c.get()"), vec![0], "a superset");
+        assert!(m.find("Pool::new()").is_empty());
+        assert_eq!(m.find("let r#type = 1;"), vec![1]);
+    }
+}

@@ -1,0 +1,280 @@
+//! A file's identifiers, read once from its bytes: which whole identifiers it spells, and for
+//! each whether it follows an item keyword (`fn name`, `struct name`, `static mut NAME`, `impl
+//! Type`) or the generics of an `impl` (`impl<T> Type<T>`). Kept for a file that was not
+//! parsed, it answers every later question about the names it spells ([`super::Mentions`])
+//! without its text.
+//!
+//! An identifier is a maximal run of ASCII letters, digits, `_` and non-ASCII bytes, wherever
+//! it stands (code, comments, strings): a superset of the identifiers the file declares or
+//! uses.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+/// The identifier follows `fn`.
+pub(crate) const AFTER_FN: u8 = 1;
+/// The identifier follows `struct`.
+pub(crate) const AFTER_STRUCT: u8 = 1 << 1;
+/// The identifier follows `enum`.
+pub(crate) const AFTER_ENUM: u8 = 1 << 2;
+/// The identifier follows `const`.
+pub(crate) const AFTER_CONST: u8 = 1 << 3;
+/// The identifier follows `static`.
+pub(crate) const AFTER_STATIC: u8 = 1 << 4;
+/// The identifier follows `impl`.
+pub(crate) const AFTER_IMPL: u8 = 1 << 5;
+/// The identifier follows `for`.
+pub(crate) const AFTER_FOR: u8 = 1 << 6;
+/// The identifier follows a `>` that does not end `->`.
+pub(crate) const AFTER_GENERICS: u8 = 1 << 7;
+
+/// The keyword bit of an identifier (0 for one that is none of the item keywords).
+fn keyword(word: &[u8]) -> u8 {
+    match word {
+        b"fn" => AFTER_FN,
+        b"struct" => AFTER_STRUCT,
+        b"enum" => AFTER_ENUM,
+        b"const" => AFTER_CONST,
+        b"static" => AFTER_STATIC,
+        b"impl" => AFTER_IMPL,
+        b"for" => AFTER_FOR,
+        _ => 0,
+    }
+}
+
+const IDENT: u8 = 1;
+const SPACE: u8 = 2;
+
+/// Each byte's class: part of an identifier, ASCII whitespace, or neither.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphanumeric() || c == b'_' || !c.is_ascii() {
+            IDENT
+        } else if c.is_ascii_whitespace() {
+            SPACE
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
+
+/// The hash an identifier is known by (56 bits: the low byte of an entry holds its flags).
+pub(crate) fn ident_hash(word: &[u8]) -> u64 {
+    foldhash::fast::FixedState::with_seed(0x6c6f_636b_6c69_6e74).hash_one(word) >> 8
+}
+
+/// Calls `each` with every identifier of `text` (where it starts and ends), its hash and how
+/// it stands (the `AFTER_*`
+/// bits): after a keyword when only ASCII whitespace (at least one byte) separates them, `mut`
+/// allowed between (`static mut`); after generics when the last byte before it, whitespace
+/// aside, is a `>` not preceded by `-`.
+pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, u8)) {
+    let n = text.len();
+    let mut i = 0;
+    // the previous identifier's keyword bit, whether it is `mut`, and the keyword bit of the
+    // identifier before a `mut`
+    let (mut prev_keyword, mut prev_mut, mut mut_after) = (0u8, false, 0u8);
+    let mut prev_end: Option<usize> = None;
+    while i < n {
+        let gap_start = i;
+        while i < n && CLASS[text[i] as usize] != IDENT {
+            i += 1;
+        }
+        if i == n {
+            break;
+        }
+        let start = i;
+        while i < n && CLASS[text[i] as usize] == IDENT {
+            i += 1;
+        }
+        let word = &text[start..i];
+        let gap = &text[gap_start..start];
+        let spaced = !gap.is_empty() && gap.iter().all(|&b| CLASS[b as usize] == SPACE);
+        let mut flags = 0;
+        if spaced && prev_end.is_some() {
+            flags |= prev_keyword;
+            if prev_mut {
+                flags |= mut_after;
+            }
+        }
+        let trimmed = gap.trim_ascii_end();
+        if let [.., last] = trimmed {
+            if *last == b'>' {
+                let before = match trimmed {
+                    [.., b, _] => Some(*b),
+                    _ => prev_end.map(|e| text[e - 1]),
+                };
+                if before != Some(b'-') {
+                    flags |= AFTER_GENERICS;
+                }
+            }
+        }
+        each(start, i, ident_hash(word), flags);
+        let is_mut = word == b"mut";
+        mut_after = if is_mut && spaced && prev_end.is_some() {
+            prev_keyword
+        } else {
+            0
+        };
+        prev_mut = is_mut;
+        prev_keyword = keyword(word);
+        prev_end = Some(i);
+    }
+}
+
+/// The identifiers a text spells, each once with every way it stands there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spelling {
+    /// `hash << 8 | flags`, sorted.
+    entries: Arc<[u64]>,
+}
+
+impl Spelling {
+    /// The identifiers of `text`.
+    pub fn of(text: &str) -> Spelling {
+        let mut b = Builder::default();
+        identifiers(text.as_bytes(), |_, _, h, flags| {
+            b.add(h, flags);
+        });
+        b.finish()
+    }
+
+    /// How the identifier of hash `h` ([`ident_hash`]) stands in the text, if it is there.
+    pub(crate) fn flags(&self, h: u64) -> Option<u8> {
+        self.entries
+            .binary_search_by(|e| (e >> 8).cmp(&h))
+            .ok()
+            .map(|at| self.entries[at] as u8)
+    }
+
+    /// Every identifier's hash and flags.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
+        self.entries.iter().map(|e| (e >> 8, *e as u8))
+    }
+
+    /// How many distinct identifiers the text spells.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A [`Spelling`] being read.
+#[derive(Default)]
+pub(crate) struct Builder {
+    seen: std::collections::HashMap<u64, u8, foldhash::fast::FixedState>,
+}
+
+impl Builder {
+    /// Count an identifier; whether it is the first of its kind.
+    pub fn add(&mut self, h: u64, flags: u8) -> bool {
+        match self.seen.entry(h) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                *e.get_mut() |= flags;
+                false
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(flags);
+                true
+            }
+        }
+    }
+
+    pub fn finish(self) -> Spelling {
+        let mut entries: Vec<u64> = self
+            .seen
+            .into_iter()
+            .map(|(h, f)| h << 8 | f as u64)
+            .collect();
+        entries.sort_unstable();
+        Spelling {
+            entries: entries.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stands(text: &str, word: &str) -> Option<u8> {
+        Spelling::of(text).flags(ident_hash(word.as_bytes()))
+    }
+
+    #[test]
+    fn whole_identifiers_only() {
+        let text = "let x = try_acquire(1); unlock(); // Überlock";
+        assert_eq!(stands(text, "try_acquire"), Some(0));
+        assert_eq!(stands(text, "acquire"), None);
+        assert_eq!(stands(text, "lock"), None);
+        assert_eq!(stands(text, "unlock"), Some(0));
+        assert_eq!(
+            stands(text, "Überlock"),
+            Some(0),
+            "non-ASCII bytes are identifier bytes"
+        );
+        assert!(Spelling::of("").is_empty());
+        assert_eq!(Spelling::of("a b a a").len(), 2);
+    }
+
+    #[test]
+    fn keywords_before_an_identifier() {
+        assert_eq!(
+            stands("pub async fn release(&self)", "release"),
+            Some(AFTER_FN)
+        );
+        assert_eq!(stands("fn\n    release()", "release"), Some(AFTER_FN));
+        assert_eq!(
+            stands("fn release() {} release()", "release"),
+            Some(AFTER_FN)
+        );
+        assert_eq!(stands("define_fn release", "release"), Some(0));
+        assert_eq!(
+            stands("fn(release)", "release"),
+            Some(0),
+            "not after whitespace"
+        );
+        assert_eq!(stands("fn /* */ release", "release"), Some(0));
+        assert_eq!(
+            stands("pub(crate) static mut KEY: &str = \"\";", "KEY"),
+            Some(AFTER_STATIC)
+        );
+        assert_eq!(stands("let mut KEY = 1;", "KEY"), Some(0));
+        assert_eq!(stands("static mut\tKEY", "KEY"), Some(AFTER_STATIC));
+        assert_eq!(stands("struct Pool<T>", "Pool"), Some(AFTER_STRUCT));
+        assert_eq!(stands("enum Pool {}", "Pool"), Some(AFTER_ENUM));
+        assert_eq!(stands("impl Drop for Pool {", "Pool"), Some(AFTER_FOR));
+        assert_eq!(stands("impl Pool {", "Pool"), Some(AFTER_IMPL));
+        assert_eq!(
+            stands(" mut KEY", "KEY"),
+            Some(0),
+            "`mut` with nothing before it"
+        );
+    }
+
+    #[test]
+    fn generics_before_an_identifier() {
+        assert_eq!(stands("impl<T> Pool<T> {", "Pool"), Some(AFTER_GENERICS));
+        assert_eq!(stands("impl<T>Pool<T> {", "Pool"), Some(AFTER_GENERICS));
+        assert_eq!(stands("fn make() -> Pool {", "Pool"), Some(0));
+        assert_eq!(stands("fn make() ->Pool {", "Pool"), Some(0));
+        assert_eq!(
+            stands(">Pool", "Pool"),
+            Some(AFTER_GENERICS),
+            "first in the text"
+        );
+        assert_eq!(
+            stands("let v: Vec<u8> = Pool::new();", "Pool"),
+            Some(0),
+            "`=` after the `>`"
+        );
+    }
+}
