@@ -207,6 +207,7 @@ impl StoredClosure {
                     Need::Function => 1,
                     Need::Struct => 2,
                     Need::Const => 3,
+                    Need::Method => 4,
                 };
                 (w.name.clone(), need, w.with.clone(), at)
             })
@@ -232,6 +233,7 @@ impl StoredClosure {
                     1 => Need::Function,
                     2 => Need::Struct,
                     3 => Need::Const,
+                    4 => Need::Method,
                     _ => return None,
                 };
                 let within = match self.sets.get(*set)? {

@@ -446,11 +446,12 @@ pub(crate) fn mentions_of(
 /// How a name the parsed files need must appear in a file (`None`: as the type of an `impl`,
 /// the type a needed function is a method of).
 pub(crate) fn appears(need: Option<locks::reach::Need>) -> frontend::prefilter::Appears {
-    use frontend::prefilter::{Appears, CONST, FN, STRUCT};
+    use frontend::prefilter::{Appears, CONST, FN, METHOD, STRUCT};
     use locks::reach::Need;
     match need {
         Some(Need::Use) => Appears::Used,
         Some(Need::Function) => Appears::Defined(FN),
+        Some(Need::Method) => Appears::Defined(METHOD),
         Some(Need::Struct) => Appears::Defined(STRUCT),
         Some(Need::Const) => Appears::Defined(CONST),
         None => Appears::Implemented,

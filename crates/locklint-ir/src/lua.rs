@@ -61,6 +61,10 @@ pub struct KeyWrite {
     pub range: (usize, usize),
     /// Whether an ownership check of the same key dominates the call.
     pub guarded: bool,
+    /// The call writes every key the script received (`unpack(KEYS)`, or the variable of a
+    /// loop over `KEYS`).
+    #[serde(default)]
+    pub every_key: bool,
 }
 
 /// A key a `redis.call`/`redis.pcall` of the script names, as the script writes it.

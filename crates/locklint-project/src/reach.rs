@@ -24,6 +24,9 @@ pub enum Need {
     Use,
     /// As a function being defined (`fn name`).
     Function,
+    /// As a method being defined: a function whose parameters may start with `self` (`fn
+    /// name(&self`): the namesakes that compete for a method call.
+    Method,
     /// As a struct or an enum being defined (`struct name`, `enum name`): its fields' declared
     /// types, or its one-field variants'.
     Struct,
@@ -80,7 +83,13 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                     idx.receiver_type(c)
                         .filter(|ty| target.impl_type.as_deref() == Some(*ty))
                 };
-                add_with(&c.name, Need::Function, typed, packages.seen_from(package));
+                // a method call reaches only methods (`Index::resolve`)
+                let need = if c.method {
+                    Need::Method
+                } else {
+                    Need::Function
+                };
+                add_with(&c.name, need, typed, packages.seen_from(package));
             }
             if !idx.touches.contains(&id) && !runs_sql(id) {
                 continue;

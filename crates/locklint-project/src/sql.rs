@@ -597,6 +597,10 @@ pub fn runs<'f>(file: &'f FileIr, f: &Function) -> Vec<Run<'f>> {
 pub struct EarlierInTransaction {
     pub wrote_table: bool,
     pub locked_on: Vec<String>,
+    /// A compare-and-set write of the table ran earlier in a Rust function's transaction and
+    /// its result is read (`rows_affected()` checked): the code goes on only holding the row
+    /// it took, whose row lock lasts until the transaction ends.
+    pub took_row: bool,
 }
 
 /// For the writes of a file run in a transaction after something of their table: by a Rust
@@ -614,7 +618,9 @@ pub fn earlier_in_transaction(
     let mut out = HashMap::new();
     let mut written: HashSet<(Scope, &str)> = HashSet::new();
     let mut locks: HashMap<(Scope, &str), Vec<String>> = HashMap::new();
-    let mut steps: Vec<(Scope, &Statement)> = Vec::new();
+    let mut took: HashSet<(Scope, &str)> = HashSet::new();
+    // each statement in its scope, with whether its result is read (a Rust run's)
+    let mut steps: Vec<(Scope, &Statement, bool)> = Vec::new();
     for (i, f) in file.functions.iter().enumerate() {
         for r in runs(file, f) {
             let tx = r
@@ -623,24 +629,29 @@ pub fn earlier_in_transaction(
                 .as_ref()
                 .filter(|x| x.executor == locklint_ir::Executor::Transaction);
             if let (Some(x), false) = (tx, r.statement.in_body) {
-                steps.push((Scope::Tx(i, x.conn.clone()), r.statement));
+                let read = !matches!(x.result, locklint_ir::ResultUse::Ignored(_));
+                steps.push((Scope::Tx(i, x.conn.clone()), r.statement, read));
             }
         }
     }
     for st in &file.sql.statements {
         if let Some(b) = st.body {
-            steps.push((Scope::Body(st.embedded, b), st));
+            steps.push((Scope::Body(st.embedded, b), st, false));
         }
     }
-    for (scope, st) in steps {
+    for (scope, st, read) in steps {
         if let (true, Some(t)) = (st.is_write(), st.table.as_deref()) {
             let key = (scope.clone(), t);
             let e = EarlierInTransaction {
                 wrote_table: written.contains(&key),
                 locked_on: locks.get(&key).cloned().unwrap_or_default(),
+                took_row: took.contains(&key),
             };
             if e.wrote_table || !e.locked_on.is_empty() {
                 out.insert(std::ptr::from_ref(st), e);
+            }
+            if read && st.kind == StatementKind::Update && is_compare_and_set(st) {
+                took.insert(key.clone());
             }
             written.insert(key);
         }

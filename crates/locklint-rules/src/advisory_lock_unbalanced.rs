@@ -8,6 +8,7 @@ use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::source::Span;
 use locklint_ir::sql::{Advisory, Statement, StatementKind};
+use locklint_ir::vocabulary;
 use locklint_ir::Origin;
 use locklint_ir::{ConnEnd, EndKind, Event, FileIr, Function, NodeId};
 use locklint_project::sql::{is_query_collection, runs, NextUnlocks, UnlockSet};
@@ -119,6 +120,18 @@ fn split_over_calls(
         format!("released only by this separate function, `{unlocker}()`"),
     ));
     d
+}
+
+/// Whether `st` is in a PL/pgSQL function whose name says it takes a lock
+/// (`try_advisory_lock_with_timeout`, `acquire_job_lock`; not `unlock_..`, `release_..`) and
+/// that the file does not expose to clients: such a function takes the lock for its caller,
+/// which keeps the connection and releases it, so the lock it leaves held is its result.
+fn hands_to_caller(st: &Statement, exposed: &[String]) -> bool {
+    st.routine.as_deref().is_some_and(|name| {
+        vocabulary::is_lock_fn_name(name)
+            && !vocabulary::names_release(name)
+            && !exposed.iter().any(|e| e == name)
+    })
 }
 
 /// The PL/pgSQL functions of a file that take a session lock and leave it held for their
@@ -346,7 +359,7 @@ impl Rule for AdvisoryLockUnbalanced {
                 let collection = collections.get(st.embedded).copied().unwrap_or(false);
                 if let Some(how) = unread(st, a, whole_file && !collection) {
                     out.push(ignored(file, a, how));
-                } else if !released(a, e.func) {
+                } else if !released(a, e.func) && !hands_to_caller(st, &file.sql.exposed) {
                     out.push(never_unlocked(file, a));
                 } else if let Some(&raise) = raises.get(&(at, a.span)) {
                     out.push(raised_before_unlock(

@@ -7,8 +7,8 @@ use locklint_ir::diagnostic::{Diagnostic, Severity};
 use locklint_ir::sql::StatementKind;
 use locklint_ir::FileIr;
 use locklint_project::sql::{
-    filter_compares, filter_keeps_live, has_holder_check, has_owner_check, lock_table_writes,
-    lock_write, LockWrite,
+    earlier_in_transaction, filter_compares, filter_keeps_live, has_holder_check, has_owner_check,
+    is_compare_and_set, lock_table_writes, lock_write, LockWrite,
 };
 use locklint_project::Project;
 
@@ -28,13 +28,28 @@ impl Rule for LockTableNoOwnerCheck {
     }
 
     fn check_file(&self, file: &FileIr, project: &Project, out: &mut Vec<Diagnostic>) {
+        let earlier = earlier_in_transaction(file);
         for (st, lt) in lock_table_writes(file, &project.schema) {
             let Some(filter) = &st.filter else { continue };
             let owner = lt.owner.as_deref().unwrap_or("owner");
             if has_owner_check(st, owner) || has_holder_check(st, &lt, &project.schema) {
                 continue;
             }
+            // the transaction took the row by a compare-and-set whose result it checked: its
+            // row lock lasts until the end of the transaction, so nobody else holds the row
+            if earlier
+                .get(&std::ptr::from_ref(st))
+                .is_some_and(|e| e.took_row)
+            {
+                continue;
+            }
             let expiry: Vec<&str> = lt.expiry.iter().map(String::as_str).collect();
+            // with no holder column known (a flag row: `is_locked`, `locked_at`; a table whose
+            // compared columns are all its key) the finding names none and suggests no column
+            let checks = match &lt.owner {
+                Some(o) => format!("`{o}`"),
+                None => "who holds it".to_string(),
+            };
             let (what, message) = match lock_write(st, &lt) {
                 // a reaper that only removes expired rows is fine; a release of any row whose
                 // lease is set (`lease_expires_at IS NOT NULL`) or still live (`lease_expires_at
@@ -48,11 +63,14 @@ impl Rule for LockTableNoOwnerCheck {
                 LockWrite::Release if lt.work && st.kind == StatementKind::Delete => continue,
                 LockWrite::Release => (
                     "releases the lock row",
-                    format!("this release of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this releases their lock", lt.table),
+                    format!("this release of a `{}` lock row does not check {checks}; if the lock expired and another process took it, this releases their lock", lt.table),
                 ),
+                // a compare-and-set takes only a free row (`SET is_locked = TRUE .. WHERE
+                // is_locked = FALSE`): an acquire, not a renewal of someone's lock
+                LockWrite::Renew if is_compare_and_set(st) => continue,
                 LockWrite::Renew => (
                     "renews the lock row",
-                    format!("this renewal of a `{}` lock row does not check `{owner}`; if the lock expired and another process took it, this extends their lock", lt.table),
+                    format!("this renewal of a `{}` lock row does not check {checks}; if the lock expired and another process took it, this extends their lock", lt.table),
                 ),
                 _ => continue,
             };
@@ -63,22 +81,33 @@ impl Rule for LockTableNoOwnerCheck {
                 &INFO,
                 file,
                 head.unwrap_or(filter.span),
-                if head.is_some() { what } else { "matches the row by name only" },
+                if head.is_some() {
+                    what
+                } else {
+                    "matches the row by name only"
+                },
                 message,
-                format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock"),
+                if lt.owner.is_some() {
+                    format!("add `AND {owner} = $n` with the holder's own token, and treat zero affected rows as a lost lock")
+                } else {
+                    "compare the holder's column with the token the acquire wrote (`AND <holder> = $n`; a table that records no holder needs one), and treat zero affected rows as a lost lock; or release in the transaction that took the row".to_string()
+                },
             );
             if head.is_some() {
                 d.related
                     .push(related(file, filter.span, "matches the row by name only"));
             }
-            d.fix = owner_check_fix(
-                file,
-                st,
-                filter.span,
-                owner,
-                "match the holder's token too",
-                "the token",
-            );
+            // no column to compare yet: no fix
+            if lt.owner.is_some() {
+                d.fix = owner_check_fix(
+                    file,
+                    st,
+                    filter.span,
+                    owner,
+                    "match the holder's token too",
+                    "the token",
+                );
+            }
             out.push(d);
         }
     }

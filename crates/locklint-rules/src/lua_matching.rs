@@ -24,7 +24,9 @@ pub struct LuaRule {
 /// Why a script's key counts as a lock key, so an unguarded write to it is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reason {
-    /// The script compares the key's value somewhere, but not before this write.
+    /// The script compares the key's value somewhere, but not before this write; or it
+    /// compares one of its keys and then writes every key (`for _, k in ipairs(KEYS) do
+    /// redis.call('pexpire', k, ..)` after checking only `KEYS[1]`).
     Checked,
     /// The script is named like a lock script, or is invoked on a lock key.
     LockScript,
@@ -41,7 +43,13 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
             if w.kind != rule.kind || w.guarded {
                 continue;
             }
-            let reason = if script.check_of(&w.key).is_some() {
+            let own_check = script.check_of(&w.key);
+            let check = own_check.or_else(|| {
+                w.every_key
+                    .then(|| script.checked.first().map(|c| c.1))
+                    .flatten()
+            });
+            let reason = if check.is_some() {
                 Reason::Checked
             } else if script.lock_named
                 || *invoked_on_lock
@@ -72,10 +80,15 @@ pub fn check(rule: &LuaRule, file: &FileIr, project: &Project, out: &mut Vec<Dia
             });
             d.fix = super::lua_fix::guard_fix(file, script, w, facts);
             if reason == Reason::Checked {
-                if let Some(at) = script.check_of(&w.key) {
+                if let Some(at) = check {
+                    let label = if own_check.is_some() {
+                        rule.read_label
+                    } else {
+                        "compared here, but not for every key the write touches"
+                    };
                     d.related.push(Related {
                         location: Location::new(file.file.clone(), at),
-                        label: rule.read_label.to_string(),
+                        label: label.to_string(),
                     });
                 }
             }

@@ -1299,6 +1299,7 @@ impl Walker {
             range: whole(),
             guarded: owned(facts, &key)
                 || (kind == WriteKind::Renew && facts.contains(&KeyFact::NoExpiry(key.clone()))),
+            every_key: key == ALL_KEYS || key == EACH_KEY,
         };
         // inside a function, a key that is not one of the script's `KEYS` comes from the
         // function's callers (its parameters, a Redis Functions library's `keys`), whose

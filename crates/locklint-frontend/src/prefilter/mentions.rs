@@ -3,8 +3,8 @@
 //! Looked up in a file's [`Spelling`], so a file read once answers every round of names.
 
 use super::spelling::{
-    identifiers, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FOR, AFTER_GENERICS,
-    AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
+    identifiers, Flags, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FN_METHOD, AFTER_FOR,
+    AFTER_GENERICS, AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
 };
 use std::collections::HashMap;
 
@@ -23,10 +23,12 @@ pub enum Appears {
 
 /// The item keywords a definition follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Keywords(u8);
+pub struct Keywords(Flags);
 
 /// A function's definition.
 pub const FN: Keywords = Keywords(AFTER_FN);
+/// A method's definition: a function whose parameters may start with `self`.
+pub const METHOD: Keywords = Keywords(AFTER_FN_METHOD);
 /// A struct's or an enum's definition (an enum's one-field variants are typed like fields).
 pub const STRUCT: Keywords = Keywords(AFTER_STRUCT | AFTER_ENUM);
 /// A `const` or `static` item's definition.
@@ -34,7 +36,7 @@ pub const CONST: Keywords = Keywords(AFTER_CONST | AFTER_STATIC);
 
 impl Appears {
     /// The ways of standing ([`Spelling`]'s flags) of which one must hold; 0 for any.
-    fn mask(self) -> u8 {
+    fn mask(self) -> Flags {
         match self {
             Appears::Used => 0,
             Appears::Defined(Keywords(k)) => k,
@@ -47,7 +49,7 @@ impl Appears {
 pub struct Mentions {
     /// Per identifier hash: the names (index as given) that are that identifier, with the
     /// ways one of which it must stand.
-    names: HashMap<u64, Vec<(usize, u8)>, foldhash::fast::FixedState>,
+    names: HashMap<u64, Vec<(usize, Flags)>, foldhash::fast::FixedState>,
     /// Names that are not one identifier (`Type::f`, `r#type`): found where every identifier
     /// of theirs is used, which may find more files, never fewer.
     composite: Vec<(usize, Vec<u64>)>,
@@ -143,6 +145,7 @@ mod tests {
             ("release", Appears::Defined(FN)),
             ("KEY", Appears::Defined(CONST)),
             ("Pool", Appears::Defined(STRUCT)),
+            ("connect", Appears::Defined(METHOD)),
         ]);
         assert!(m
             .find("let x = try_acquire(1); unlock(); released()")
@@ -159,6 +162,8 @@ mod tests {
         assert!(m.find("let x = KEY; struct Other;").is_empty());
         assert_eq!(m.find("pub struct Pool<T> { c: T }"), vec![4]);
         assert_eq!(m.find("pub enum Pool { A(u8) }"), vec![4]);
+        assert_eq!(m.find("fn connect(&self) {}"), vec![5]);
+        assert!(m.find("fn connect(fd: i32) -> i32;").is_empty());
         assert!(m.find("fn make() -> Pool { Pool::new() }").is_empty());
         let ty = Mentions::new([("Pool", Appears::Implemented)]);
         for text in ["impl Pool {", "impl<T> Pool<T> {", "impl Drop for Pool {"] {

@@ -24,7 +24,7 @@ mod mentions;
 mod spelling;
 mod sql_literal;
 
-pub use mentions::{Appears, Keywords, Mentions, CONST, FN, STRUCT};
+pub use mentions::{Appears, Keywords, Mentions, CONST, FN, METHOD, STRUCT};
 pub use spelling::Spelling;
 
 use std::collections::HashMap;

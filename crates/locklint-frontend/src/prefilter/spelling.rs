@@ -11,25 +11,32 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+/// How an identifier stands in a text: bits of these.
+pub(crate) type Flags = u16;
+
 /// The identifier follows `fn`.
-pub(crate) const AFTER_FN: u8 = 1;
+pub(crate) const AFTER_FN: Flags = 1;
 /// The identifier follows `struct`.
-pub(crate) const AFTER_STRUCT: u8 = 1 << 1;
+pub(crate) const AFTER_STRUCT: Flags = 1 << 1;
 /// The identifier follows `enum`.
-pub(crate) const AFTER_ENUM: u8 = 1 << 2;
+pub(crate) const AFTER_ENUM: Flags = 1 << 2;
 /// The identifier follows `const`.
-pub(crate) const AFTER_CONST: u8 = 1 << 3;
+pub(crate) const AFTER_CONST: Flags = 1 << 3;
 /// The identifier follows `static`.
-pub(crate) const AFTER_STATIC: u8 = 1 << 4;
+pub(crate) const AFTER_STATIC: Flags = 1 << 4;
 /// The identifier follows `impl`.
-pub(crate) const AFTER_IMPL: u8 = 1 << 5;
+pub(crate) const AFTER_IMPL: Flags = 1 << 5;
 /// The identifier follows `for`.
-pub(crate) const AFTER_FOR: u8 = 1 << 6;
+pub(crate) const AFTER_FOR: Flags = 1 << 6;
 /// The identifier follows a `>` that does not end `->`.
-pub(crate) const AFTER_GENERICS: u8 = 1 << 7;
+pub(crate) const AFTER_GENERICS: Flags = 1 << 7;
+/// The identifier follows `fn` and its parameters may start with `self` (`fn name(&self`,
+/// `fn name(mut self`, `fn name(self: Arc<Self>`; a generic function's, whose parameters are
+/// not looked at, may): a method's name.
+pub(crate) const AFTER_FN_METHOD: Flags = 1 << 8;
 
 /// The keyword bit of an identifier (0 for one that is none of the item keywords).
-fn keyword(word: &[u8]) -> u8 {
+fn keyword(word: &[u8]) -> Flags {
     match word {
         b"fn" => AFTER_FN,
         b"struct" => AFTER_STRUCT,
@@ -63,9 +70,41 @@ static CLASS: [u8; 256] = {
     t
 };
 
-/// The hash an identifier is known by (56 bits: the low byte of an entry holds its flags).
+/// The hash an identifier is known by (48 bits: the low 16 bits of an entry hold its flags).
 pub(crate) fn ident_hash(word: &[u8]) -> u64 {
-    foldhash::fast::FixedState::with_seed(0x6c6f_636b_6c69_6e74).hash_one(word) >> 8
+    foldhash::fast::FixedState::with_seed(0x6c6f_636b_6c69_6e74).hash_one(word) >> 16
+}
+
+/// Whether the parameters after a function's name (the text from the end of the name) may
+/// start with `self`: `(` then `&`, a lifetime and `mut` as they come, then `self`; a `<`
+/// (generics) or a `/` (a comment) cannot be told, so it may.
+fn may_take_self(after: &[u8]) -> bool {
+    let mut t = after.trim_ascii_start();
+    match t {
+        [b'<' | b'/', ..] => return true,
+        [b'(', rest @ ..] => t = rest.trim_ascii_start(),
+        _ => return false,
+    }
+    if let [b'&', rest @ ..] = t {
+        t = rest.trim_ascii_start();
+        if let [b'\'', rest @ ..] = t {
+            let n = rest
+                .iter()
+                .take_while(|&&b| CLASS[b as usize] == IDENT)
+                .count();
+            t = rest[n..].trim_ascii_start();
+        }
+    }
+    if let Some(rest) = t.strip_prefix(b"mut") {
+        if rest.first().is_none_or(|&b| CLASS[b as usize] != IDENT) {
+            t = rest.trim_ascii_start();
+        }
+    }
+    if t.first() == Some(&b'/') {
+        return true;
+    }
+    t.strip_prefix(b"self")
+        .is_some_and(|rest| rest.first().is_none_or(|&b| CLASS[b as usize] != IDENT))
 }
 
 /// Calls `each` with every identifier of `text` (where it starts and ends), its hash and how
@@ -73,12 +112,12 @@ pub(crate) fn ident_hash(word: &[u8]) -> u64 {
 /// bits): after a keyword when only ASCII whitespace (at least one byte) separates them, `mut`
 /// allowed between (`static mut`); after generics when the last byte before it, whitespace
 /// aside, is a `>` not preceded by `-`.
-pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, u8)) {
+pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, Flags)) {
     let n = text.len();
     let mut i = 0;
     // the previous identifier's keyword bit, whether it is `mut`, and the keyword bit of the
     // identifier before a `mut`
-    let (mut prev_keyword, mut prev_mut, mut mut_after) = (0u8, false, 0u8);
+    let (mut prev_keyword, mut prev_mut, mut mut_after): (Flags, bool, Flags) = (0, false, 0);
     let mut prev_end: Option<usize> = None;
     while i < n {
         let gap_start = i;
@@ -114,6 +153,9 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, u
                 }
             }
         }
+        if flags & AFTER_FN != 0 && may_take_self(&text[i..]) {
+            flags |= AFTER_FN_METHOD;
+        }
         each(start, i, ident_hash(word), flags);
         let is_mut = word == b"mut";
         mut_after = if is_mut && spaced && prev_end.is_some() {
@@ -130,7 +172,7 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, u
 /// The identifiers a text spells, each once with every way it stands there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Spelling {
-    /// `hash << 8 | flags`, sorted.
+    /// `hash << 16 | flags`, sorted.
     entries: Arc<[u64]>,
 }
 
@@ -145,16 +187,16 @@ impl Spelling {
     }
 
     /// How the identifier of hash `h` ([`ident_hash`]) stands in the text, if it is there.
-    pub(crate) fn flags(&self, h: u64) -> Option<u8> {
+    pub(crate) fn flags(&self, h: u64) -> Option<Flags> {
         self.entries
-            .binary_search_by(|e| (e >> 8).cmp(&h))
+            .binary_search_by(|e| (e >> 16).cmp(&h))
             .ok()
-            .map(|at| self.entries[at] as u8)
+            .map(|at| self.entries[at] as Flags)
     }
 
     /// Every identifier's hash and flags.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
-        self.entries.iter().map(|e| (e >> 8, *e as u8))
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, Flags)> + '_ {
+        self.entries.iter().map(|e| (e >> 16, *e as Flags))
     }
 
     /// How many distinct identifiers the text spells.
@@ -170,12 +212,12 @@ impl Spelling {
 /// A [`Spelling`] being read.
 #[derive(Default)]
 pub(crate) struct Builder {
-    seen: std::collections::HashMap<u64, u8, foldhash::fast::FixedState>,
+    seen: std::collections::HashMap<u64, Flags, foldhash::fast::FixedState>,
 }
 
 impl Builder {
     /// Count an identifier; whether it is the first of its kind.
-    pub fn add(&mut self, h: u64, flags: u8) -> bool {
+    pub fn add(&mut self, h: u64, flags: Flags) -> bool {
         match self.seen.entry(h) {
             std::collections::hash_map::Entry::Occupied(mut e) => {
                 *e.get_mut() |= flags;
@@ -192,7 +234,7 @@ impl Builder {
         let mut entries: Vec<u64> = self
             .seen
             .into_iter()
-            .map(|(h, f)| h << 8 | f as u64)
+            .map(|(h, f)| h << 16 | f as u64)
             .collect();
         entries.sort_unstable();
         Spelling {
@@ -205,7 +247,7 @@ impl Builder {
 mod tests {
     use super::*;
 
-    fn stands(text: &str, word: &str) -> Option<u8> {
+    fn stands(text: &str, word: &str) -> Option<Flags> {
         Spelling::of(text).flags(ident_hash(word.as_bytes()))
     }
 
@@ -229,7 +271,7 @@ mod tests {
     fn keywords_before_an_identifier() {
         assert_eq!(
             stands("pub async fn release(&self)", "release"),
-            Some(AFTER_FN)
+            Some(AFTER_FN | AFTER_FN_METHOD)
         );
         assert_eq!(stands("fn\n    release()", "release"), Some(AFTER_FN));
         assert_eq!(
@@ -258,6 +300,31 @@ mod tests {
             Some(0),
             "`mut` with nothing before it"
         );
+    }
+
+    #[test]
+    fn methods_take_self_first() {
+        let method = Some(AFTER_FN | AFTER_FN_METHOD);
+        for text in [
+            "fn connect(&self) {}",
+            "fn connect( & 'a mut self, x: u8)",
+            "fn connect(mut self)",
+            "fn connect(self: Arc<Self>)",
+            "fn connect<T: Into<u8>>(x: T)",
+            "fn connect /* c */ (x: u8)",
+            "fn connect(/* the receiver */ &self)",
+            "fn connect(&self);",
+        ] {
+            assert_eq!(stands(text, "connect"), method, "{text}");
+        }
+        for text in [
+            "pub fn connect(socket: c_int, addr: *const sockaddr) -> c_int;",
+            "fn connect(selfish: u8)",
+            "fn connect()",
+            "fn connect(&mutable: u8)",
+        ] {
+            assert_eq!(stands(text, "connect"), Some(AFTER_FN), "{text}");
+        }
     }
 
     #[test]
