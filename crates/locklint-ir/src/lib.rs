@@ -714,6 +714,10 @@ pub enum Origin {
     Method(String),
     /// The script of a Redis `EVAL` command.
     Eval,
+    /// The literal of a `format!` whose result a local holds and a library call runs
+    /// (`let q = format!("UPDATE .. INTERVAL '{mins} minutes'"); sqlx::query(&q)`): its `{..}`
+    /// holes are left in the text, so a statement that does not parse is not reported.
+    Formatted,
     /// A write built with an ORM's query builder (diesel's DSL, sea-orm's entities and active
     /// models): no text, its statement read from the Rust call chain ([`Embedded::statement`]);
     /// the embedded span is the chain. `entity`: the sea-orm entity module whose name the
@@ -767,6 +771,11 @@ pub struct SqlExec {
     /// parameter of the function: see [`KeyRef`]).
     #[serde(default)]
     pub bind_keys: Vec<KeyRef>,
+    /// What each bound parameter names, in the same order, when it is a constant that names
+    /// something: a string literal, or an enum variant (`JobStatus::Running.to_string()`), in
+    /// lower case (as [`sql::Operand::named_literal`]).
+    #[serde(default)]
+    pub bind_literals: Vec<Option<String>>,
     /// The local variable holding the connection it runs on (`conn` of `&mut *conn`), when the
     /// executor is one.
     #[serde(default)]

@@ -86,8 +86,13 @@ fn claim(st: &Statement, names: &ColumnNames, compared: &BTreeSet<&str>) -> Opti
         .assignments
         .iter()
         .filter(|a| {
-            // written with the claimant (a parameter, `EXCLUDED.owner`), or cleared by a reaper
-            a.column != expiry && !a.value.clock && !a.value.call && outside(st, &a.value)
+            // written with the claimant (a parameter, `EXCLUDED.owner`), or cleared by a reaper;
+            // a state bound as a parameter (`.bind(JobStatus::Queued.to_string())`) is none
+            a.column != expiry
+                && !a.value.clock
+                && !a.value.call
+                && a.value.named_literal.is_none()
+                && outside(st, &a.value)
         })
         .filter_map(|a| Some((rank(&a.column)?, a.column.as_str())))
         .min_by_key(|(r, _)| *r)?
@@ -200,7 +205,7 @@ fn compared_columns(files: &[FileIr]) -> BTreeMap<&str, BTreeSet<&str>> {
         for c in filter.comparisons.iter().filter(|c| c.op == CmpOp::Eq) {
             for (a, b) in [(&c.left, &c.right), (&c.right, &c.left)] {
                 if let Some(col) = a.bare.as_ref().filter(|x| st.is_target(x)) {
-                    if outside(st, b) && b.param {
+                    if outside(st, b) && b.param && b.named_literal.is_none() {
                         out.entry(table).or_default().insert(col.name.as_str());
                     }
                 }

@@ -1,7 +1,7 @@
 //! `lock-table-client-clock`: a lock's expiry is written or compared from a time the client
 //! supplies instead of the database clock.
 
-use super::sql_matching::{condition_span, drop_parameter, sql_diagnostic, sql_edit_fix};
+use super::sql_matching::{condition_span, drop_parameter, related, sql_diagnostic, sql_edit_fix};
 use super::{Rule, RuleInfo};
 use locklint_ir::diagnostic::{Applicability, Diagnostic, Fix, Location, Related, Severity};
 use locklint_ir::source::Span;
@@ -57,6 +57,9 @@ impl Rule for LockTableClientClock {
                 }
             }
             let Some(f) = &st.filter else { continue };
+            // one finding per time the statement compares with (`$4` in four `CASE WHEN
+            // expires_at <= $4` arms), the other comparisons beside it
+            let mut reported: Vec<(String, usize)> = Vec::new();
             for c in &f.comparisons {
                 let is_expiry = |v: &Operand| {
                     v.bare
@@ -71,6 +74,21 @@ impl Rule for LockTableClientClock {
                     continue;
                 };
                 if client_time(other) {
+                    let text = other
+                        .span
+                        .map(|sp| file.file.snippet(sp).trim().to_string())
+                        .unwrap_or_default();
+                    if let Some(&(_, at)) =
+                        reported.iter().find(|(t, _)| !t.is_empty() && *t == text)
+                    {
+                        out[at].related.push(related(
+                            file,
+                            span_of(other, st),
+                            "compared with the same time here too",
+                        ));
+                        continue;
+                    }
+                    reported.push((text, out.len()));
                     let fix = database_clock(file, st, other, None);
                     out.push(with_source(file, project, other, with_fix(sql_diagnostic(
                         &INFO,

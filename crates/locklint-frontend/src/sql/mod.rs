@@ -73,6 +73,7 @@ pub fn analyze(ir: &mut FileIr) {
             routine: None,
             branches: Vec::new(),
             exposed: &mut exposed,
+            bind_literals: e.exec.as_ref().map_or(&[], |x| x.bind_literals.as_slice()),
         };
         if let Err(message) =
             locklint_ir::isolate::catch(|| cx.text_statements(0, text.len(), false))

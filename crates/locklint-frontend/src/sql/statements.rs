@@ -113,6 +113,9 @@ pub struct Context<'a> {
     pub branches: Vec<usize>,
     /// The functions the file exposes to other roles ([`locklint_ir::sql::SqlIr::exposed`]).
     pub exposed: &'a mut Vec<String>,
+    /// What each bound parameter names, when the code that runs the text binds constants
+    /// (`SqlExec::bind_literals`): `$n` is the `n`th.
+    pub bind_literals: &'a [Option<String>],
 }
 
 fn shifted(t: &Token, by: usize) -> Token {
@@ -939,6 +942,21 @@ impl Context<'_> {
                                     Some(self.span(toks[d].start, toks[clause_end].end));
                                 if let Some(sel) = &du.selection {
                                     st.filter = Some(ex.filter(toks, d, sel));
+                                } else if let Some(conds) = kept_unless(&du.assignments) {
+                                    // every assignment keeps the stored value unless its
+                                    // `CASE` says otherwise: those conditions are the update's
+                                    let mut columns = Vec::new();
+                                    let mut comparisons = Vec::new();
+                                    for c in conds {
+                                        let f = ex.filter_of(c);
+                                        columns.extend(f.0);
+                                        comparisons.extend(f.1);
+                                    }
+                                    st.filter = Some(Filter {
+                                        span: self.span(toks[d].start, toks[clause_end].end),
+                                        columns,
+                                        comparisons,
+                                    });
                                 }
                             }
                         }
@@ -1678,7 +1696,22 @@ impl Exprs<'_, '_> {
     }
 
     fn assign(&self, a: &ast::Assignment) -> Vec<Assign> {
-        let value = self.value(&a.value);
+        // `col = CASE WHEN <cond> THEN <new> ELSE col END` writes `<new>` (when it writes):
+        // the condition is read as the update's (`kept_unless`), not as the value written
+        let value = match (&a.target, strip(&a.value)) {
+            (
+                ast::AssignmentTarget::ColumnName(n),
+                Expr::Case {
+                    operand: None,
+                    conditions,
+                    else_result: Some(e),
+                    ..
+                },
+            ) if conditions.len() == 1 && names_column(e, &object_name(n)) => {
+                self.value(&conditions[0].result)
+            }
+            _ => self.value(&a.value),
+        };
         match &a.target {
             ast::AssignmentTarget::ColumnName(n) => vec![Assign {
                 column: object_name(n),
@@ -1813,6 +1846,13 @@ impl Exprs<'_, '_> {
         v.named_literal = match inner {
             Expr::Value(val) => match &val.value {
                 ast::Value::SingleQuotedString(s) if !s.is_empty() => Some(s.to_lowercase()),
+                // `$2` bound to `JobStatus::Running.to_string()`
+                ast::Value::Placeholder(p) => p
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| self.cx.bind_literals.get(n.checked_sub(1)?))
+                    .cloned()
+                    .flatten(),
                 _ => None,
             },
             _ => None,
@@ -1930,6 +1970,51 @@ impl Exprs<'_, '_> {
 }
 
 /// An expression without casts and parentheses.
+/// Whether `e` is the stored value of column `col`: `col` or `locks.col`, not the proposed
+/// row's `EXCLUDED.col`.
+fn names_column(e: &Expr, col: &str) -> bool {
+    match strip(e) {
+        Expr::Identifier(i) => i.value.eq_ignore_ascii_case(col),
+        Expr::CompoundIdentifier(parts) => {
+            parts
+                .last()
+                .is_some_and(|p| p.value.eq_ignore_ascii_case(col))
+                && !parts
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .is_some_and(|q| q.value.eq_ignore_ascii_case("excluded"))
+        }
+        _ => false,
+    }
+}
+
+/// The conditions of a `DO UPDATE SET` whose every assignment keeps the stored value unless a
+/// condition holds: `col = CASE WHEN <cond> THEN <new> .. ELSE col END` (the `ELSE` names the
+/// assigned column itself, bare or qualified), or `col = col`. `None` when some assignment
+/// writes whatever the row holds, or none is conditional.
+fn kept_unless(assignments: &[ast::Assignment]) -> Option<Vec<&Expr>> {
+    let names_itself = names_column;
+    let mut conds = Vec::new();
+    for a in assignments {
+        let ast::AssignmentTarget::ColumnName(n) = &a.target else {
+            return None;
+        };
+        let col = object_name(n);
+        match strip(&a.value) {
+            Expr::Case {
+                operand: None,
+                conditions,
+                else_result: Some(e),
+                ..
+            } if names_itself(e, &col) => conds.extend(conditions.iter().map(|w| &w.condition)),
+            e if names_itself(e, &col) => {}
+            _ => return None,
+        }
+    }
+    (!conds.is_empty()).then_some(conds)
+}
+
 fn strip(e: &Expr) -> &Expr {
     match e {
         Expr::Nested(x) => strip(x),

@@ -274,3 +274,87 @@ async fn lease_row_taken_by_name_sqlx() {
     assert_eq!(holder("fixed").await, "b");
     db.cleanup().await;
 }
+
+/// A `.sql` file whose upsert keeps the lease time while it runs but overwrites the holder
+/// whatever the lease (`daemon_id = EXCLUDED.daemon_id`): B takes A's live lease row. The
+/// fixed upsert (a `WHERE` on the lease added to its `DO UPDATE`) leaves a live lease with A
+/// and still takes an expired one and a free repository.
+#[tokio::test]
+async fn upsert_case_leaves_holder_unconditional() {
+    let rel = "lock-table-steals-live-lock/bad_upsert_case_leaves_holder_unconditional.sql";
+    let db = empty_db().await;
+    let create = sql_statement(rel, "CREATE");
+    assert_eq!(
+        create,
+        sql_statement(&format!("{rel}.fixed"), "CREATE"),
+        "the fix leaves the table alone"
+    );
+    sqlx::raw_sql(&create).execute(&db.pool).await.unwrap();
+    let (a, b) = ("a", "b");
+    let held_by_a = |repo: String, until: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query(&format!(
+                "INSERT INTO build_leases VALUES ($1, $2, now() + interval '{until}') \
+                 ON CONFLICT (repo) DO UPDATE SET daemon_id = EXCLUDED.daemon_id, \
+                 lease_until = EXCLUDED.lease_until"
+            ))
+            .bind(repo)
+            .bind(a)
+            .execute(&pool)
+            .await
+            .expect("A holds the lease");
+        }
+    };
+    let holder = |repo: String| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT daemon_id FROM build_leases WHERE repo = $1")
+                .bind(repo)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    for (bad, file) in [(true, rel.to_string()), (false, format!("{rel}.fixed"))] {
+        let acquire = sql_statement(&file, "INSERT");
+        let repo = format!("case-upsert-{}", if bad { "original" } else { "fixed" });
+        held_by_a(repo.clone(), "30 seconds").await;
+        sqlx::query(&acquire)
+            .bind(&repo)
+            .bind(b)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        if bad {
+            assert_eq!(holder(repo).await, b, "the original stole A's live lease");
+            continue;
+        }
+        assert_eq!(holder(repo.clone()).await, a, "A keeps its live lease");
+        held_by_a(repo.clone(), "-1 second").await;
+        sqlx::query(&acquire)
+            .bind(&repo)
+            .bind(b)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            holder(repo).await,
+            b,
+            "the fixed upsert takes an expired lease"
+        );
+    }
+    let acquire = sql_statement(&format!("{rel}.fixed"), "INSERT");
+    sqlx::query(&acquire)
+        .bind("free-repo")
+        .bind(b)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        holder("free-repo".to_string()).await,
+        b,
+        "a free repository is taken"
+    );
+    db.cleanup().await;
+}

@@ -42,6 +42,10 @@ pub const PROOFS: &[(&str, &str)] = &[
         "lock_table_steals_live_lock::update_sets_owner_postgres",
     ),
     (
+        "lock-table-steals-live-lock/bad_upsert_case_leaves_holder_unconditional.sql.fixed",
+        "lock_table_steals_live_lock::upsert_case_leaves_holder_unconditional",
+    ),
+    (
         "lock-table-steals-live-lock/bad_upsert_no_where.sql.fixed",
         "lock_table_steals_live_lock::upsert_no_where",
     ),

@@ -85,8 +85,10 @@ impl FnWalker<'_> {
             syn::Expr::Paren(p) => return self.embed_literal(&p.expr, language, origin),
             syn::Expr::Path(p) => {
                 let name = p.path.segments.last()?.ident.to_string();
-                let span = *self.cx.const_spans.get(&name)?;
-                return self.embed_span(span, language, origin);
+                if let Some(span) = self.cx.const_spans.get(&name) {
+                    return self.embed_span(*span, language, origin);
+                }
+                return self.embed_formatted_local(p, language);
             }
             _ => return None,
         };
@@ -94,6 +96,46 @@ impl FnWalker<'_> {
             return None;
         }
         self.embed_span(self.span_of(lit), language, origin)
+    }
+
+    /// The SQL a local holds when its initialiser is a `format!` (or `String::from`, `.to_string()`
+    /// of a literal) whose literal starts like SQL: embedded once per local (a second run of the
+    /// same local finds it again, `formatted_local`).
+    fn embed_formatted_local(&mut self, p: &syn::ExprPath, language: Language) -> Option<usize> {
+        if language != Language::Sql {
+            return None;
+        }
+        let name = p.path.get_ident()?.to_string();
+        let binding = self.lookup(&name).filter(|b| !b.mutable)?;
+        let lit = formatted_literal(self.cx.file, binding.expr.as_deref()?)?;
+        if let Some(&idx) = self.formatted.get(&lit) {
+            return Some(idx);
+        }
+        let text = self.cx.file.snippet(lit);
+        let (decoded, _) = crate::rust::literal::decode(text, lit.start)?;
+        if !crate::rust::embed::looks_like_sql(&decoded) {
+            return None;
+        }
+        let idx = self.embed_span(lit, language, Origin::Formatted)?;
+        self.formatted.insert(lit, idx);
+        Some(idx)
+    }
+
+    /// The embedded text a chain's base call runs through a local (`sqlx::query(&q)` with `q`
+    /// from `format!`), when one was embedded for it.
+    fn formatted_local(&self, base: &syn::Expr) -> Option<usize> {
+        let syn::Expr::Call(c) = base else {
+            return None;
+        };
+        let mut arg = c.args.first()?;
+        while let syn::Expr::Reference(r) = arg {
+            arg = &r.expr;
+        }
+        let syn::Expr::Path(p) = arg else { return None };
+        let name = p.path.get_ident()?.to_string();
+        let binding = self.lookup(&name).filter(|b| !b.mutable)?;
+        let lit = formatted_literal(self.cx.file, binding.expr.as_deref()?)?;
+        self.formatted.get(&lit).copied()
     }
 
     pub(super) fn embed_span(
@@ -120,7 +162,7 @@ impl FnWalker<'_> {
     /// The binds of `sqlx::query("..").bind(a).bind(b)` or `sqlx::query!("..", a, b)`, in
     /// order, when the chain starts from the statement's literal itself: the span removing
     /// each one deletes, and what it binds.
-    pub(super) fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<(Span, KeyRef)>> {
+    pub(super) fn chain_binds(&self, e: &syn::Expr) -> Option<Vec<Bind>> {
         let mut binds = Vec::new();
         let mut cur = e;
         loop {
@@ -133,7 +175,8 @@ impl FnWalker<'_> {
                             .args
                             .first()
                             .map_or_else(|| KeyRef::hole(None), |a| key_of(a, self));
-                        binds.push((Span::new(start, end), key));
+                        let named = m.args.first().and_then(named_literal);
+                        binds.push((Span::new(start, end), key, named));
                     }
                     cur = &m.receiver;
                 }
@@ -144,7 +187,8 @@ impl FnWalker<'_> {
         binds.reverse();
         match cur {
             syn::Expr::Call(c) => {
-                let literal = c.args.first().is_some_and(|a| str_lit(a).is_some());
+                let literal = c.args.first().is_some_and(|a| str_lit(a).is_some())
+                    || self.formatted_local(cur).is_some();
                 (literal && c.args.len() == 1).then_some(binds)
             }
             syn::Expr::Macro(m) if binds.is_empty() => {
@@ -155,7 +199,7 @@ impl FnWalker<'_> {
                 let mut out = Vec::new();
                 for a in &args[1..] {
                     let end = self.span_of(a).end;
-                    out.push((Span::new(prev, end), key_of(a, self)));
+                    out.push((Span::new(prev, end), key_of(a, self), named_literal(a)));
                     prev = end;
                 }
                 Some(out)
@@ -166,7 +210,7 @@ impl FnWalker<'_> {
 
     /// The parameters of a tokio-postgres call, `&[&a, &b]`: the span removing each deletes,
     /// and what it binds.
-    pub(super) fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<(Span, KeyRef)>> {
+    pub(super) fn slice_binds(&self, params: &syn::Expr) -> Option<Vec<Bind>> {
         let syn::Expr::Reference(r) = params else {
             return None;
         };
@@ -184,7 +228,7 @@ impl FnWalker<'_> {
                     (0, None) => *s,
                     _ => Span::new(elems[i - 1].end, s.end),
                 };
-                (span, key_of(e, self))
+                (span, key_of(e, self), named_literal(e))
             })
             .collect();
         Some(out)
@@ -198,7 +242,7 @@ impl FnWalker<'_> {
         method: &str,
         span: Span,
         result: ResultUse,
-        binds: Option<Vec<(Span, KeyRef)>>,
+        binds: Option<Vec<Bind>>,
     ) {
         let id = self.node();
         let var = var.filter(|_| executor == Some(Executor::Connection));
@@ -218,9 +262,13 @@ impl FnWalker<'_> {
                 result,
                 bind_keys: binds
                     .as_ref()
-                    .map(|b| b.iter().map(|(_, k)| k.clone()).collect())
+                    .map(|b| b.iter().map(|(_, k, _)| k.clone()).collect())
                     .unwrap_or_default(),
-                binds: binds.map(|b| b.into_iter().map(|(s, _)| s).collect()),
+                bind_literals: binds
+                    .as_ref()
+                    .map(|b| b.iter().map(|(_, _, n)| n.clone()).collect())
+                    .unwrap_or_default(),
+                binds: binds.map(|b| b.into_iter().map(|(s, ..)| s).collect()),
                 conn: var,
                 conn_closes,
             });
@@ -250,6 +298,7 @@ impl FnWalker<'_> {
                     && self.is_base_literal(cur, x.span)
             })
             .map(|(i, _)| self.embedded_base + i)
+            .or_else(|| self.formatted_local(cur))
     }
 
     /// A sea-orm `Statement` built from SQL text, handed to a `ConnectionTrait` method
@@ -281,4 +330,84 @@ impl FnWalker<'_> {
         let s = self.span_of(base);
         s.start <= lit.start && lit.end <= s.end
     }
+}
+
+/// A bound parameter: the span removing it deletes, what it binds, and what it names when it
+/// is a constant that names something ([`named_literal`]).
+pub(super) type Bind = (Span, KeyRef, Option<String>);
+
+/// What a bound value names, in lower case, when it is a constant: a non-empty string literal,
+/// or an enum variant (`JobStatus::Running`), through references and conversions to text
+/// (`&JobStatus::Running.to_string()`, `.as_str()`, `.into()`).
+pub(super) fn named_literal(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Reference(r) => named_literal(&r.expr),
+        syn::Expr::Paren(p) => named_literal(&p.expr),
+        syn::Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "to_string" | "as_str" | "as_ref" | "into" | "to_owned" | "clone"
+                ) =>
+        {
+            named_literal(&m.receiver)
+        }
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s.value())
+            .filter(|v| !v.is_empty())
+            .map(|v| v.to_lowercase()),
+        syn::Expr::Path(p) => super::orm::enum_variant(&p.path).map(|n| n.to_lowercase()),
+        _ => None,
+    }
+}
+
+/// The literal a local's initialiser builds its text from: `format!("..", ..)`,
+/// `String::from("..")`, `"..".to_string()` / `.to_owned()` / `.into()`.
+fn formatted_literal(file: &locklint_ir::source::SourceFile, init: &syn::Expr) -> Option<Span> {
+    let lit = match init {
+        syn::Expr::Macro(m) if m.mac.path.is_ident("format") => {
+            let args = crate::rust::keys::macro_args(&m.mac)?;
+            match args.into_iter().next()? {
+                syn::Expr::Lit(l) => l,
+                _ => return None,
+            }
+        }
+        syn::Expr::Call(c) if c.args.len() == 1 => {
+            let syn::Expr::Path(f) = &*c.func else {
+                return None;
+            };
+            let segs: Vec<String> = f
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            if segs != ["String", "from"] {
+                return None;
+            }
+            match &c.args[0] {
+                syn::Expr::Lit(l) => l.clone(),
+                _ => return None,
+            }
+        }
+        syn::Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "to_string" | "to_owned" | "into"
+                ) =>
+        {
+            match &*m.receiver {
+                syn::Expr::Lit(l) => l.clone(),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    if !matches!(lit.lit, syn::Lit::Str(_)) {
+        return None;
+    }
+    Some(crate::rust::spans::of(file, &lit))
 }

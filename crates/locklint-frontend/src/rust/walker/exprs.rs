@@ -227,6 +227,7 @@ impl FnWalker<'_> {
                             ty: None,
                             drop_closes: self.drop_closes(&a.right),
                             variant: None,
+                            mutable: false,
                         },
                     );
                 }

@@ -411,6 +411,7 @@ impl FnWalker<'_> {
                     ty: ty.clone(),
                     drop_closes: drop_closes.filter(|_| i == 0),
                     variant: None,
+                    mutable: declared_mut(&l.pat),
                 },
             );
         }
@@ -463,5 +464,14 @@ impl FnWalker<'_> {
         self.loop_break_deps.push(Vec::new());
         self.walk_block(&l.body, ResultUse::Ignored("the reply is dropped".into()));
         self.loop_break_deps.pop().unwrap_or_default()
+    }
+}
+
+/// Whether a `let` pattern declares a mutable binding (`let mut q`, `let mut q: String`).
+fn declared_mut(pat: &syn::Pat) -> bool {
+    match pat {
+        syn::Pat::Ident(i) => i.mutability.is_some(),
+        syn::Pat::Type(t) => declared_mut(&t.pat),
+        _ => false,
     }
 }

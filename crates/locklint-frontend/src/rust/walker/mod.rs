@@ -92,6 +92,8 @@ struct Binding {
     /// Bound by an enum variant's pattern (`Store::Redis(store) => ..`): the enum and the
     /// variant, whose one field's declared type is the binding's.
     variant: Option<(String, String)>,
+    /// Declared `mut`: its value may change after the initialiser (`q.push_str(..)`).
+    mutable: bool,
 }
 
 /// Expressions in an initialiser past which a binding keeps no copy of it.
@@ -168,6 +170,9 @@ pub struct FnWalker<'a> {
     /// SQL and Lua texts found in this function; indexes start at `embedded_base` in the file.
     embedded: Vec<Embedded>,
     embedded_base: usize,
+    /// The `format!` literals of locals embedded as SQL (`Origin::Formatted`), by the literal's
+    /// span: each embedded once however often its local runs.
+    formatted: HashMap<Span, usize>,
     /// Declared types of parameters, for telling pools from connections.
     param_types: Vec<(String, String)>,
     /// Parameters whose declared type names one type whose methods they call.
@@ -421,6 +426,7 @@ impl<'a> FnWalker<'a> {
             returned_names: HashSet::new(),
             embedded: Vec::new(),
             embedded_base,
+            formatted: HashMap::new(),
             param_types,
             param_receivers,
             macro_depth: 0,

@@ -1249,7 +1249,7 @@ fn is_constant_name(n: &str) -> bool {
 
 /// The variant an enum path names (`JobState::Running`): a type and a variant, both
 /// capitalised words (not `SCREAMING` constants, not `None`).
-fn enum_variant(p: &syn::Path) -> Option<String> {
+pub(super) fn enum_variant(p: &syn::Path) -> Option<String> {
     let capitalised = |s: &syn::PathSegment| {
         let n = s.ident.to_string();
         (n.starts_with(|c: char| c.is_ascii_uppercase())
