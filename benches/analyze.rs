@@ -78,6 +78,9 @@ enum Mode {
     Cold,
     Warm,
     OneChanged,
+    /// The largest file the prefilter lets through gets a new function: what the analysis
+    /// reads changes, so the stored answer does not hold.
+    OneParsedChanged,
     OneTouched,
 }
 
@@ -90,6 +93,7 @@ impl Mode {
             Mode::Cold => "cold",
             Mode::Warm => "warm",
             Mode::OneChanged => "one-changed",
+            Mode::OneParsedChanged => "one-parsed-changed",
             Mode::OneTouched => "one-touched",
         }
     }
@@ -102,11 +106,25 @@ impl Mode {
             Mode::Cold,
             Mode::Warm,
             Mode::OneChanged,
+            Mode::OneParsedChanged,
             Mode::OneTouched,
         ]
         .into_iter()
         .find(|m| m.name() == s)
     }
+}
+
+/// The largest Rust file of a tree that the prefilter lets through (parsed from the start).
+fn largest_parsed(files: &[PathBuf]) -> PathBuf {
+    files
+        .iter()
+        .filter(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| locklint::frontend::prefilter::can_contribute(&t))
+        })
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .cloned()
+        .unwrap()
 }
 
 /// The largest Rust file of a tree (the one the editor's case changes).
@@ -173,7 +191,11 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         config: engine::ConfigSource::Discover,
         ..Default::default()
     };
-    let changed = largest(&files);
+    let changed = if mode == Mode::OneParsedChanged {
+        largest_parsed(&files)
+    } else {
+        largest(&files)
+    };
     let original = std::fs::read(&changed).unwrap();
     let original_time = std::fs::metadata(&changed).unwrap().modified().unwrap();
     let set_time = |t: std::time::SystemTime| {
@@ -187,6 +209,13 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
         Mode::OneChanged => {
             let mut text = original.clone();
             text.extend_from_slice(format!("\n// changed {}\n", std::process::id()).as_bytes());
+            std::fs::write(&changed, text).unwrap();
+        }
+        Mode::OneParsedChanged => {
+            let mut text = original.clone();
+            text.extend_from_slice(
+                format!("\nfn locklint_bench_added_{}() {{}}\n", std::process::id()).as_bytes(),
+            );
             std::fs::write(&changed, text).unwrap();
         }
         Mode::OneTouched => set_time(std::time::SystemTime::now()),
@@ -209,7 +238,7 @@ fn child(mode: Mode, dir: &Path, cache: &Path) {
     };
     let wall = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_before;
-    if mode == Mode::OneChanged {
+    if matches!(mode, Mode::OneChanged | Mode::OneParsedChanged) {
         std::fs::write(&changed, &original).unwrap();
         set_time(original_time);
     }
@@ -351,6 +380,8 @@ fn main() {
     let cold = measure(Mode::Cold, &dir, &cache, runs);
     let warm = measure(Mode::Warm, &dir, &cache, runs);
     let one = measure(Mode::OneChanged, &dir, &cache, runs);
+    measure(Mode::Warm, &dir, &cache, 1);
+    let one_parsed = measure(Mode::OneParsedChanged, &dir, &cache, runs);
     // the tree as it was: a warm run stores its answer again before the touched runs
     measure(Mode::Warm, &dir, &cache, 1);
     let touched = measure(Mode::OneTouched, &dir, &cache, runs);
@@ -385,6 +416,7 @@ fn main() {
         ("locklint, cold cache (writing)", &cold),
         ("locklint, warm cache, no change", &warm),
         ("locklint, warm cache, one changed", &one),
+        ("locklint, warm, one parsed changed", &one_parsed),
         ("locklint, warm cache, one touched", &touched),
     ] {
         println!(
@@ -397,8 +429,9 @@ fn main() {
         );
     }
     println!(
-        "(one changed and one touched: {}; load average {})",
+        "(one changed and one touched: {}; one parsed changed: {}, a function added; load average {})",
         largest(&rust_files(&dir)).display(),
+        largest_parsed(&rust_files(&dir)).display(),
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .split_whitespace()

@@ -248,44 +248,72 @@ pub fn names_redis(text: &str) -> bool {
 /// Whether an identifier has a part that starts with a client's name ([`names_redis`]).
 fn client_part(word: &[u8]) -> bool {
     (0..word.len()).any(|p| {
-        let part_starts = p == 0 || {
-            let (before, at) = (word[p - 1], word[p]);
-            before == b'_'
-                || before.is_ascii_digit()
-                || !before.is_ascii()
-                || (before.is_ascii_lowercase() && at.is_ascii_uppercase())
-        };
-        part_starts
+        part_starts(word, p)
             && CLIENT_WORDS
                 .iter()
                 .any(|w| starts_with_ignore_case(&word[p..], w.as_bytes()))
     })
 }
 
+/// Whether a part of an identifier starts at `p`: its start, or after `_`, a digit, a
+/// non-ASCII byte, or a lower-case letter before an upper-case one.
+fn part_starts(word: &[u8], p: usize) -> bool {
+    p == 0 || {
+        let (before, at) = (word[p - 1], word[p]);
+        before == b'_'
+            || before.is_ascii_digit()
+            || !before.is_ascii()
+            || (before.is_ascii_lowercase() && at.is_ascii_uppercase())
+    }
+}
+
+/// The words that count inside an identifier, in lower case, with their group and whether
+/// they must start a part of it.
+fn inside_words() -> &'static [(&'static str, u16, bool)] {
+    static WORDS: OnceLock<Vec<(&'static str, u16, bool)>> = OnceLock::new();
+    WORDS.get_or_init(|| {
+        let mut v = Vec::new();
+        v.extend(
+            LIBRARY_WORDS
+                .iter()
+                .map(|w| (*w, Group::Library.bit(), false)),
+        );
+        v.extend(CLIENT_WORDS.iter().map(|w| (*w, Group::Redis.bit(), true)));
+        v.extend(NX_WORDS.iter().map(|w| (*w, Group::Redis.bit(), false)));
+        v.push(("sqlx", Group::Sqlx.bit(), false));
+        v.extend(ORM_WORDS.iter().map(|w| (*w, Group::Orm.bit(), false)));
+        v
+    })
+}
+
 /// The groups of the words that count inside an identifier: any case, anywhere (a client's
-/// name only where a part starts).
+/// name only where a part starts), and `Statement` as written. One pass over the identifier:
+/// a word is compared only where its first letter is.
 fn inside(word: &[u8]) -> u16 {
+    const SHORTEST: usize = 4;
+    if word.len() < SHORTEST {
+        return 0;
+    }
+    let words = inside_words();
     let mut found = 0;
-    let contains = |w: &str| {
-        word.len() >= w.len()
-            && word
-                .windows(w.len())
-                .any(|x| x.eq_ignore_ascii_case(w.as_bytes()))
-    };
-    if LIBRARY_WORDS.iter().any(|w| contains(w)) {
-        found |= Group::Library.bit();
-    }
-    if client_part(word) || NX_WORDS.iter().any(|w| contains(w)) {
-        found |= Group::Redis.bit();
-    }
-    if contains("sqlx") {
-        found |= Group::Sqlx.bit();
-    }
-    if ORM_WORDS.iter().any(|w| contains(w)) {
-        found |= Group::Orm.bit();
-    }
-    if word.windows(9).any(|x| x == b"Statement") {
-        found |= Group::Statement.bit();
+    for p in 0..=word.len() - SHORTEST {
+        let c = word[p];
+        let lower = c.to_ascii_lowercase();
+        if !matches!(lower, b'l' | b'r' | b'f' | b's' | b'd') {
+            continue;
+        }
+        let rest = &word[p..];
+        for &(w, group, part) in words {
+            if w.as_bytes()[0] == lower
+                && starts_with_ignore_case(rest, w.as_bytes())
+                && (!part || part_starts(word, p))
+            {
+                found |= group;
+            }
+        }
+        if c == b'S' && rest.starts_with(b"Statement") {
+            found |= Group::Statement.bit();
+        }
     }
     found
 }

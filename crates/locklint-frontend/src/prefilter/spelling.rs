@@ -209,10 +209,27 @@ impl Spelling {
     }
 }
 
+type Seen = std::collections::HashMap<u64, Flags, foldhash::fast::FixedState>;
+
+/// The largest map a thread keeps between files.
+const KEPT_CAPACITY: usize = 8192;
+
+thread_local! {
+    /// A map kept per thread between files, so that reading one does not grow a new one.
+    static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::default());
+}
+
 /// A [`Spelling`] being read.
-#[derive(Default)]
 pub(crate) struct Builder {
-    seen: std::collections::HashMap<u64, Flags, foldhash::fast::FixedState>,
+    seen: Seen,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            seen: SEEN.with(|s| std::mem::take(&mut *s.borrow_mut())),
+        }
+    }
 }
 
 impl Builder {
@@ -230,12 +247,15 @@ impl Builder {
         }
     }
 
-    pub fn finish(self) -> Spelling {
-        let mut entries: Vec<u64> = self
-            .seen
-            .into_iter()
-            .map(|(h, f)| h << 16 | f as u64)
-            .collect();
+    pub fn finish(mut self) -> Spelling {
+        let mut entries: Vec<u64> = self.seen.drain().map(|(h, f)| h << 16 | f as u64).collect();
+        // the emptied map (its capacity kept) goes back for the thread's next file; one grown
+        // by a very large file is not kept, since emptying it costs its whole capacity
+        let mut seen = std::mem::take(&mut self.seen);
+        if seen.capacity() > KEPT_CAPACITY {
+            seen = Seen::default();
+        }
+        SEEN.with(|s| *s.borrow_mut() = seen);
         entries.sort_unstable();
         Spelling {
             entries: entries.into(),
