@@ -7,7 +7,7 @@
 use locklint_compile_fixtures::lock_table_steals_live_lock as fx;
 use sqlx::PgPool;
 
-use crate::pg::{client, db, empty_db};
+use crate::pg::{client, db, db_of_sql_fixture, empty_db};
 use crate::source::sql_statement;
 
 /// `job_locks`: `name` held by `owner`, expiring `expires` (an SQL expression) from now.
@@ -101,14 +101,7 @@ async fn queries_module() {
 #[tokio::test]
 async fn upsert_no_where() {
     let rel = "lock-table-steals-live-lock/bad_upsert_no_where.sql";
-    let db = empty_db().await;
-    let create = sql_statement(rel, "CREATE");
-    assert_eq!(
-        create,
-        sql_statement(&format!("{rel}.fixed"), "CREATE"),
-        "the fix leaves the table alone"
-    );
-    sqlx::raw_sql(&create).execute(&db.pool).await.unwrap();
+    let db = db_of_sql_fixture(rel).await;
     for (bad, file) in [(true, rel.to_string()), (false, format!("{rel}.fixed"))] {
         let acquire = sql_statement(&file, "INSERT");
         proves(&db.pool, "upsert-no-where", bad, |name| {
@@ -282,14 +275,7 @@ async fn lease_row_taken_by_name_sqlx() {
 #[tokio::test]
 async fn upsert_case_leaves_holder_unconditional() {
     let rel = "lock-table-steals-live-lock/bad_upsert_case_leaves_holder_unconditional.sql";
-    let db = empty_db().await;
-    let create = sql_statement(rel, "CREATE");
-    assert_eq!(
-        create,
-        sql_statement(&format!("{rel}.fixed"), "CREATE"),
-        "the fix leaves the table alone"
-    );
-    sqlx::raw_sql(&create).execute(&db.pool).await.unwrap();
+    let db = db_of_sql_fixture(rel).await;
     let (a, b) = ("a", "b");
     let held_by_a = |repo: String, until: &'static str| {
         let pool = db.pool.clone();

@@ -21,6 +21,20 @@ pub async fn empty_db() -> PgDb {
     pg().await
 }
 
+/// A private schema with the table a `.sql` fixture creates (its `CREATE` statement, which
+/// its `.fixed` form must leave as it is).
+pub async fn db_of_sql_fixture(rel: &str) -> PgDb {
+    let db = empty_db().await;
+    let create = crate::source::sql_statement(rel, "CREATE");
+    assert_eq!(
+        create,
+        crate::source::sql_statement(&format!("{rel}.fixed"), "CREATE"),
+        "the fix leaves the table alone"
+    );
+    sqlx::raw_sql(&create).execute(&db.pool).await.unwrap();
+    db
+}
+
 /// A tokio-postgres client on the private schema. With `shadowed_clock`, the schema's own
 /// `now()` is found before `pg_catalog.now()`: see [`set_clock_behind`].
 pub async fn client(db: &PgDb, shadowed_clock: bool) -> tokio_postgres::Client {

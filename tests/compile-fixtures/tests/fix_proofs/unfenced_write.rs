@@ -6,21 +6,14 @@
 
 use locklint_compile_fixtures::unfenced_write as fx;
 
-use crate::pg::{db, empty_db};
+use crate::pg::{db, db_of_sql_fixture};
 use crate::source::sql_statement;
 
 /// A `.sql` file: its `CREATE TABLE` and its fenced `UPDATE`, exactly as written.
 #[tokio::test]
 async fn fenced_table_update() {
     let rel = "unfenced-write/bad_fenced_table_update.sql";
-    let db = empty_db().await;
-    let create = sql_statement(rel, "CREATE");
-    assert_eq!(
-        create,
-        sql_statement(&format!("{rel}.fixed"), "CREATE"),
-        "the fix leaves the table alone"
-    );
-    sqlx::raw_sql(&create).execute(&db.pool).await.unwrap();
+    let db = db_of_sql_fixture(rel).await;
     let fence = |period: &'static str| {
         let pool = db.pool.clone();
         async move {
