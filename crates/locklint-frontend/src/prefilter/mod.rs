@@ -4,7 +4,8 @@
 //! [`can_contribute`] is a superset of what the Rust front-end recognises in a file on its own:
 //! the front-end records Redis commands from builders (`cmd(..)`, `Cmd::new()`, `Pipeline`),
 //! script invocations (`invoke`), and command methods (`get`, `set_nx`, `del` ...) only in files
-//! that name `redis`, `fred`, `set_nx` or `setnx`; SQL and Lua only where a library that takes
+//! that name a Redis client ([`names_redis`]: a part of an identifier that starts with `redis`
+//! or `fred`), `set_nx` or `setnx`; SQL and Lua only where a library that takes
 //! such text is named (`sqlx`, `sql_query`, `from_string`, `from_sql_and_values`,
 //! `Script::new`, fred's `eval`) or an ORM write is (`diesel`, `sea_orm` and a write's
 //! `update`, `insert_into`, `update_many` ...), a string literal starts like SQL or a constant holds
@@ -14,7 +15,6 @@
 //! statement and no script; what it can still give (a const, a struct field, a function other
 //! files call) is only needed when a parsed file names it, and [`Mentions`] finds the files
 //! that name it (the project layer decides which names, `locklint_project::reach`).
-
 //!
 //! The file is read once ([`read`]): one pass over its identifiers ([`Spelling`]), which it
 //! keeps when it is left out; each distinct identifier is looked into once for the words that
