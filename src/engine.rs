@@ -154,7 +154,7 @@ pub(crate) enum Loaded {
 }
 
 /// Read one file; `parse_all` keeps the text of every file, else only of those that
-/// [`crate::parsing::needs_parse`] admits (`keep`: the others' text is kept aside). With
+/// [`crate::parsing::prefiltered`] admits (`keep`: the others' text is kept aside). With
 /// `record`, also how the file was found, for the project's stored answer (`None` for a file
 /// that could not be read or is not on disk).
 pub(crate) fn load(

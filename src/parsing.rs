@@ -75,9 +75,8 @@ pub(crate) fn scan(
         .collect()
 }
 
-/// Whether a file read as `text` spells a name of `asked` ([`scan`]), per pattern.
-fn hits(asked: &[locks::reach::Wanted], text: &str) -> Vec<bool> {
-    let spelling = Spelling::of(text);
+/// Whether a file read as `spelling` spells a name of `asked` ([`scan`]), per pattern.
+fn hits(asked: &[locks::reach::Wanted], spelling: &Spelling) -> Vec<bool> {
     scan(asked, &|_| Some(spelling.clone()), vec![0])
         .pop()
         .map(|(_, hit)| hit)
@@ -155,11 +154,11 @@ impl Role {
             return None;
         }
         let (path, text) = (file.path.as_path(), file.text.as_str());
-        let first = parse_all || needs_parse(path, text);
-        let spelled = if first {
-            0
-        } else {
-            let hit = hits(asked, text);
+        // the prefilter's one read of the text: whether it lets the file through, else the
+        // identifiers the asked names are looked up in
+        let left_out = prefiltered(path, text, parse_all);
+        let spelled = left_out.as_ref().map_or(0, |spelling| {
+            let hit = hits(asked, spelling);
             let mut h = std::collections::hash_map::DefaultHasher::new();
             for (k, w) in asked.iter().enumerate() {
                 if hit.get(2 * k) == Some(&true) && (w.with.is_none() || hit[2 * k + 1]) {
@@ -167,8 +166,11 @@ impl Role {
                 }
             }
             h.finish()
-        };
-        Some(Role { first, spelled })
+        });
+        Some(Role {
+            first: left_out.is_none(),
+            spelled,
+        })
     }
 }
 
@@ -294,10 +296,10 @@ impl Closure {
     /// would have been parsed by the same run: the prefilter lets it through, or it spells a
     /// name the rounds asked for in a package of its own.
     pub fn would_parse(&self, path: &std::path::Path, text: &str, package: Option<u32>) -> bool {
-        if needs_parse(path, text) {
-            return true;
+        match prefiltered(path, text, false) {
+            None => true,
+            Some(spelling) => spells(&self.asked, &hits(&self.asked, &spelling), package),
         }
-        spells(&self.asked, &hits(&self.asked, text), package)
     }
 }
 
@@ -458,14 +460,9 @@ pub(crate) fn appears(need: Option<locks::reach::Need>) -> frontend::prefilter::
     }
 }
 
-/// Whether a file is parsed before knowing what the others need: every `.sql` and `.lua`
-/// file, and the Rust files the prefilter lets through.
-pub(crate) fn needs_parse(path: &std::path::Path, text: &str) -> bool {
-    prefiltered(path, text, false).is_none()
-}
-
-/// [`needs_parse`] (every file with `parse_all`) read once: `None` for a file parsed from the
-/// start, else the identifiers of the file left out.
+/// Whether a file is parsed before knowing what the others need, read once: `None` for one
+/// parsed from the start (every `.sql` and `.lua` file, the Rust files the prefilter lets
+/// through, every file with `parse_all`), else the identifiers of the file left out.
 pub(crate) fn prefiltered(path: &std::path::Path, text: &str, parse_all: bool) -> Option<Spelling> {
     let rust = path.extension().is_some_and(|e| e == "rs");
     if parse_all || !rust {

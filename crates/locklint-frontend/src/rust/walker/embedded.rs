@@ -105,9 +105,7 @@ impl FnWalker<'_> {
         if language != Language::Sql {
             return None;
         }
-        let name = p.path.get_ident()?.to_string();
-        let binding = self.lookup(&name).filter(|b| !b.mutable)?;
-        let lit = formatted_literal(self.cx.file, binding.expr.as_deref()?)?;
+        let lit = self.formatted_literal_of(p)?;
         if let Some(&idx) = self.formatted.get(&lit) {
             return Some(idx);
         }
@@ -131,11 +129,17 @@ impl FnWalker<'_> {
         while let syn::Expr::Reference(r) = arg {
             arg = &r.expr;
         }
-        let syn::Expr::Path(p) = arg else { return None };
+        let syn::Expr::Path(p) = arg else {
+            return None;
+        };
+        self.formatted.get(&self.formatted_literal_of(p)?).copied()
+    }
+
+    /// The literal the immutable local `p` names builds its text from ([`formatted_literal`]).
+    fn formatted_literal_of(&self, p: &syn::ExprPath) -> Option<Span> {
         let name = p.path.get_ident()?.to_string();
         let binding = self.lookup(&name).filter(|b| !b.mutable)?;
-        let lit = formatted_literal(self.cx.file, binding.expr.as_deref()?)?;
-        self.formatted.get(&lit).copied()
+        formatted_literal(self.cx.file, binding.expr.as_deref()?)
     }
 
     pub(super) fn embed_span(
@@ -336,9 +340,8 @@ impl FnWalker<'_> {
 /// is a constant that names something ([`named_literal`]).
 pub(super) type Bind = (Span, KeyRef, Option<String>);
 
-/// What a bound value names, in lower case, when it is a constant: a non-empty string literal,
-/// or an enum variant (`JobStatus::Running`), through references and conversions to text
-/// (`&JobStatus::Running.to_string()`, `.as_str()`, `.into()`).
+/// What a bound value names when it is a constant (`orm::constant_name`), through references
+/// and conversions to text (`&JobStatus::Running.to_string()`, `.as_str()`, `.into()`).
 pub(super) fn named_literal(e: &syn::Expr) -> Option<String> {
     match e {
         syn::Expr::Reference(r) => named_literal(&r.expr),
@@ -352,14 +355,7 @@ pub(super) fn named_literal(e: &syn::Expr) -> Option<String> {
         {
             named_literal(&m.receiver)
         }
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value())
-            .filter(|v| !v.is_empty())
-            .map(|v| v.to_lowercase()),
-        syn::Expr::Path(p) => super::orm::enum_variant(&p.path).map(|n| n.to_lowercase()),
-        _ => None,
+        e => super::orm::constant_name(e),
     }
 }
 

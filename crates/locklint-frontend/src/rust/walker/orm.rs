@@ -1226,14 +1226,7 @@ impl FnWalker<'_> {
         }
         v.bare = self.column(whole, table);
         v.bare_param = rust_value && v.columns.is_empty() && !v.clock && !v.call;
-        v.named_literal = match whole {
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(s),
-                ..
-            }) if !s.value().is_empty() => Some(s.value().to_lowercase()),
-            syn::Expr::Path(p) => enum_variant(&p.path).map(|n| n.to_lowercase()),
-            _ => None,
-        };
+        v.named_literal = constant_name(whole);
         v.client_clock = rust_value
             && (v.clock_read.is_some() || super::super::literal_times::reads_client_clock(whole));
         v
@@ -1249,7 +1242,20 @@ fn is_constant_name(n: &str) -> bool {
 
 /// The variant an enum path names (`JobState::Running`): a type and a variant, both
 /// capitalised words (not `SCREAMING` constants, not `None`).
-pub(super) fn enum_variant(p: &syn::Path) -> Option<String> {
+/// What a constant names, in lower case: a non-empty string literal's text, or an enum
+/// variant (`JobState::Running` names `running`).
+pub(super) fn constant_name(e: &syn::Expr) -> Option<String> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) if !s.value().is_empty() => Some(s.value().to_lowercase()),
+        syn::Expr::Path(p) => enum_variant(&p.path).map(|n| n.to_lowercase()),
+        _ => None,
+    }
+}
+
+fn enum_variant(p: &syn::Path) -> Option<String> {
     let capitalised = |s: &syn::PathSegment| {
         let n = s.ident.to_string();
         (n.starts_with(|c: char| c.is_ascii_uppercase())
