@@ -39,6 +39,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The layout of a stored answer; another layout is not read.
@@ -57,6 +58,11 @@ const CONFIG_NAMES: [&str; 3] = ["locklint.toml", ".locklint.toml", "Cargo.toml"
 fn nanos(t: SystemTime) -> u128 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+/// A file's modification time, as a state records it.
+pub fn mtime(meta: &std::fs::Metadata) -> u128 {
+    meta.modified().map_or(0, nanos)
 }
 
 /// Now, as an answer records the start of a run.
@@ -316,7 +322,14 @@ pub struct Answers {
     /// Where an edited file's new text is analysed (see `parsed_alike`).
     cache: Cache,
     parse_all: bool,
+    /// The configuration files as [`Answers::find`] found them (before the run read the
+    /// project's files, after it read its configuration), for [`Answers::store`].
+    configs: std::sync::OnceLock<Option<Configs>>,
 }
+
+/// Every configuration file that can matter, with the hash of its content, and the newest
+/// modification time among them (see [`configs`]).
+type Configs = (Vec<(PathBuf, String)>, u128);
 
 /// What looking for a stored answer found.
 pub enum Found {
@@ -349,6 +362,7 @@ impl Answers {
             key,
             cache: cache.clone(),
             parse_all: opts.parse_all,
+            configs: std::sync::OnceLock::new(),
         }
     }
 
@@ -384,7 +398,8 @@ impl Answers {
         {
             return Found::Stale;
         }
-        let Some((configs, newest)) = configs(keys, resolver) else {
+        let Some((configs, newest)) = self.configs.get_or_init(|| configs(keys, resolver)).clone()
+        else {
             return Found::Stale;
         };
         if configs != stored.configs {
@@ -476,7 +491,7 @@ impl Answers {
         if states.len() != files.len() || files.is_empty() {
             return;
         }
-        let Some((configs, _)) = configs_of_run(keys, resolver, started) else {
+        let Some((configs, _)) = configs_of_run(keys, resolver, started, &self.configs) else {
             return;
         };
         let index: HashMap<&Path, usize> = files
@@ -817,55 +832,70 @@ fn findings_of(stored: &Stored, files: &[PathBuf]) -> Option<Vec<Diagnostic>> {
 /// in each directory holding a file and above it, and those the governing configurations
 /// extend, each with the hash of its content; and the newest modification time among them.
 /// `None` when one cannot be read.
-fn configs(keys: &[PathBuf], resolver: &Resolver) -> Option<(Vec<(PathBuf, String)>, u128)> {
-    let mut dirs: BTreeSet<&Path> = BTreeSet::new();
-    let mut parents: BTreeSet<&Path> = BTreeSet::new();
+fn configs(keys: &[PathBuf], resolver: &Resolver) -> Option<Configs> {
+    let mut dirs: HashSet<&Path> = HashSet::new();
+    let mut parents: HashSet<&Path> = HashSet::new();
+    let mut last = None;
     for k in keys {
         let Some(parent) = k.parent() else { continue };
-        if !parents.insert(parent) {
+        // the keys are sorted: the files of a directory mostly follow each other
+        if last == Some(parent) || !parents.insert(parent) {
             continue;
         }
+        last = Some(parent);
         for d in parent.ancestors() {
             if !dirs.insert(d) {
                 break;
             }
         }
     }
-    let mut found: BTreeSet<PathBuf> = BTreeSet::new();
-    for d in &dirs {
-        for name in CONFIG_NAMES {
-            let p = d.join(name);
-            if p.is_file() {
-                found.insert(p);
-            }
-        }
-    }
-    for parent in &parents {
-        if let Ok(s) = resolver.for_file(parent) {
-            for source in &s.sources {
+    let dirs: Vec<&Path> = dirs.into_iter().collect();
+    let mut found: BTreeSet<PathBuf> = dirs
+        .par_iter()
+        .flat_map_iter(|d| CONFIG_NAMES.iter().map(|name| d.join(name)))
+        .filter(|p| p.is_file())
+        .collect();
+    let parents: Vec<&Path> = parents.into_iter().collect();
+    let governing: Vec<Arc<crate::config::Settings>> = parents
+        .par_iter()
+        .filter_map(|parent| resolver.for_file(parent).ok())
+        .collect();
+    let mut sources: HashSet<&PathBuf> = HashSet::new();
+    for s in &governing {
+        for source in &s.sources {
+            if sources.insert(source) {
                 found.insert(source.canonicalize().unwrap_or_else(|_| source.clone()));
             }
         }
     }
-    let mut newest = 0;
-    let mut out = Vec::with_capacity(found.len());
-    for p in found {
-        let meta = std::fs::metadata(&p).ok()?;
-        newest = newest.max(meta.modified().map_or(0, nanos));
-        let bytes = std::fs::read(&p).ok()?;
-        out.push((p, hash(&bytes)));
-    }
-    Some((out, newest))
+    let read: Option<Vec<(PathBuf, String, u128)>> = found
+        .into_par_iter()
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok()?;
+            let bytes = std::fs::read(&p).ok()?;
+            let h = hash(&bytes);
+            Some((p, h, meta.modified().map_or(0, nanos)))
+        })
+        .collect();
+    let read = read?;
+    let newest = read.iter().map(|(.., t)| *t).max().unwrap_or(0);
+    Some((read.into_iter().map(|(p, h, _)| (p, h)).collect(), newest))
 }
 
-/// [`configs`], `None` as well when one of them was modified since (or just before) the run
-/// started at `started`: the run may have read another content than the one hashed now.
+/// [`configs`] (as found before the run read the project's files, when they were: `seen`),
+/// `None` as well when one of them was modified since (or just before) the run started at
+/// `started`: the run may have read another content than the one hashed.
 fn configs_of_run(
     keys: &[PathBuf],
     resolver: &Resolver,
     started: u128,
-) -> Option<(Vec<(PathBuf, String)>, u128)> {
-    configs(keys, resolver).filter(|(_, newest)| newest.saturating_add(RACY_NANOS) <= started)
+    seen: &std::sync::OnceLock<Option<Configs>>,
+) -> Option<Configs> {
+    let found = match seen.get() {
+        Some(seen) => seen.clone(),
+        None => configs(keys, resolver),
+    };
+    found.filter(|(_, newest)| newest.saturating_add(RACY_NANOS) <= started)
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ impl Cache {
     /// the project; `None` when there is none or it does not read back.
     pub fn stored(&self, key: &str) -> Option<FileIr> {
         let bytes = std::fs::read(&self.entry_at(key).path).ok()?;
-        let mut ir: FileIr = serde_json::from_slice(&bytes).ok()?;
+        let mut ir = decode(&bytes)?;
         ir.place_at(0);
         Some(ir)
     }
@@ -140,13 +140,13 @@ impl Entry {
         let Ok(bytes) = std::fs::read(&self.path) else {
             return Lookup::Miss;
         };
-        match serde_json::from_slice::<FileIr>(&bytes) {
-            Ok(mut ir) => {
+        match decode(&bytes) {
+            Some(mut ir) => {
                 ir.file = file.clone();
                 ir.place_at(index);
                 Lookup::Hit(Box::new(ir))
             }
-            Err(_) => Lookup::Corrupt,
+            None => Lookup::Corrupt,
         }
     }
 
@@ -157,7 +157,7 @@ impl Entry {
         if std::fs::create_dir_all(dir).is_err() {
             return;
         }
-        let Ok(bytes) = serde_json::to_vec(ir) else {
+        let Some(bytes) = encode(ir) else {
             return;
         };
         let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
@@ -166,6 +166,40 @@ impl Entry {
         if tmp.write_all(&bytes).is_ok() {
             let _ = tmp.persist(path);
         }
+    }
+}
+
+/// The first bytes of an entry; another layout starts otherwise.
+const MAGIC: &[u8; 4] = b"LLIR";
+
+/// The checksum of an entry's form.
+fn checksum(bytes: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6c6c_6972_5f65_6e74).hash_one(bytes)
+}
+
+/// An entry's bytes: [`MAGIC`], the checksum of the form, the form (postcard: compact and quick
+/// to read back, since a warm run reads every parsed file's form).
+fn encode(ir: &FileIr) -> Option<Vec<u8>> {
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&[0; 8]);
+    let bytes = postcard::to_extend(ir, bytes).ok()?;
+    let mut bytes = bytes;
+    let sum = checksum(&bytes[12..]);
+    bytes[4..12].copy_from_slice(&sum.to_le_bytes());
+    Some(bytes)
+}
+
+/// The form an entry's bytes hold; `None` when they are not a whole entry of this layout (a
+/// form that does not read back is not trusted: its bytes were checked, and all of them read).
+fn decode(bytes: &[u8]) -> Option<FileIr> {
+    let form = bytes.get(12..)?;
+    if bytes.get(..4)? != MAGIC || bytes.get(4..12)? != checksum(form).to_le_bytes() {
+        return None;
+    }
+    match postcard::take_from_bytes::<FileIr>(form) {
+        Ok((ir, [])) => Some(ir),
+        _ => None,
     }
 }
 

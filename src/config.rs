@@ -780,10 +780,14 @@ impl Resolver {
             Mode::Discover => {
                 // a regular file (not a link) is governed by its directory's settings: that
                 // directory's canonical form is found once, not every component of every file
-                if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
-                    if let Some(parent) = path.parent() {
-                        return self.for_dir(&self.canonical_dir(parent));
+                match std::fs::symlink_metadata(path).map(|m| m.file_type()) {
+                    Ok(t) if t.is_file() => {
+                        if let Some(parent) = path.parent() {
+                            return self.for_dir(&self.canonical_dir(parent));
+                        }
                     }
+                    Ok(t) if t.is_dir() => return self.for_dir(&self.canonical_dir(path)),
+                    _ => {}
                 }
                 let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
                 let dir = if abs.is_dir() {
@@ -797,7 +801,8 @@ impl Resolver {
     }
 
     /// The canonical form of the directory `dir` (as a file in it names it: `""` is the current
-    /// directory), found once.
+    /// directory), found once: a directory that is not a link, named by its parent and its
+    /// name, is its parent's canonical form joined with its name.
     fn canonical_dir(&self, dir: &Path) -> PathBuf {
         if let Some(d) = self.parents.lock().ok().and_then(|m| m.get(dir).cloned()) {
             return d;
@@ -807,7 +812,15 @@ impl Resolver {
         } else {
             dir
         };
-        let canonical = named.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        let last = dir.components().next_back();
+        let canonical = match (dir.parent(), last) {
+            (Some(parent), Some(std::path::Component::Normal(name)))
+                if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_dir()) =>
+            {
+                self.canonical_dir(parent).join(name)
+            }
+            _ => named.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
+        };
         if let Ok(mut m) = self.parents.lock() {
             m.insert(dir.to_path_buf(), canonical.clone());
         }

@@ -69,21 +69,32 @@ pub fn discover(
                 }
                 e.depth() == 0 || !prune(e.path())
             });
-        for entry in builder.build() {
-            match entry {
-                Ok(e) => {
-                    if e.file_type().is_some_and(|t| t.is_file())
-                        && crate::frontend::is_supported(e.path())
-                    {
-                        files.push(e.into_path());
+        // walked on every core: a large tree holds thousands of directories
+        let found = std::sync::Mutex::new((Vec::new(), Vec::new()));
+        builder.build_parallel().run(|| {
+            Box::new(|entry| {
+                let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+                match entry {
+                    Ok(e) => {
+                        if e.file_type().is_some_and(|t| t.is_file())
+                            && crate::frontend::is_supported(e.path())
+                        {
+                            found.0.push(e.into_path());
+                        }
                     }
+                    Err(err) => found.1.push(PathError {
+                        path: error_path(&err).unwrap_or_else(|| root.clone()),
+                        message: err_message(&err),
+                    }),
                 }
-                Err(err) => errors.push(PathError {
-                    path: error_path(&err).unwrap_or_else(|| root.clone()),
-                    message: err_message(&err),
-                }),
-            }
-        }
+                ignore::WalkState::Continue
+            })
+        });
+        let (mut walked, mut failed) = found.into_inner().unwrap_or_else(|e| e.into_inner());
+        files.append(&mut walked);
+        // in the order of their paths, not of the walk's threads
+        failed.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
+        errors.append(&mut failed);
     }
     files.sort();
     files.dedup();

@@ -12,6 +12,7 @@ use crate::ir::FileIr;
 use crate::isolate;
 use crate::locks;
 use crate::rules::{self, Findings, Fixes, PARSE_ERROR};
+use crate::scans::{Scan, Scans};
 use crate::source::{display_path, SourceFile};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -167,7 +168,7 @@ pub(crate) fn load(
     if let Some(text) = overlay.and_then(|o| o.get(&path)) {
         return (loaded_text(path, text.clone(), parse_all, keep), None);
     }
-    read(path, record, |path, text| {
+    read(path, record, None, |path, text| {
         loaded_text(path, text, parse_all, keep)
     })
 }
@@ -183,10 +184,13 @@ pub(crate) fn loaded_text(path: PathBuf, text: String, parse_all: bool, keep: bo
     Loaded::Unread(SourceFile::new(path, String::new()), lines, aside, spelling)
 }
 
-/// [`load`] from the disk.
+/// [`load`] from the disk; `stored`: the file's scan as stored (see [`crate::scans`]), which
+/// stands for the prefilter while the file's length and time are those recorded (and for
+/// reading it too, for a file left out, while its time can be trusted).
 fn read(
     path: PathBuf,
     record: bool,
+    stored: Option<&Scan>,
     kept: impl Fn(PathBuf, String) -> Loaded,
 ) -> (Loaded, Option<FileState>) {
     let state = |meta: &std::fs::Metadata, bytes: Option<&[u8]>, l: &Loaded| {
@@ -213,6 +217,13 @@ fn read(
             )
         }
     };
+    let mtime = crate::answer::mtime(&meta);
+    let fits = stored.and_then(|s| Some((s, s.fits(meta.len(), mtime)?)));
+    if let Some((s, true)) = fits {
+        if let Ok(l) = scanned(s, &path, None) {
+            return (l, record.then(|| s.state.clone()));
+        }
+    }
     if meta.len() > MAX_FILE_BYTES {
         let l = Loaded::Skipped(Note {
             path: shown,
@@ -236,7 +247,23 @@ fn read(
             )
         }
     };
-    let hashed = record.then(|| crate::answer::hash(&bytes));
+    let hashed = (record || fits.is_some()).then(|| crate::answer::hash(&bytes));
+    // the bytes the scan was stored for: the prefilter would say the same
+    let mut bytes = bytes;
+    if let Some((s, _)) = fits.filter(|(s, _)| s.state.hash.is_some() && s.state.hash == hashed) {
+        match scanned(s, &path, Some(bytes)) {
+            Ok(l) => {
+                let state = FileState {
+                    len: meta.len(),
+                    mtime,
+                    hash: hashed,
+                    kind: s.state.kind.clone(),
+                };
+                return (l, record.then_some(state));
+            }
+            Err(back) => bytes = back.unwrap_or_default(),
+        }
+    }
     let l = if bytes.iter().take(8192).any(|&b| b == 0) {
         Loaded::Skipped(Note {
             path: shown,
@@ -256,6 +283,33 @@ fn read(
     };
     let s = state(&meta, None, &l).map(|s| FileState { hash: hashed, ..s });
     (l, s)
+}
+
+/// A file loaded as its stored scan says (`bytes`: the file's bytes, when they were read); the
+/// bytes back (`None` when not read) when the scan cannot stand for them (a file let through
+/// that no longer reads as UTF-8).
+fn scanned(s: &Scan, path: &Path, bytes: Option<Vec<u8>>) -> Result<Loaded, Option<Vec<u8>>> {
+    match &s.state.kind {
+        Kind::Skipped(message) => Ok(Loaded::Skipped(Note {
+            path: display_path(path),
+            message: message.clone(),
+        })),
+        Kind::Analysed { lines } => match (&s.spelling, s.through) {
+            (Some(spelling), false) => Ok(Loaded::Unread(
+                SourceFile::new(path.to_path_buf(), String::new()),
+                *lines,
+                None,
+                spelling.clone(),
+            )),
+            _ => {
+                let text = match bytes {
+                    Some(b) => String::from_utf8(b).map_err(|e| Some(e.into_bytes()))?,
+                    None => std::fs::read_to_string(path).map_err(|_| None)?,
+                };
+                Ok(Loaded::File(SourceFile::new(path.to_path_buf(), text)))
+            }
+        },
+    }
 }
 
 /// A pool of analysis threads, with their large stack.
@@ -497,10 +551,17 @@ fn run_answering<T: Send>(
     }
     pool().install(|| {
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let cache = opts.cache_dir.as_deref().and_then(Cache::open);
+        let scans = cache
+            .as_ref()
+            .filter(|_| opts.overlay.is_none() && !opts.parse_all)
+            .map(|c| Scans::open(c, started));
+        let scans_note = scans.as_ref().and_then(Scans::note);
         let disk = Disk {
             overlay: opts.overlay.as_deref(),
-            cache: opts.cache_dir.as_deref().and_then(Cache::open),
+            cache,
             parse_all: opts.parse_all,
+            scans,
         };
         let (mut report, irs, packages, states, closure) =
             analyze_paths(files, opts, answers.is_some(), &disk);
@@ -520,6 +581,7 @@ fn run_answering<T: Send>(
             a.store(&run, states, &report.findings, &resolver);
         }
         report.notes.extend(answer_note);
+        report.notes.extend(scans_note);
         keep_selected(&mut report, irs.len());
         tell(&mut report, told, &project_settings);
         finish(&mut report, opts, &resolver);
@@ -670,9 +732,29 @@ pub(crate) fn project_files(
     selected: Vec<PathBuf>,
     walked: &dyn Fn() -> Vec<(PathBuf, PathBuf)>,
 ) -> (Vec<(PathBuf, bool)>, Vec<PathBuf>) {
+    // a file the walk found under a named directory (the walk follows no link) is the
+    // directory's canonical path joined with its path under it: one canonical path to find
+    // per named directory, not one per file
+    let roots: Vec<(&Path, PathBuf)> = opts
+        .paths
+        .iter()
+        .filter(|r| r.is_dir())
+        .filter_map(|r| Some((r.as_path(), r.canonicalize().ok()?)))
+        .collect();
+    let key_of = |p: &Path| {
+        if !opts.paths.iter().any(|named| named == p) {
+            for (root, canonical) in &roots {
+                match p.strip_prefix(root) {
+                    Ok(under) if !under.as_os_str().is_empty() => return canonical.join(under),
+                    _ => {}
+                }
+            }
+        }
+        file_key(p)
+    };
     let mut files: Vec<(PathBuf, PathBuf, bool)> = selected
         .into_iter()
-        .map(|p| (file_key(&p), p, true))
+        .map(|p| (key_of(&p), p, true))
         .collect();
     // nothing selected: nothing to report, so nothing to read for facts
     if let Some(root) = opts.project_root.as_ref().filter(|_| !files.is_empty()) {
@@ -746,6 +828,9 @@ pub(crate) struct Disk<'a> {
     pub overlay: Option<&'a HashMap<PathBuf, String>>,
     pub cache: Option<Cache>,
     pub parse_all: bool,
+    /// The files' stored scans (see [`crate::scans`]): with a cache, when nothing is in
+    /// memory and the prefilter runs.
+    pub scans: Option<Scans>,
 }
 
 impl crate::parsing::Source for Disk<'_> {
@@ -782,6 +867,14 @@ pub(crate) trait Files: crate::parsing::Source {
     /// Every file the analysis needs was parsed.
     fn parsed(&self) {}
 
+    /// Whether the files' scans are stored ([`Files::scanned`]).
+    fn keeps_scans(&self) -> bool {
+        false
+    }
+
+    /// How the prefilter found each file of the project, to store (see [`crate::scans`]).
+    fn scanned(&self, _files: Vec<(PathBuf, Option<Scan>)>) {}
+
     /// The analysis cache the files' forms are stored in.
     fn cache(&self) -> Option<&Cache> {
         None
@@ -790,7 +883,25 @@ pub(crate) trait Files: crate::parsing::Source {
 
 impl Files for Disk<'_> {
     fn load(&self, path: PathBuf, record: bool) -> (Loaded, Option<FileState>) {
-        load(path, self.overlay, self.parse_all, record, false)
+        match &self.scans {
+            Some(scans) => {
+                let stored = scans.get(&path);
+                read(path, record, stored, |path, text| {
+                    loaded_text(path, text, self.parse_all, false)
+                })
+            }
+            None => load(path, self.overlay, self.parse_all, record, false),
+        }
+    }
+
+    fn scanned(&self, files: Vec<(PathBuf, Option<Scan>)>) {
+        if let Some(scans) = &self.scans {
+            scans.store(files);
+        }
+    }
+
+    fn keeps_scans(&self) -> bool {
+        self.scans.is_some()
     }
 
     fn cache(&self) -> Option<&Cache> {
@@ -828,6 +939,11 @@ pub(crate) fn analyze_paths(
     Vec<Option<FileState>>,
     crate::parsing::Closure,
 ) {
+    let names: Vec<PathBuf> = if files.keeps_scans() {
+        paths.iter().map(|(p, _)| p.clone()).collect()
+    } else {
+        Vec::new()
+    };
     let loaded: Vec<(Loaded, Option<FileState>, bool)> = paths
         .into_par_iter()
         .map(|(p, selected)| {
@@ -835,6 +951,36 @@ pub(crate) fn analyze_paths(
             (l, state, selected)
         })
         .collect();
+    // the scans are stored while the analysis goes on
+    let scans: Option<Vec<(PathBuf, Option<Scan>)>> = files.keeps_scans().then(|| {
+        names
+            .into_iter()
+            .zip(&loaded)
+            .map(|(p, (l, state, _))| (p, scan_of(l, state.as_ref())))
+            .collect()
+    });
+    rayon::scope(|s| {
+        if let Some(scans) = scans {
+            s.spawn(move |_| files.scanned(scans));
+        }
+        analyze_loaded(loaded, opts, record, files)
+    })
+}
+
+/// [`analyze_paths`] of the loaded files.
+#[allow(clippy::type_complexity)]
+fn analyze_loaded(
+    loaded: Vec<(Loaded, Option<FileState>, bool)>,
+    opts: &Options,
+    record: bool,
+    files: &dyn Files,
+) -> (
+    Report,
+    Vec<FileIr>,
+    locks::Packages,
+    Vec<Option<FileState>>,
+    crate::parsing::Closure,
+) {
     let mut report = Report::default();
     let mut sources = Vec::new();
     let mut states = Vec::with_capacity(if record { loaded.len() } else { 0 });
@@ -866,13 +1012,13 @@ pub(crate) fn analyze_paths(
     }
     let paths: Vec<&Path> = sources.iter().map(|t| t.file.path.as_path()).collect();
     let packages = files.packages(&paths, opts.project_root.as_deref());
-    let (mut irs, rebuilt, mut closure) =
+    let (mut irs, rebuilt, mut closure, left_out) =
         crate::parsing::parse_needed(sources, &packages, opts, files);
     files.parsed();
     // what the run read of each parsed file, for the stored answer: another text that reads
     // the same keeps it
     if let Some(cache) = files.cache().filter(|_| record) {
-        closure = closure.with_roles(&irs, opts.parse_all, cache);
+        closure = closure.with_roles(&irs, &left_out, cache);
     }
     let closure = closure.of_project(&at, all, &packages);
     // each run afresh, after the cache: a write's table may be declared in another file
@@ -887,6 +1033,17 @@ pub(crate) fn analyze_paths(
         }
     }
     (report, irs, packages, states, closure)
+}
+
+/// How the prefilter found a loaded file, to store (`None`: it could not be read, or its state
+/// was not recorded).
+fn scan_of(l: &Loaded, state: Option<&FileState>) -> Option<Scan> {
+    let spelling = match l {
+        Loaded::Unread(_, _, _, spelling) => Some(spelling.clone()),
+        Loaded::File(_) | Loaded::Skipped(_) => None,
+        Loaded::Failed(_) => return None,
+    };
+    Some(Scan::new(state?.clone(), spelling))
 }
 
 /// Count a loaded file in the report (a selected one's lines, the note or error of a selected

@@ -592,6 +592,7 @@ impl parsing::Source for Memory<'_> {
             overlay: self.overlay,
             cache: None,
             parse_all: self.parse_all,
+            scans: None,
         }
         .text(f)
         .map(|t| Cow::Owned(t.into_owned()))

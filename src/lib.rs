@@ -25,6 +25,7 @@ pub mod output;
 pub mod packages;
 mod parsing;
 pub mod project;
+mod scans;
 pub mod suppress;
 
 // The layers below the command line, each a crate of its own (a lower crate cannot name a

@@ -8,23 +8,45 @@
 //! every function and are seen from everywhere, as files outside any package are.
 
 use locklint_project::Packages;
-use std::collections::HashMap;
+use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// The packages of `paths` (each file by its index), below `root` when there is one.
 pub fn of_files<'p>(paths: impl IntoIterator<Item = &'p Path>, root: Option<&Path>) -> Packages {
-    let root = root.map(crate::project::absolute);
+    let cwd = std::env::current_dir().ok();
+    let absolute = |p: &Path| match &cwd {
+        Some(cwd) if !p.is_absolute() => crate::project::lexical(&cwd.join(p)),
+        _ => crate::project::lexical(p),
+    };
+    let root = root.map(absolute);
+    let dirs: Vec<Option<PathBuf>> = paths
+        .into_iter()
+        .map(|p| absolute(p).parent().map(Path::to_path_buf))
+        .collect();
+    // every directory a package is looked for in (each file's and those above it, up to the
+    // root), its manifest read in parallel
+    let mut looked: HashSet<&Path> = HashSet::new();
+    for d in dirs.iter().flatten() {
+        for a in d.ancestors() {
+            if !looked.insert(a) || root.as_deref() == Some(a) {
+                break;
+            }
+        }
+    }
+    let read: HashMap<PathBuf, Read> = looked
+        .into_par_iter()
+        .map(|d| (d.to_path_buf(), read(&d.join("Cargo.toml"))))
+        .collect();
     let mut reader = Reader {
-        root,
+        root: root.clone(),
         by_dir: HashMap::new(),
+        read,
         manifests: Vec::new(),
     };
-    let of_file: Vec<Option<u32>> = paths
-        .into_iter()
-        .map(|p| {
-            let abs = crate::project::absolute(p);
-            abs.parent().and_then(|d| reader.package_of(d))
-        })
+    let of_file: Vec<Option<u32>> = dirs
+        .iter()
+        .map(|d| d.as_deref().and_then(|d| reader.package_of(d)))
         .collect();
     let mut ids_by_name: HashMap<&str, Vec<u32>> = HashMap::new();
     for (i, m) in reader.manifests.iter().enumerate() {
@@ -58,6 +80,9 @@ struct Reader {
     root: Option<PathBuf>,
     /// Per directory looked at: the package it is in (the answer of its nearest manifest).
     by_dir: HashMap<PathBuf, Option<u32>>,
+    /// What each directory's `Cargo.toml` says, read beforehand (a directory not in it is read
+    /// when looked at).
+    read: HashMap<PathBuf, Read>,
     manifests: Vec<Manifest>,
 }
 
@@ -77,7 +102,11 @@ impl Reader {
         if let Some(known) = self.by_dir.get(dir) {
             return *known;
         }
-        let answer = match read(&dir.join("Cargo.toml")) {
+        let said = match self.read.remove(dir) {
+            Some(said) => said,
+            None => read(&dir.join("Cargo.toml")),
+        };
+        let answer = match said {
             Read::Package(m) => {
                 self.manifests.push(m);
                 Some(self.manifests.len() as u32 - 1)

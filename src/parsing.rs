@@ -75,12 +75,26 @@ pub(crate) fn scan(
         .collect()
 }
 
-/// Whether a file read as `spelling` spells a name of `asked` ([`scan`]), per pattern.
-fn hits(asked: &[locks::reach::Wanted], spelling: &Spelling) -> Vec<bool> {
-    scan(asked, &|_| Some(spelling.clone()), vec![0])
-        .pop()
-        .map(|(_, hit)| hit)
-        .unwrap_or_default()
+/// The names a run asked for, ready to be looked up in files' identifiers.
+struct Finder {
+    mentions: frontend::prefilter::Mentions,
+    patterns: usize,
+}
+
+impl Finder {
+    fn new(asked: &[locks::reach::Wanted]) -> Finder {
+        let (mentions, patterns) = mentions_of(asked);
+        Finder { mentions, patterns }
+    }
+
+    /// Whether a file read as `spelling` spells each name (as [`scan`] tells), per pattern.
+    fn hits(&self, spelling: &Spelling) -> Vec<bool> {
+        let mut hit = vec![false; self.patterns];
+        for p in self.mentions.find_in(spelling) {
+            hit[p] = true;
+        }
+        hit
+    }
 }
 
 /// Whether a file of `package` whose text gives `hit` ([`scan`]) spells a name of `needed` as
@@ -103,11 +117,6 @@ pub(crate) struct ToParse {
     pub spelling: Option<Spelling>,
 }
 
-/// Parse the files of `sources` that can matter, through `source`: those loaded with their
-/// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
-/// without it whose text spells a name the parsed files need.
-/// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
-/// reads it), and per file whether its stored entry did not read back.
 /// Which files a run parsed, and every name its rounds asked the others for (with the
 /// packages each was asked in, over all rounds): another text of a file left out would have
 /// been parsed only if the prefilter let it through or it spelled one of those names.
@@ -149,16 +158,25 @@ pub(crate) struct Role {
 impl Role {
     /// The role of `file` among the names `asked`; `None` when it holds a suppression comment.
     pub fn of(file: &FileRef, asked: &[locks::reach::Wanted], parse_all: bool) -> Option<Role> {
-        use std::hash::{Hash, Hasher};
         if crate::suppress::suppresses(file) {
             return None;
         }
-        let (path, text) = (file.path.as_path(), file.text.as_str());
         // the prefilter's one read of the text: whether it lets the file through, else the
         // identifiers the asked names are looked up in
-        let left_out = prefiltered(path, text, parse_all);
-        let spelled = left_out.as_ref().map_or(0, |spelling| {
-            let hit = hits(asked, spelling);
+        let left_out = prefiltered(&file.path, &file.text, parse_all);
+        Some(Role::as_read(asked, &Finder::new(asked), left_out.as_ref()))
+    }
+
+    /// [`Role::of`] a file without a suppression comment that the prefilter let through
+    /// (`None`) or left out with these identifiers (`finder`: of `asked`).
+    fn as_read(
+        asked: &[locks::reach::Wanted],
+        finder: &Finder,
+        left_out: Option<&Spelling>,
+    ) -> Role {
+        use std::hash::{Hash, Hasher};
+        let spelled = left_out.map_or(0, |spelling| {
+            let hit = finder.hits(spelling);
             let mut h = std::collections::hash_map::DefaultHasher::new();
             for (k, w) in asked.iter().enumerate() {
                 if hit.get(2 * k) == Some(&true) && (w.with.is_none() || hit[2 * k + 1]) {
@@ -167,10 +185,10 @@ impl Role {
             }
             h.finish()
         });
-        Some(Role {
+        Role {
             first: left_out.is_none(),
             spelled,
-        })
+        }
     }
 }
 
@@ -273,18 +291,26 @@ impl Closure {
     }
 
     /// The closure with what it read of each file of `irs` (the files it is of) that it
-    /// parsed: its [`Role`] and the key of its form's entry in `cache`.
-    pub fn with_roles(mut self, irs: &[FileIr], parse_all: bool, cache: &Cache) -> Closure {
+    /// parsed: its [`Role`] (the prefilter's reading of it as the rounds had it: `left_out`,
+    /// see [`parse_needed`]) and the key of its form's entry in `cache`.
+    pub fn with_roles(
+        mut self,
+        irs: &[FileIr],
+        left_out: &[Option<Spelling>],
+        cache: &Cache,
+    ) -> Closure {
         let asked = &self.asked;
+        let finder = Finder::new(asked);
         self.roles = irs
             .par_iter()
             .zip(&self.parsed)
-            .map(|(ir, &parsed)| {
-                if !parsed {
+            .zip(left_out)
+            .map(|((ir, &parsed), left_out)| {
+                if !parsed || crate::suppress::suppresses(&ir.file) {
                     return None;
                 }
                 Some(Read {
-                    role: Role::of(&ir.file, asked, parse_all)?,
+                    role: Role::as_read(asked, &finder, left_out.as_ref()),
                     entry: cache.key(&ir.file),
                 })
             })
@@ -298,17 +324,27 @@ impl Closure {
     pub fn would_parse(&self, path: &std::path::Path, text: &str, package: Option<u32>) -> bool {
         match prefiltered(path, text, false) {
             None => true,
-            Some(spelling) => spells(&self.asked, &hits(&self.asked, &spelling), package),
+            Some(spelling) => spells(
+                &self.asked,
+                &Finder::new(&self.asked).hits(&spelling),
+                package,
+            ),
         }
     }
 }
 
+/// Parse the files of `sources` that can matter, through `source`: those loaded with their
+/// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
+/// without it whose text spells a name the parsed files need.
+/// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
+/// reads it), per file whether its stored entry did not read back, the closure, and per file
+/// the identifiers of one the prefilter left out (`None`: let through).
 pub(crate) fn parse_needed(
     sources: Vec<ToParse>,
     packages: &locks::Packages,
     opts: &Options,
     source: &dyn Source,
-) -> (Vec<FileIr>, Vec<bool>, Closure) {
+) -> (Vec<FileIr>, Vec<bool>, Closure, Vec<Option<Spelling>>) {
     let mut aside: Vec<Option<Arc<str>>> = Vec::with_capacity(sources.len());
     let mut spellings: Vec<Option<Spelling>> = Vec::with_capacity(sources.len());
     let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources
@@ -425,7 +461,7 @@ pub(crate) fn parse_needed(
         packages: Vec::new(),
         roles: Vec::new(),
     };
-    (irs, rebuilt, closure)
+    (irs, rebuilt, closure, spellings)
 }
 
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must

@@ -107,10 +107,14 @@ fn answers(cache: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Overwrite every file entry of a cache: a run that reads them notes each one it rebuilds.
+/// Overwrite every file entry of a cache (not the stored scans): a run that reads them notes
+/// each one it rebuilds.
 fn spoil_entries(cache: &Path) {
     for p in files_under(cache) {
-        if !is_answer(&p) && p.file_name().is_some_and(|n| n != ".gitignore") {
+        if !is_answer(&p)
+            && p.file_name()
+                .is_some_and(|n| n != ".gitignore" && n != "scans.bin")
+        {
             std::fs::write(&p, b"not an analysis").unwrap();
         }
     }
@@ -381,6 +385,53 @@ fn an_edit_that_calls_a_lock_helper_is_analysed_again() {
     assert!(stderr(&warm).contains("rebuilt"), "{}", stderr(&warm));
     assert_eq!(stdout(&warm), stdout(&p.uncached()));
     assert!(stdout(&warm).contains("money.rs"), "{}", stdout(&warm));
+}
+
+/// A file of `tmp`'s `src/` the prefilter leaves out, holding a comment as long as
+/// [`SETNX_CODE`].
+fn plain_file(tmp: &Path) -> PathBuf {
+    let path = tmp.join("src/report.rs");
+    std::fs::write(&path, format!("//{}\n", "x".repeat(SETNX_CODE.len() - 3))).unwrap();
+    path
+}
+
+/// Lock code the prefilter lets through: a `SETNX` with no expiry.
+const SETNX_CODE: &str = "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"lock:report\", \"1\")\n}\n";
+
+#[test]
+fn a_file_left_out_is_not_read_again_while_its_length_and_time_are_those_stored() {
+    let tmp = helper_project(true);
+    let report = plain_file(tmp.path());
+    age(tmp.path());
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "src", "--format", "json", "--cache-dir", &c];
+    let cold = stdout(&locklint(tmp.path(), &args));
+    assert!(rules_in(&cold, "report.rs").is_empty(), "{cold}");
+    // the project's answer no longer holds (another key in `jobs.rs`), so the files are
+    // loaded again; `report.rs` gets lock code of the same length with the time it had: as
+    // stored, an hour old, it stands for its bytes (as it does for the stored answer) and
+    // is not read
+    let when = mtime(&report);
+    std::fs::write(&report, SETNX_CODE).unwrap();
+    set_mtime(&report, when);
+    let jobs = tmp.path().join("src/jobs.rs");
+    let text = std::fs::read_to_string(&jobs).unwrap();
+    edit(&jobs, &text.replace("lock:nightly", "lock:weekly"));
+    let warm = stdout(&locklint(tmp.path(), &args));
+    assert!(warm.contains("lock:weekly"), "{warm}");
+    assert!(rules_in(&warm, "report.rs").is_empty(), "{warm}");
+    // another time: read, scanned and analysed afresh
+    set_mtime(&report, long_ago() + Duration::from_secs(1200));
+    let after = stdout(&locklint(tmp.path(), &args));
+    assert!(!rules_in(&after, "report.rs").is_empty(), "{after}");
+    assert_eq!(
+        after,
+        stdout(&locklint(
+            tmp.path(),
+            &["check", "src", "--format", "json", "--no-cache"]
+        ))
+    );
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn is_answer(p: &Path) -> bool {
 }
 
 /// Every file entry under a cache directory (not its `.gitignore`, nor the projects' stored
-/// answers).
+/// answers, nor the stored scans of their files).
 fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -50,7 +50,11 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 todo.push(p);
-            } else if p.file_name().is_some_and(|n| n != ".gitignore") && !is_answer(&p) {
+            } else if p
+                .file_name()
+                .is_some_and(|n| n != ".gitignore" && n != "scans.bin")
+                && !is_answer(&p)
+            {
                 out.push(p);
             }
         }
@@ -305,6 +309,52 @@ fn the_cache_keeps_what_the_project_needs_and_the_latest_answers() {
     check(&["--select", "get-then-set"]);
     assert_eq!(answers().len(), 8);
     assert_ne!(answers(), kept);
+}
+
+/// The stored scans of the project's files in a cache directory.
+fn scans(dir: &Path) -> PathBuf {
+    let build = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("the build's directory");
+    build.join("scans.bin")
+}
+
+#[test]
+fn broken_stored_scans_are_rebuilt_with_a_note_and_the_same_answer() {
+    let tmp = helper_project();
+    let cache = tempfile::tempdir().unwrap();
+    let c = cache.path().display().to_string();
+    let args = ["check", "src", "--format", "json", "--cache-dir", &c];
+    let first = locklint(tmp.path(), &args, &[]);
+    let stored = scans(cache.path());
+    let whole = std::fs::read(&stored).unwrap();
+    let mut flipped = whole.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    for spoiled in [
+        whole[..whole.len() / 2].to_vec(),
+        flipped,
+        b"garbage".to_vec(),
+    ] {
+        // without the project's stored answer, the next run loads the files
+        remove_answers(cache.path());
+        std::fs::write(&stored, &spoiled).unwrap();
+        let second = locklint(tmp.path(), &args, &[]);
+        assert_eq!(stdout(&second), stdout(&first));
+        let notes = stderr(&second);
+        assert!(
+            notes.contains("the stored scans of the project's files could not be read"),
+            "{notes}"
+        );
+        // rebuilt: the next run reads them without a note
+        remove_answers(cache.path());
+        let third = locklint(tmp.path(), &args, &[]);
+        assert_eq!(stdout(&third), stdout(&first));
+        assert!(!stderr(&third).contains("rebuilt"), "{}", stderr(&third));
+    }
 }
 
 #[test]

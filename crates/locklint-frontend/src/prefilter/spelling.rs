@@ -207,6 +207,23 @@ impl Spelling {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// The entries as stored (each identifier's hash shifted left 16 bits, or'ed with its
+    /// flags; sorted): what [`Spelling::from_raw`] reads back.
+    pub fn raw(&self) -> &[u64] {
+        &self.entries
+    }
+
+    /// A spelling stored as [`Spelling::raw`]; `None` when the entries are not strictly
+    /// sorted (they were not written by `raw`).
+    pub fn from_raw(entries: Vec<u64>) -> Option<Spelling> {
+        entries
+            .windows(2)
+            .all(|w| w[0] >> 16 < w[1] >> 16)
+            .then(|| Spelling {
+                entries: entries.into(),
+            })
+    }
 }
 
 type Seen = std::collections::HashMap<u64, Flags, foldhash::fast::FixedState>;
@@ -269,6 +286,18 @@ mod tests {
 
     fn stands(text: &str, word: &str) -> Option<Flags> {
         Spelling::of(text).flags(ident_hash(word.as_bytes()))
+    }
+
+    #[test]
+    fn a_spelling_reads_back_from_its_raw_entries_and_nothing_unsorted_does() {
+        let s = Spelling::of("impl Pool { fn get(&self) {} } struct Pool;");
+        assert_eq!(Spelling::from_raw(s.raw().to_vec()), Some(s.clone()));
+        let mut reversed = s.raw().to_vec();
+        reversed.reverse();
+        assert_eq!(Spelling::from_raw(reversed), None);
+        // one identifier twice (two entries of one hash) is not a spelling either
+        let twice = vec![s.raw()[0], s.raw()[0] | 1];
+        assert_eq!(Spelling::from_raw(twice), None);
     }
 
     #[test]

@@ -1,0 +1,365 @@
+//! What the prefilter read of each file of the project, kept in the analysis cache so that a
+//! run after an edit reads only the files that changed: per file, how the run that stored it
+//! found the file ([`FileState`]: length, modification time, hash of the bytes, and whether it
+//! was analysed, with its line count, or skipped with a note), whether the prefilter let it
+//! through, and, for a file left out, its identifiers ([`Spelling`]), which the name rounds
+//! look names up in.
+//!
+//! A stored scan stands for a file whose length and time are those recorded and whose time is
+//! older than the start of the storing run by more than [`RACY_NANOS`] (a later write would
+//! have changed it): such a file left out is not read at all; one let through is read for its
+//! text, not scanned again. A file whose length and time match but whose time is too recent to
+//! be trusted is read and hashed, and keeps its scan when the bytes are those recorded. Any
+//! other file is read and scanned afresh. So a scan is never trusted beyond what the project's
+//! stored answer ([`crate::answer`]) trusts of a file.
+//!
+//! One file per build in the cache (`scans.bin`): a header (magic, the length of the index,
+//! a checksum of everything after the header), the index (postcard: per file its absolute
+//! path, state, whether it was let through and where its identifiers lie), then every left-out
+//! file's identifiers as little-endian `u64`s. It is written after a run that scanned a file
+//! afresh, to a temporary file renamed into place (runs sharing a cache never read half of
+//! one), and holds the files of that run. A file that does not read back (truncated, garbage,
+//! another layout) is not trusted: every file is scanned again and the store rewritten, with a
+//! note.
+
+use crate::answer::{FileState, Kind, RACY_NANOS};
+use crate::cache::Cache;
+use crate::engine::Note;
+use crate::frontend::prefilter::Spelling;
+use crate::source::display_path;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The store's name in the build's directory of the cache.
+const FILE_NAME: &str = "scans.bin";
+
+/// The first bytes of a store; another layout starts otherwise.
+const MAGIC: &[u8; 8] = b"LLSCANS1";
+
+/// Magic, index length, checksum.
+const HEADER: usize = 24;
+
+/// How the prefilter found one file, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct Scan {
+    pub state: FileState,
+    /// The prefilter let it through (or it is not Rust): it is parsed from the start.
+    pub through: bool,
+    /// The identifiers of a file left out.
+    pub spelling: Option<Spelling>,
+    /// Its time is old enough, by the start of the run that stored it, to stand for its bytes.
+    trusted: bool,
+}
+
+impl Scan {
+    /// The scan of a file whose length and time are those of `meta`, if they are those
+    /// recorded; whether they can be trusted without reading the file.
+    pub fn fits(&self, len: u64, mtime: u128) -> Option<bool> {
+        (self.state.len == len && self.state.mtime == mtime).then_some(self.trusted)
+    }
+}
+
+/// One file's entry in the index.
+#[derive(Serialize, Deserialize)]
+struct Indexed {
+    path: String,
+    state: FileState,
+    through: bool,
+    /// Where the identifiers of a file left out lie among the stored `u64`s: start, count.
+    spelling: Option<(usize, usize)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Index {
+    /// When the run that stored the scans started (nanoseconds since the epoch).
+    started: u128,
+    files: Vec<Indexed>,
+}
+
+/// The stored scans of a project, by absolute path, and what this run found of its files.
+pub(crate) struct Scans {
+    path: PathBuf,
+    /// The current directory, which relative paths are made absolute against.
+    cwd: Option<PathBuf>,
+    stored: HashMap<PathBuf, Scan>,
+    /// When this run started: a scan it stores is trusted against it.
+    started: u128,
+    /// A store was there but did not read back.
+    unreadable: bool,
+}
+
+impl Scans {
+    /// The scans stored in `cache` (none when there are none or they do not read back).
+    pub fn open(cache: &Cache, started: u128) -> Scans {
+        let path = cache.dir().join(FILE_NAME);
+        let (stored, unreadable) = match std::fs::read(&path) {
+            Err(_) => (HashMap::new(), false),
+            Ok(bytes) => match decode(&bytes) {
+                Some(stored) => (stored, false),
+                None => (HashMap::new(), true),
+            },
+        };
+        Scans {
+            path,
+            cwd: std::env::current_dir().ok(),
+            stored,
+            started,
+            unreadable,
+        }
+    }
+
+    /// The stored scan of the file at `path` (as the run names it).
+    pub fn get(&self, path: &Path) -> Option<&Scan> {
+        if self.stored.is_empty() {
+            return None;
+        }
+        self.stored.get(&self.absolute(path))
+    }
+
+    /// `path` made absolute (`.` and `..` resolved as [`crate::project::absolute`] does).
+    fn absolute(&self, path: &Path) -> PathBuf {
+        match &self.cwd {
+            Some(cwd) if !path.is_absolute() => crate::project::lexical(&cwd.join(path)),
+            _ => crate::project::lexical(path),
+        }
+    }
+
+    /// The note of a store that could not be read (and is rebuilt).
+    pub fn note(&self) -> Option<Note> {
+        self.unreadable.then(|| Note {
+            path: display_path(&self.path),
+            message: "the stored scans of the project's files could not be read and were rebuilt"
+                .to_string(),
+        })
+    }
+
+    /// Store the scans of this run's files (`None`: a file that could not be read, or an
+    /// editor's text), when one differs from what is stored.
+    pub fn store(&self, scans: Vec<(PathBuf, Option<Scan>)>) {
+        let fresh: Vec<(PathBuf, Scan)> = scans
+            .into_iter()
+            .filter_map(|(p, s)| Some((self.absolute(&p), s?)))
+            .collect();
+        let same = !self.unreadable
+            && fresh.len() == self.stored.len()
+            && fresh.iter().all(|(p, s)| {
+                // a scan not yet trusted is stored again once this run's start trusts it
+                let trusted_now = s.state.mtime.saturating_add(RACY_NANOS) <= self.started;
+                self.stored.get(p).is_some_and(|old| {
+                    old.state == s.state
+                        && old.through == s.through
+                        && (old.trusted || !trusted_now)
+                })
+            });
+        if same {
+            return;
+        }
+        let Some(bytes) = encode(self.started, &fresh) else {
+            return;
+        };
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+            if tmp.write_all(&bytes).is_ok() {
+                let _ = tmp.persist(&self.path);
+            }
+        }
+    }
+}
+
+impl Scan {
+    /// The scan of a file as a run found it: its state, and the identifiers of a file the
+    /// prefilter left out (`None` for one let through).
+    pub fn new(state: FileState, spelling: Option<Spelling>) -> Scan {
+        Scan {
+            through: spelling.is_none() && matches!(state.kind, Kind::Analysed { .. }),
+            state,
+            spelling,
+            trusted: false,
+        }
+    }
+}
+
+fn checksum(bytes: &[u8]) -> u64 {
+    foldhash::fast::FixedState::with_seed(0x7363_616e_735f_6c6c).hash_one(bytes)
+}
+
+/// The bytes of a store holding `scans`, stored by a run that started at `started`.
+fn encode(started: u128, scans: &[(PathBuf, Scan)]) -> Option<Vec<u8>> {
+    let mut words: Vec<u64> = Vec::new();
+    let mut files = Vec::with_capacity(scans.len());
+    for (path, scan) in scans {
+        // a path that is not UTF-8 is not stored: that file is scanned again
+        let Some(path) = path.to_str() else { continue };
+        let spelling = scan.spelling.as_ref().map(|s| {
+            let start = words.len();
+            words.extend_from_slice(s.raw());
+            (start, s.len())
+        });
+        files.push(Indexed {
+            path: path.to_string(),
+            state: scan.state.clone(),
+            through: scan.through,
+            spelling,
+        });
+    }
+    let index = postcard::to_stdvec(&Index { started, files }).ok()?;
+    let mut bytes = Vec::with_capacity(HEADER + index.len() + 8 * words.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&(index.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&index);
+    for w in &words {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    let sum = checksum(&bytes[HEADER..]);
+    bytes[16..HEADER].copy_from_slice(&sum.to_le_bytes());
+    Some(bytes)
+}
+
+/// The scans a store's bytes hold, by absolute path; `None` when they are not a whole store
+/// of this layout.
+fn decode(bytes: &[u8]) -> Option<HashMap<PathBuf, Scan>> {
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+    };
+    if bytes.get(..8)? != MAGIC || word(16)? != checksum(bytes.get(HEADER..)?) {
+        return None;
+    }
+    let index_len = usize::try_from(word(8)?).ok()?;
+    let index_end = HEADER.checked_add(index_len)?;
+    let index: Index = match postcard::take_from_bytes(bytes.get(HEADER..index_end)?) {
+        Ok((index, [])) => index,
+        _ => return None,
+    };
+    let words = bytes.get(index_end..)?;
+    if words.len() % 8 != 0 {
+        return None;
+    }
+    let started = index.started;
+    let scans: Option<Vec<(PathBuf, Scan)>> = index
+        .files
+        .into_par_iter()
+        .map(|f| {
+            let spelling = match f.spelling {
+                None => None,
+                Some((start, count)) => {
+                    let end = start.checked_add(count)?;
+                    let raw = words.get(start.checked_mul(8)?..end.checked_mul(8)?)?;
+                    let entries = raw
+                        .chunks_exact(8)
+                        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                        .collect();
+                    Some(Spelling::from_raw(entries)?)
+                }
+            };
+            // a file left out has its identifiers; one let through or skipped has none
+            let analysed = matches!(f.state.kind, Kind::Analysed { .. });
+            if spelling.is_some() == (f.through || !analysed) {
+                return None;
+            }
+            let trusted = f.state.mtime.saturating_add(RACY_NANOS) <= started;
+            let scan = Scan {
+                state: f.state,
+                through: f.through,
+                spelling,
+                trusted,
+            };
+            Some((PathBuf::from(f.path), scan))
+        })
+        .collect();
+    Some(scans?.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analysed(lines: usize, mtime: u128) -> FileState {
+        FileState {
+            len: 10,
+            mtime,
+            hash: Some(crate::answer::hash(b"0123456789")),
+            kind: Kind::Analysed { lines },
+        }
+    }
+
+    fn sample() -> Vec<(PathBuf, Scan)> {
+        vec![
+            (
+                PathBuf::from("/p/src/left_out.rs"),
+                Scan::new(analysed(3, 1_000), Some(Spelling::of("fn render() {}"))),
+            ),
+            (
+                PathBuf::from("/p/src/through.rs"),
+                Scan::new(analysed(7, 5_000_000_000), None),
+            ),
+            (
+                PathBuf::from("/p/src/blob.rs"),
+                Scan::new(
+                    FileState {
+                        kind: Kind::Skipped("skipped: binary file".to_string()),
+                        ..analysed(0, 1_000)
+                    },
+                    None,
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_store_reads_back_with_what_each_file_was_and_whether_its_time_is_trusted() {
+        let bytes = encode(4_000_000_000, &sample()).unwrap();
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.len(), 3);
+        let left_out = &back[Path::new("/p/src/left_out.rs")];
+        assert!(!left_out.through);
+        assert_eq!(
+            left_out.spelling.as_ref(),
+            Some(&Spelling::of("fn render() {}"))
+        );
+        assert_eq!(left_out.state, analysed(3, 1_000));
+        // written long enough before the storing run started
+        assert_eq!(left_out.fits(10, 1_000), Some(true));
+        assert_eq!(left_out.fits(11, 1_000), None);
+        assert_eq!(left_out.fits(10, 1_001), None);
+        let through = &back[Path::new("/p/src/through.rs")];
+        assert!(through.through && through.spelling.is_none());
+        // written after the storing run started: its bytes must be compared
+        assert_eq!(through.fits(10, 5_000_000_000), Some(false));
+        let blob = &back[Path::new("/p/src/blob.rs")];
+        assert!(!blob.through && blob.spelling.is_none());
+    }
+
+    #[test]
+    fn a_truncated_altered_or_foreign_store_is_not_read() {
+        let bytes = encode(4_000_000_000, &sample()).unwrap();
+        for cut in [0, 7, HEADER, bytes.len() / 2, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        // one bit of the identifiers, of the index, of the header
+        for at in [bytes.len() - 3, HEADER + 5, 9] {
+            let mut spoiled = bytes.clone();
+            spoiled[at] ^= 0x10;
+            assert!(decode(&spoiled).is_none(), "byte {at} altered");
+        }
+        assert!(decode(b"{\"files\": []}").is_none());
+        let mut other = bytes.clone();
+        other[7] = b'9';
+        assert!(decode(&other).is_none());
+    }
+
+    #[test]
+    fn a_store_whose_index_contradicts_itself_is_not_read() {
+        // a file let through that claims identifiers: rebuilt as if the layout were foreign
+        let mut scans = sample();
+        scans[1].1.spelling = Some(Spelling::of("fn x() {}"));
+        let bytes = encode(4_000_000_000, &scans).unwrap();
+        assert!(decode(&bytes).is_none());
+    }
+}
