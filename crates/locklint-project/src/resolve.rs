@@ -9,8 +9,10 @@ pub(crate) struct Index<'a> {
     pub(crate) files: &'a [FileIr],
     /// Which file's functions each file can call.
     pub(crate) packages: &'a Packages,
-    pub(crate) consts: HashMap<String, Option<KeyRef>>,
-    pub(crate) fields: HashMap<(String, String), Option<KeyRef>>,
+    /// Each const's key, project-wide: `None` where two consts of the name differ.
+    pub(crate) consts: HashMap<&'a str, Option<&'a KeyRef>>,
+    /// Each struct field's initialiser, project-wide: `None` where two differ.
+    pub(crate) fields: HashMap<(&'a str, &'a str), Option<&'a KeyRef>>,
     pub(crate) by_name: HashMap<&'a str, Vec<FnId>>,
     /// Declared types of struct fields, project-wide: `None` where two declarations differ.
     pub(crate) field_types: HashMap<(&'a str, &'a str), Option<&'a str>>,
@@ -21,7 +23,12 @@ pub(crate) struct Index<'a> {
     targets: HashMap<locklint_ir::NodeId, FnId>,
 }
 
-pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: String, k: KeyRef) {
+/// Record `k` under `name`, or `None` there when another key of another template is.
+fn merge_unique<'a, N: std::hash::Hash + Eq>(
+    map: &mut HashMap<N, Option<&'a KeyRef>>,
+    name: N,
+    k: &'a KeyRef,
+) {
     match map.get(&name) {
         None => {
             map.insert(name, Some(k));
@@ -36,7 +43,7 @@ pub(crate) fn merge_unique(map: &mut HashMap<String, Option<KeyRef>>, name: Stri
 impl<'a> Index<'a> {
     pub(crate) fn new(files: &'a [FileIr], packages: &'a Packages) -> Self {
         let mut consts = HashMap::new();
-        let mut fields: HashMap<(String, String), Option<KeyRef>> = HashMap::new();
+        let mut fields = HashMap::new();
         let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::new();
         let mut field_types: HashMap<(&str, &str), Option<&str>> = HashMap::new();
         for (fi, f) in files.iter().enumerate() {
@@ -51,19 +58,10 @@ impl<'a> Index<'a> {
                     .or_insert(Some(ty.as_str()));
             }
             for (n, k) in &f.consts {
-                merge_unique(&mut consts, n.clone(), k.clone());
+                merge_unique(&mut consts, n.as_str(), k);
             }
             for (t, field, k) in &f.field_inits {
-                let key = (t.clone(), field.clone());
-                match fields.get(&key) {
-                    None => {
-                        fields.insert(key, Some(k.clone()));
-                    }
-                    Some(Some(prev)) if prev.template() != k.template() => {
-                        fields.insert(key, None);
-                    }
-                    _ => {}
-                }
+                merge_unique(&mut fields, (t.as_str(), field.as_str()), k);
             }
             for (fj, func) in f.functions.iter().enumerate() {
                 by_name
@@ -104,24 +102,39 @@ impl<'a> Index<'a> {
     /// Functions that reach Redis, directly or through the functions they call: a walk up
     /// the call graph from those with their own operations.
     pub(crate) fn compute_touches(&mut self) {
+        use rayon::prelude::*;
         let mut callers: HashMap<FnId, Vec<(FnId, usize)>> = HashMap::new();
         let mut todo = Vec::new();
-        for (fi, f) in self.files.iter().enumerate() {
-            for (fj, func) in f.functions.iter().enumerate() {
-                if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
-                    todo.push(FnId { file: fi, func: fj });
-                }
-                for (at, e) in func.events.iter().enumerate() {
-                    if let Event::Call(c) = e {
-                        if let Some(t) = self.resolve(c, FnId { file: fi, func: fj }) {
-                            self.targets.insert(c.id, t);
-                            callers
-                                .entry(t)
-                                .or_default()
-                                .push((FnId { file: fi, func: fj }, at));
+        // every call resolved (independently, on every core): per file, its functions with
+        // their own operations, and each call's node, target, caller and place
+        type Resolved = (Vec<FnId>, Vec<(locklint_ir::NodeId, FnId, FnId, usize)>);
+        let resolved: Vec<Resolved> = self
+            .files
+            .par_iter()
+            .enumerate()
+            .map(|(fi, f)| {
+                let (mut own, mut calls) = (Vec::new(), Vec::new());
+                for (fj, func) in f.functions.iter().enumerate() {
+                    let id = FnId { file: fi, func: fj };
+                    if func.events.iter().any(|e| matches!(e, Event::Op(_))) {
+                        own.push(id);
+                    }
+                    for (at, e) in func.events.iter().enumerate() {
+                        if let Event::Call(c) = e {
+                            if let Some(t) = self.resolve(c, id) {
+                                calls.push((c.id, t, id, at));
+                            }
                         }
                     }
                 }
+                (own, calls)
+            })
+            .collect();
+        for (own, calls) in resolved {
+            todo.extend(own);
+            for (node, t, caller, at) in calls {
+                self.targets.insert(node, t);
+                callers.entry(t).or_default().push((caller, at));
             }
         }
         while let Some(f) = todo.pop() {
@@ -212,7 +225,7 @@ impl<'a> Index<'a> {
         };
         if single_hole {
             if let Some(field) = &key.field {
-                if let Some(Some(k)) = self.fields.get(field) {
+                if let Some(Some(k)) = self.fields.get(&(field.0.as_str(), field.1.as_str())) {
                     let mut r = self.resolve_key(k, depth + 1);
                     r.add_names(key.names.iter().cloned());
                     r.field = key.field.clone();
@@ -229,7 +242,7 @@ impl<'a> Index<'a> {
         }
         for p in &key.parts {
             match p {
-                Part::Const(name) => match self.consts.get(name) {
+                Part::Const(name) => match self.consts.get(name.as_str()) {
                     Some(Some(k)) => {
                         let r = self.resolve_key(k, depth + 1);
                         for rp in r.parts {
