@@ -11,6 +11,7 @@ use locklint_project::Packages;
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
 
 /// The packages of `paths` (each file by its index), below `root` when there is one.
 pub fn of_files<'p>(paths: impl IntoIterator<Item = &'p Path>, root: Option<&Path>) -> Packages {
@@ -129,13 +130,15 @@ fn read(manifest: &Path) -> Read {
     let Ok(text) = std::fs::read_to_string(manifest) else {
         return Read::Nothing;
     };
-    let Ok(table) = text.parse::<toml::Table>() else {
+    // parsed without copying its strings: a few keys are read of it
+    let Ok(doc) = toml::de::DeTable::parse(&text) else {
         return Read::Invalid;
     };
-    let Some(name) = table
-        .get("package")
-        .and_then(|p| p.get("name"))
-        .and_then(|n| n.as_str())
+    let table = doc.get_ref();
+    let Some(name) = field(table, "package")
+        .and_then(DeValue::as_table)
+        .and_then(|p| field(p, "name"))
+        .and_then(DeValue::as_str)
     else {
         return if table.contains_key("workspace") {
             Read::Workspace
@@ -144,9 +147,9 @@ fn read(manifest: &Path) -> Read {
         };
     };
     let mut depends = Vec::new();
-    dependency_names(&table, &mut depends);
-    if let Some(targets) = table.get("target").and_then(|t| t.as_table()) {
-        for t in targets.values().filter_map(|t| t.as_table()) {
+    dependency_names(table, &mut depends);
+    if let Some(targets) = field(table, "target").and_then(DeValue::as_table) {
+        for t in targets.values().filter_map(|t| t.get_ref().as_table()) {
             dependency_names(t, &mut depends);
         }
     }
@@ -156,14 +159,23 @@ fn read(manifest: &Path) -> Read {
     })
 }
 
-fn dependency_names(table: &toml::Table, out: &mut Vec<String>) {
+/// The value of `key` in a table.
+fn field<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t DeValue<'i>> {
+    table.get(key).map(|v| v.get_ref())
+}
+
+fn dependency_names(table: &DeTable, out: &mut Vec<String>) {
     for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
-        let Some(deps) = table.get(section).and_then(|d| d.as_table()) else {
+        let Some(deps) = field(table, section).and_then(DeValue::as_table) else {
             continue;
         };
         for (key, spec) in deps {
-            let name = spec.get("package").and_then(|p| p.as_str()).unwrap_or(key);
-            out.push(name.to_string());
+            let renamed = spec
+                .get_ref()
+                .as_table()
+                .and_then(|t| field(t, "package"))
+                .and_then(DeValue::as_str);
+            out.push(renamed.unwrap_or(key.get_ref()).to_string());
         }
     }
 }
