@@ -926,19 +926,23 @@ impl Files for Disk<'_> {
 /// others get an empty intermediate form: they hold nothing the analysis reads, so the
 /// findings are those of parsing every file ([`Options::parse_all`]).
 /// With `record`, also how each file was found (for the project's stored answer).
-#[allow(clippy::type_complexity)]
-pub(crate) fn analyze_paths(
-    paths: Vec<(PathBuf, bool)>,
-    opts: &Options,
-    record: bool,
-    files: &dyn Files,
-) -> (
+/// What [`analyze_paths`] gives: the report of the selection so far, every file's intermediate
+/// form, the packages, how each file was found (with `record`) and what decided which files
+/// were parsed.
+pub(crate) type Analyzed = (
     Report,
     Vec<FileIr>,
     locks::Packages,
     Vec<Option<FileState>>,
     crate::parsing::Closure,
-) {
+);
+
+pub(crate) fn analyze_paths(
+    paths: Vec<(PathBuf, bool)>,
+    opts: &Options,
+    record: bool,
+    files: &dyn Files,
+) -> Analyzed {
     let names: Vec<PathBuf> = if files.keeps_scans() {
         paths.iter().map(|(p, _)| p.clone()).collect()
     } else {
@@ -968,19 +972,12 @@ pub(crate) fn analyze_paths(
 }
 
 /// [`analyze_paths`] of the loaded files.
-#[allow(clippy::type_complexity)]
 fn analyze_loaded(
     loaded: Vec<(Loaded, Option<FileState>, bool)>,
     opts: &Options,
     record: bool,
     files: &dyn Files,
-) -> (
-    Report,
-    Vec<FileIr>,
-    locks::Packages,
-    Vec<Option<FileState>>,
-    crate::parsing::Closure,
-) {
+) -> Analyzed {
     let mut report = Report::default();
     let mut sources = Vec::new();
     let mut states = Vec::with_capacity(if record { loaded.len() } else { 0 });

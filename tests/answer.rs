@@ -149,6 +149,17 @@ fn helper_project(acquires: bool) -> tempfile::TempDir {
     tmp
 }
 
+/// A file of `tmp`'s `src/` the prefilter leaves out, holding a comment as long as
+/// [`SETNX_CODE`].
+fn plain_file(tmp: &Path) -> PathBuf {
+    let path = tmp.join("src/report.rs");
+    std::fs::write(&path, format!("//{}\n", "x".repeat(SETNX_CODE.len() - 3))).unwrap();
+    path
+}
+
+/// Lock code the prefilter lets through: a `SETNX` with no expiry.
+const SETNX_CODE: &str = "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"lock:report\", \"1\")\n}\n";
+
 fn same_run(cached: &Output, uncached: &Output, what: &str) {
     assert_eq!(stdout(cached), stdout(uncached), "{what}: stdout");
     assert_eq!(stderr(cached), stderr(uncached), "{what}: stderr");
@@ -252,11 +263,7 @@ fn an_edited_helper_changes_its_callers_findings_and_added_or_removed_files_coun
 fn a_file_rewritten_within_the_same_second_with_the_same_length_is_read_again() {
     // the files are new: their times are as recent as the run that stores the answer
     let tmp = helper_project(true);
-    let report = tmp.path().join("src/report.rs");
-    let code = "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"lock:report\", \"1\")\n}\n";
-    let plain = format!("//{}\n", "x".repeat(code.len() - 3));
-    assert_eq!(plain.len(), code.len());
-    std::fs::write(&report, &plain).unwrap();
+    let report = plain_file(tmp.path());
     let cache = tempfile::tempdir().unwrap();
     let c = cache.path().display().to_string();
     let args = ["check", "src", "--format", "json", "--cache-dir", &c];
@@ -265,14 +272,20 @@ fn a_file_rewritten_within_the_same_second_with_the_same_length_is_read_again() 
     assert_eq!(answers(cache.path()).len(), 1);
     // rewritten to the same length with the same time, as a write within the clock's tick
     let when = mtime(&report);
-    std::fs::write(&report, code).unwrap();
+    std::fs::write(&report, SETNX_CODE).unwrap();
     set_mtime(&report, when);
-    let after = stdout(&locklint(tmp.path(), &args));
+    report_is_analysed(tmp.path(), &args);
+}
+
+/// A run of `args` in `root` finds the `SETNX` of `src/report.rs`, as a run without the cache
+/// does.
+fn report_is_analysed(root: &Path, args: &[&str]) {
+    let after = stdout(&locklint(root, args));
     assert!(!rules_in(&after, "report.rs").is_empty(), "{after}");
     assert_eq!(
         after,
         stdout(&locklint(
-            tmp.path(),
+            root,
             &["check", "src", "--format", "json", "--no-cache"]
         ))
     );
@@ -387,17 +400,6 @@ fn an_edit_that_calls_a_lock_helper_is_analysed_again() {
     assert!(stdout(&warm).contains("money.rs"), "{}", stdout(&warm));
 }
 
-/// A file of `tmp`'s `src/` the prefilter leaves out, holding a comment as long as
-/// [`SETNX_CODE`].
-fn plain_file(tmp: &Path) -> PathBuf {
-    let path = tmp.join("src/report.rs");
-    std::fs::write(&path, format!("//{}\n", "x".repeat(SETNX_CODE.len() - 3))).unwrap();
-    path
-}
-
-/// Lock code the prefilter lets through: a `SETNX` with no expiry.
-const SETNX_CODE: &str = "use redis::Commands;\n\npub fn take(con: &mut redis::Connection) -> redis::RedisResult<bool> {\n    con.set_nx(\"lock:report\", \"1\")\n}\n";
-
 #[test]
 fn a_file_left_out_is_not_read_again_while_its_length_and_time_are_those_stored() {
     let tmp = helper_project(true);
@@ -423,15 +425,7 @@ fn a_file_left_out_is_not_read_again_while_its_length_and_time_are_those_stored(
     assert!(rules_in(&warm, "report.rs").is_empty(), "{warm}");
     // another time: read, scanned and analysed afresh
     set_mtime(&report, long_ago() + Duration::from_secs(1200));
-    let after = stdout(&locklint(tmp.path(), &args));
-    assert!(!rules_in(&after, "report.rs").is_empty(), "{after}");
-    assert_eq!(
-        after,
-        stdout(&locklint(
-            tmp.path(),
-            &["check", "src", "--format", "json", "--no-cache"]
-        ))
-    );
+    report_is_analysed(tmp.path(), &args);
 }
 
 #[test]
