@@ -16,10 +16,7 @@ use toml::de::{DeTable, DeValue};
 /// The packages of `paths` (each file by its index), below `root` when there is one.
 pub fn of_files<'p>(paths: impl IntoIterator<Item = &'p Path>, root: Option<&Path>) -> Packages {
     let cwd = std::env::current_dir().ok();
-    let absolute = |p: &Path| match &cwd {
-        Some(cwd) if !p.is_absolute() => crate::project::lexical(&cwd.join(p)),
-        _ => crate::project::lexical(p),
-    };
+    let absolute = |p: &Path| crate::project::absolute_in(cwd.as_deref(), p);
     let root = root.map(absolute);
     let dirs: Vec<Option<PathBuf>> = paths
         .into_iter()

@@ -42,14 +42,19 @@ pub struct Root {
 
 /// `path` made absolute against the current directory, with `.` and `..` resolved lexically.
 pub fn absolute(path: &Path) -> PathBuf {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
-    };
-    lexical(&joined)
+    if path.is_absolute() {
+        return lexical(path);
+    }
+    absolute_in(std::env::current_dir().ok().as_deref(), path)
+}
+
+/// [`absolute`] against `cwd`, the current directory read once for many paths (`None`: it
+/// could not be read, and a relative path stays relative).
+pub fn absolute_in(cwd: Option<&Path>, path: &Path) -> PathBuf {
+    match cwd {
+        Some(cwd) if !path.is_absolute() => lexical(&cwd.join(path)),
+        _ => lexical(path),
+    }
 }
 
 pub use crate::source::lexical;

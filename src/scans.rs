@@ -120,12 +120,9 @@ impl Scans {
         self.stored.get(&self.absolute(path))
     }
 
-    /// `path` made absolute (`.` and `..` resolved as [`crate::project::absolute`] does).
+    /// `path` made absolute (see [`crate::project::absolute_in`]).
     fn absolute(&self, path: &Path) -> PathBuf {
-        match &self.cwd {
-            Some(cwd) if !path.is_absolute() => crate::project::lexical(&cwd.join(path)),
-            _ => crate::project::lexical(path),
-        }
+        crate::project::absolute_in(self.cwd.as_deref(), path)
     }
 
     /// The note of a store that could not be read (and is rebuilt).
