@@ -659,7 +659,7 @@ impl Alike<'_> {
         }
         let before = crate::parsing::shape(&self.cache.stored(&read.entry)?)?;
         let ir = crate::engine::on_large_stack(|| {
-            crate::engine::analyze_cached(self.cache, 0, file.clone()).0
+            crate::engine::analyze_cached(self.cache, 0, file.clone()).ir
         })?;
         if crate::parsing::shape(&ir) != Some(before) {
             return None;

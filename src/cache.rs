@@ -116,7 +116,10 @@ impl Cache {
         if let Ok(mut used) = self.used.lock() {
             used.insert(path.clone());
         }
-        Entry { path }
+        Entry {
+            path,
+            key: key.to_string(),
+        }
     }
 
     /// The analysis stored under `key` ([`Cache::key`]), without its file, placed first in
@@ -132,9 +135,16 @@ impl Cache {
 /// The place of one file's analysis in the cache.
 pub struct Entry {
     path: PathBuf,
+    /// Its key ([`Cache::key`]).
+    key: String,
 }
 
 impl Entry {
+    /// The key the entry is stored under ([`Cache::key`]).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The stored analysis of `file`, placed at position `index` in the project.
     pub fn load(&self, index: usize, file: &FileRef) -> Lookup {
         let Ok(bytes) = std::fs::read(&self.path) else {

@@ -599,7 +599,8 @@ fn read_raw(path: &Path) -> Result<Read, ConfigError> {
         }
     };
     let raw = if is_manifest {
-        let table: toml::Table = match toml::from_str(&text) {
+        // parsed without copying its strings: only whether it has a locklint table is read
+        let table = match toml::de::DeTable::parse(&text) {
             Ok(t) => t,
             Err(e) => {
                 let at = e
@@ -616,12 +617,16 @@ fn read_raw(path: &Path) -> Result<Read, ConfigError> {
                 )));
             }
         };
+        fn sub<'t, 'i>(
+            t: &'t toml::de::DeTable<'i>,
+            key: &str,
+        ) -> Option<&'t toml::de::DeTable<'i>> {
+            t.get(key).and_then(|v| v.get_ref().as_table())
+        }
         let has = |section: &str| {
-            table
-                .get(section)
-                .and_then(|v| v.get("metadata"))
-                .and_then(|m| m.get("locklint"))
-                .is_some()
+            sub(table.get_ref(), section)
+                .and_then(|v| sub(v, "metadata"))
+                .is_some_and(|m| m.contains_key("locklint"))
         };
         if has("package") {
             toml::from_str::<InPackage>(&text)
@@ -747,7 +752,7 @@ pub enum Mode {
 /// The result of loading one configuration file, shared by every directory it governs.
 type Loaded = Result<Option<Arc<Settings>>, Arc<ConfigError>>;
 /// The settings that govern a directory.
-type Governing = Result<Arc<Settings>, Arc<ConfigError>>;
+pub(crate) type Governing = Result<Arc<Settings>, Arc<ConfigError>>;
 
 /// Settings per directory. Each configuration file is read at most once, and only when a
 /// directory it may govern is asked about: a file under an excluded or ignored directory is
@@ -797,6 +802,15 @@ impl Resolver {
                 };
                 self.for_dir(&dir)
             }
+        }
+    }
+
+    /// The settings of a regular file (not a link) that a walk of a directory found: those of
+    /// its directory, without looking at the file again.
+    pub fn for_walked(&self, path: &Path) -> Governing {
+        match (&self.mode, path.parent()) {
+            (Mode::Discover, Some(parent)) => self.for_dir(&self.canonical_dir(parent)),
+            _ => self.for_file(path),
         }
     }
 

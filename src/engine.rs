@@ -4,7 +4,7 @@
 use crate::answer::{Answers, FileState, Found, Kind};
 use crate::baseline::Baseline;
 use crate::cache::{Cache, Lookup};
-use crate::config::{self, Mode, Resolver, Settings};
+use crate::config::{self, Governing, Mode, Resolver, Settings};
 use crate::diagnostic::{Diagnostic, Fix, Location};
 use crate::discover::{describe_io, discover, PathError};
 use crate::frontend;
@@ -452,9 +452,11 @@ pub(crate) fn select(
         .partition(|p| opts.overlay.as_ref().is_some_and(|o| o.contains_key(p)) && !p.exists());
     let (mut paths, errors) = discover(&on_disk, &opts.exclude_dirs, excluded_dir.clone());
     paths.extend(in_memory);
-    let mut kept = Vec::with_capacity(paths.len());
-    for p in paths {
-        match resolver.for_file(&p) {
+    let named: HashSet<&Path> = opts.paths.iter().map(PathBuf::as_path).collect();
+    let governed = governing(resolver, &paths, &named);
+    let mut kept = Vec::with_capacity(governed.len());
+    for (p, s) in paths.into_iter().zip(governed) {
+        match s {
             Ok(s) if s.excludes(&p) => {}
             Ok(_) => kept.push(p),
             Err(e) => config_error(e),
@@ -484,6 +486,25 @@ pub(crate) fn select(
         empty_paths,
     };
     Ok((kept, told))
+}
+
+/// The settings that govern each of `paths` (as a walk found them, files of one directory
+/// together), resolved on every core: a file the walk found is a regular file (it follows no
+/// link), governed by its directory's settings, looked up once per run of files in one
+/// directory; a file of `named` may be a link.
+fn governing(resolver: &Resolver, paths: &[PathBuf], named: &HashSet<&Path>) -> Vec<Governing> {
+    paths
+        .par_chunk_by(|a, b| a.parent() == b.parent())
+        .flat_map_iter(|run| {
+            let mut dir: Option<Governing> = None;
+            run.iter().map(move |p| {
+                if named.contains(p.as_path()) {
+                    return resolver.for_file(p);
+                }
+                dir.get_or_insert_with(|| resolver.for_walked(p)).clone()
+            })
+        })
+        .collect()
 }
 
 /// The project-wide settings of a run: those of [`settings_path`], with the command line's
@@ -591,6 +612,10 @@ fn run_answering<T: Send>(
             settings: &project_settings,
             report: &report,
         });
+        drop(project);
+        // the files' forms are freed while the caller goes on with the report
+        // (where no thread can be started, they are freed here)
+        let _ = std::thread::Builder::new().spawn(move || drop(irs));
         (report, Some(out))
     })
 }
@@ -710,9 +735,13 @@ pub(crate) fn walk_project(
     // canonical root joined with its path under the root (one canonical path to find, not
     // one per file, each a look-up of every component)
     let canonical_root = root.canonicalize().ok();
+    let named: HashSet<&Path> = HashSet::from([root]);
+    let governed = governing(resolver, &walked, &named);
     walked
         .into_iter()
-        .filter(|p| resolver.for_file(p).is_ok_and(|s| !s.excludes(p)))
+        .zip(governed)
+        .filter(|(p, s)| s.as_ref().is_ok_and(|s| !s.excludes(p)))
+        .map(|(p, _)| p)
         .map(|p| {
             let key = match (&canonical_root, p.strip_prefix(root)) {
                 (Some(r), Ok(under)) if !under.as_os_str().is_empty() => r.join(under),
@@ -843,13 +872,13 @@ impl crate::parsing::Source for Disk<'_> {
             .map(std::borrow::Cow::Owned)
     }
 
-    fn parse(&self, i: usize, f: crate::source::FileRef) -> (FileIr, bool) {
+    fn parse(&self, i: usize, f: crate::source::FileRef) -> crate::parsing::Parse {
         match &self.cache {
             // an editor's unsaved text changes with every key: not worth an entry
             Some(cache) if !self.overlay.is_some_and(|o| o.contains_key(&f.path)) => {
                 analyze_cached(cache, i, f)
             }
-            _ => (analyze_file(i, f), false),
+            _ => crate::parsing::Parse::uncached(analyze_file(i, f)),
         }
     }
 }
@@ -1009,13 +1038,18 @@ fn analyze_loaded(
     }
     let paths: Vec<&Path> = sources.iter().map(|t| t.file.path.as_path()).collect();
     let packages = files.packages(&paths, opts.project_root.as_deref());
-    let (mut irs, rebuilt, mut closure, left_out) =
-        crate::parsing::parse_needed(sources, &packages, opts, files);
+    let crate::parsing::Needed {
+        mut irs,
+        rebuilt,
+        mut closure,
+        left_out,
+        entries,
+    } = crate::parsing::parse_needed(sources, &packages, opts, files);
     files.parsed();
     // what the run read of each parsed file, for the stored answer: another text that reads
     // the same keeps it
     if let Some(cache) = files.cache().filter(|_| record) {
-        closure = closure.with_roles(&irs, &left_out, cache);
+        closure = closure.with_roles(&irs, &left_out, &entries, cache);
     }
     let closure = closure.of_project(&at, all, &packages);
     // each run afresh, after the cache: a write's table may be declared in another file
@@ -1079,19 +1113,24 @@ pub(crate) fn analyze_cached(
     cache: &Cache,
     index: usize,
     file: crate::source::FileRef,
-) -> (FileIr, bool) {
+) -> crate::parsing::Parse {
     let entry = cache.entry(&file);
+    let made = |ir: FileIr, corrupt: bool| crate::parsing::Parse {
+        ir,
+        corrupt,
+        entry: Some(entry.key().to_string()),
+    };
     let corrupt = match entry.load(index, &file) {
-        Lookup::Hit(ir) => return (*ir, false),
+        Lookup::Hit(ir) => return made(*ir, false),
         Lookup::Miss => false,
         Lookup::Corrupt => true,
     };
     match isolate::catch(|| frontend::analyze(index, file.clone())) {
         Ok(ir) => {
             entry.store(&ir);
-            (ir, corrupt)
+            made(ir, corrupt)
         }
-        Err(message) => (panicked(file, &message), corrupt),
+        Err(message) => made(panicked(file, &message), corrupt),
     }
 }
 

@@ -598,22 +598,22 @@ impl parsing::Source for Memory<'_> {
         .map(|t| Cow::Owned(t.into_owned()))
     }
 
-    fn parse(&self, i: usize, f: FileRef) -> (FileIr, bool) {
+    fn parse(&self, i: usize, f: FileRef) -> parsing::Parse {
         if let Some(mut ir) = self.held.memo.take(&f) {
             ir.file = f;
             ir.place_at(i);
-            return (ir, false);
+            return parsing::Parse::uncached(ir);
         }
         let edited = self.held.edited.contains(&f.path);
-        let (ir, rebuilt) = match &self.cache {
+        let parse = match &self.cache {
             // an editor's unsaved text changes with every key: not worth an entry
             Some(cache) if !edited => engine::analyze_cached(cache, i, f.clone()),
-            _ => (engine::analyze_file(i, f.clone()), false),
+            _ => parsing::Parse::uncached(engine::analyze_file(i, f.clone())),
         };
-        if resolved(&ir) {
-            self.held.memo.keep(ir.clone());
+        if resolved(&parse.ir) {
+            self.held.memo.keep(parse.ir.clone());
         }
-        (ir, rebuilt)
+        parse
     }
 
     fn with_text(&self, f: &FileRef, text: Cow<str>) -> FileRef {

@@ -32,9 +32,8 @@ pub(crate) trait Source: Sync {
     /// read as text).
     fn text<'f>(&'f self, f: &'f FileRef) -> Option<Cow<'f, str>>;
 
-    /// The intermediate form of `f`, file `i` of the project, and whether a stored entry of it
-    /// did not read back.
-    fn parse(&self, i: usize, f: FileRef) -> (FileIr, bool);
+    /// The intermediate form of `f`, file `i` of the project.
+    fn parse(&self, i: usize, f: FileRef) -> Parse;
 
     /// The source of a file loaded without its text, with `text`.
     fn with_text(&self, f: &FileRef, text: Cow<str>) -> FileRef {
@@ -52,6 +51,26 @@ pub(crate) trait Source: Sync {
         candidates: Vec<usize>,
     ) -> Vec<(usize, Vec<bool>)> {
         scan(needed, spelled, candidates)
+    }
+}
+
+/// One file's intermediate form as [`Source::parse`] made it.
+pub(crate) struct Parse {
+    pub ir: FileIr,
+    /// A stored entry of it did not read back (it was made again).
+    pub corrupt: bool,
+    /// The key of its entry in the analysis cache, when it went through the cache.
+    pub entry: Option<String>,
+}
+
+impl Parse {
+    /// A form made without the cache.
+    pub fn uncached(ir: FileIr) -> Parse {
+        Parse {
+            ir,
+            corrupt: false,
+            entry: None,
+        }
     }
 }
 
@@ -292,11 +311,13 @@ impl Closure {
 
     /// The closure with what it read of each file of `irs` (the files it is of) that it
     /// parsed: its [`Role`] (the prefilter's reading of it as the rounds had it: `left_out`,
-    /// see [`parse_needed`]) and the key of its form's entry in `cache`.
+    /// see [`parse_needed`]) and the key of its form's entry in `cache` (`entries`: those
+    /// known from the parse; the others are computed).
     pub fn with_roles(
         mut self,
         irs: &[FileIr],
         left_out: &[Option<Spelling>],
+        entries: &[Option<String>],
         cache: &Cache,
     ) -> Closure {
         let asked = &self.asked;
@@ -305,13 +326,14 @@ impl Closure {
             .par_iter()
             .zip(&self.parsed)
             .zip(left_out)
-            .map(|((ir, &parsed), left_out)| {
+            .zip(entries)
+            .map(|(((ir, &parsed), left_out), entry)| {
                 if !parsed || crate::suppress::suppresses(&ir.file) {
                     return None;
                 }
                 Some(Read {
                     role: Role::as_read(asked, &finder, left_out.as_ref()),
-                    entry: cache.key(&ir.file),
+                    entry: entry.clone().unwrap_or_else(|| cache.key(&ir.file)),
                 })
             })
             .collect();
@@ -336,15 +358,12 @@ impl Closure {
 /// Parse the files of `sources` that can matter, through `source`: those loaded with their
 /// text (the prefilter's, or all of them with [`Options::parse_all`]), then those loaded
 /// without it whose text spells a name the parsed files need.
-/// Returns every file's intermediate form, in order (a file not parsed keeps no text: nothing
-/// reads it), per file whether its stored entry did not read back, the closure, and per file
-/// the identifiers of one the prefilter left out (`None`: let through).
 pub(crate) fn parse_needed(
     sources: Vec<ToParse>,
     packages: &locks::Packages,
     opts: &Options,
     source: &dyn Source,
-) -> (Vec<FileIr>, Vec<bool>, Closure, Vec<Option<Spelling>>) {
+) -> Needed {
     let mut aside: Vec<Option<Arc<str>>> = Vec::with_capacity(sources.len());
     let mut spellings: Vec<Option<Spelling>> = Vec::with_capacity(sources.len());
     let (mut sources, mut wanted): (Vec<FileRef>, Vec<bool>) = sources
@@ -359,6 +378,7 @@ pub(crate) fn parse_needed(
     let mut irs: Vec<FileIr> = sources.iter().map(|f| FileIr::new(f.clone())).collect();
     let mut parsed_yet = vec![false; sources.len()];
     let mut rebuilt = vec![false; sources.len()];
+    let mut entries: Vec<Option<String>> = vec![None; sources.len()];
     type Asked = (String, locks::reach::Need, Option<String>);
     let mut asked: HashMap<Asked, locks::PackageSet> = HashMap::new();
     // every name asked, in the packages of every round that asked it
@@ -388,17 +408,15 @@ pub(crate) fn parse_needed(
                 sources[i] = f;
             }
         }
-        let parsed: Vec<(usize, FileIr, bool)> = todo
+        let parsed: Vec<(usize, Parse)> = todo
             .into_par_iter()
-            .map(|i| {
-                let (ir, corrupt) = source.parse(i, sources[i].clone());
-                (i, ir, corrupt)
-            })
+            .map(|i| (i, source.parse(i, sources[i].clone())))
             .collect();
-        for (i, ir, corrupt) in parsed {
-            irs[i] = ir;
+        for (i, p) in parsed {
+            irs[i] = p.ir;
             parsed_yet[i] = true;
-            rebuilt[i] = corrupt;
+            rebuilt[i] = p.corrupt;
+            entries[i] = p.entry;
         }
         if opts.parse_all {
             break;
@@ -461,7 +479,27 @@ pub(crate) fn parse_needed(
         packages: Vec::new(),
         roles: Vec::new(),
     };
-    (irs, rebuilt, closure, spellings)
+    Needed {
+        irs,
+        rebuilt,
+        closure,
+        left_out: spellings,
+        entries,
+    }
+}
+
+/// What [`parse_needed`] found.
+pub(crate) struct Needed {
+    /// Every file's intermediate form, in order (a file not parsed keeps no text: nothing
+    /// reads it).
+    pub irs: Vec<FileIr>,
+    /// Per file, whether its stored entry did not read back.
+    pub rebuilt: Vec<bool>,
+    pub closure: Closure,
+    /// Per file, the identifiers of one the prefilter left out (`None`: let through).
+    pub left_out: Vec<Option<Spelling>>,
+    /// Per file parsed through the analysis cache, the key of its entry.
+    pub entries: Vec<Option<String>>,
 }
 
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must

@@ -16,8 +16,9 @@
 //! One file per build in the cache (`scans.bin`): a header (magic, the length of the index,
 //! a checksum of everything after the header), the index (postcard: per file its absolute
 //! path, state, whether it was let through and where its identifiers lie), then every left-out
-//! file's identifiers as little-endian `u64`s. It is written after a run that scanned a file
-//! afresh, to a temporary file renamed into place (runs sharing a cache never read half of
+//! file's identifiers as little-endian `u64`s. It is written after a run that found more than one
+//! file in [`STALE_SHARE`] whose scan differs from the stored one (until then each of those is
+//! scanned afresh by every run), to a temporary file renamed into place (runs sharing a cache never read half of
 //! one), and holds the files of that run. A file that does not read back (truncated, garbage,
 //! another layout) is not trusted: every file is scanned again and the store rewritten, with a
 //! note.
@@ -27,9 +28,9 @@ use crate::cache::Cache;
 use crate::engine::Note;
 use crate::frontend::prefilter::Spelling;
 use crate::source::display_path;
+use foldhash::HashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,13 @@ const FILE_NAME: &str = "scans.bin";
 
 /// The first bytes of a store; another layout starts otherwise.
 const MAGIC: &[u8; 8] = b"LLSCANS1";
+
+/// A run writes the store again when more than one of its files in `STALE_SHARE` differs from
+/// its stored scan: each such file is read and scanned afresh by every run until then (a few
+/// files' worth of work in a large project), where writing the store costs as much as all the
+/// project's scans. In a large project an edit to a file or two does not rewrite it, a
+/// checkout that changes many files does; a small project's store is written at every change.
+pub(crate) const STALE_SHARE: usize = 64;
 
 /// Magic, index length, checksum.
 const HEADER: usize = 24;
@@ -97,10 +105,10 @@ impl Scans {
     pub fn open(cache: &Cache, started: u128) -> Scans {
         let path = cache.dir().join(FILE_NAME);
         let (stored, unreadable) = match std::fs::read(&path) {
-            Err(_) => (HashMap::new(), false),
+            Err(_) => (HashMap::default(), false),
             Ok(bytes) => match decode(&bytes) {
                 Some(stored) => (stored, false),
-                None => (HashMap::new(), true),
+                None => (HashMap::default(), true),
             },
         };
         Scans {
@@ -135,24 +143,14 @@ impl Scans {
     }
 
     /// Store the scans of this run's files (`None`: a file that could not be read, or an
-    /// editor's text), when one differs from what is stored.
+    /// editor's text), when more than one in [`STALE_SHARE`] differs from what is stored (or
+    /// nothing is stored that reads back).
     pub fn store(&self, scans: Vec<(PathBuf, Option<Scan>)>) {
         let fresh: Vec<(PathBuf, Scan)> = scans
             .into_iter()
             .filter_map(|(p, s)| Some((self.absolute(&p), s?)))
             .collect();
-        let same = !self.unreadable
-            && fresh.len() == self.stored.len()
-            && fresh.iter().all(|(p, s)| {
-                // a scan not yet trusted is stored again once this run's start trusts it
-                let trusted_now = s.state.mtime.saturating_add(RACY_NANOS) <= self.started;
-                self.stored.get(p).is_some_and(|old| {
-                    old.state == s.state
-                        && old.through == s.through
-                        && (old.trusted || !trusted_now)
-                })
-            });
-        if same {
+        if !self.unreadable && self.stale(&fresh) * STALE_SHARE <= fresh.len() {
             return;
         }
         let Some(bytes) = encode(self.started, &fresh) else {
@@ -166,6 +164,30 @@ impl Scans {
                 let _ = tmp.persist(&self.path);
             }
         }
+    }
+}
+
+impl Scans {
+    /// How many of this run's scans differ from the stored ones: a file whose state changed,
+    /// one new to the store, one the store holds and the run no longer has, and one whose scan
+    /// this run's start would trust where the stored one was not trusted.
+    fn stale(&self, fresh: &[(PathBuf, Scan)]) -> usize {
+        // per file of the run: whether the store has it, whether its scan differs
+        let (present, differ) = fresh
+            .par_iter()
+            .map(|(p, s)| match self.stored.get(p) {
+                None => (0, 1),
+                Some(old) => {
+                    // a scan not yet trusted is stored again once this run's start trusts it
+                    let trusted_now = s.state.mtime.saturating_add(RACY_NANOS) <= self.started;
+                    let same = old.state == s.state
+                        && old.through == s.through
+                        && (old.trusted || !trusted_now);
+                    (1, usize::from(!same))
+                }
+            })
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        differ + self.stored.len().saturating_sub(present)
     }
 }
 
@@ -239,6 +261,13 @@ fn decode(bytes: &[u8]) -> Option<HashMap<PathBuf, Scan>> {
         return None;
     }
     let started = index.started;
+    // every file's identifiers in one block, which their spellings share
+    let words: std::sync::Arc<Vec<u64>> = std::sync::Arc::new(
+        words
+            .par_chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect(),
+    );
     let scans: Option<Vec<(PathBuf, Scan)>> = index
         .files
         .into_par_iter()
@@ -246,13 +275,7 @@ fn decode(bytes: &[u8]) -> Option<HashMap<PathBuf, Scan>> {
             let spelling = match f.spelling {
                 None => None,
                 Some((start, count)) => {
-                    let end = start.checked_add(count)?;
-                    let raw = words.get(start.checked_mul(8)?..end.checked_mul(8)?)?;
-                    let entries = raw
-                        .chunks_exact(8)
-                        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                        .collect();
-                    Some(Spelling::from_raw(entries)?)
+                    Some(Spelling::within(&words, start..start.checked_add(count)?)?)
                 }
             };
             // a file left out has its identifiers; one let through or skipped has none
@@ -349,6 +372,72 @@ mod tests {
         let mut other = bytes.clone();
         other[7] = b'9';
         assert!(decode(&other).is_none());
+    }
+
+    /// `n` files left out, each stored long before `started`.
+    fn many(n: usize) -> Vec<(PathBuf, Scan)> {
+        (0..n)
+            .map(|i| {
+                let text = format!("fn f{i}() {{}}");
+                let scan = Scan::new(analysed(1, 1_000), Some(Spelling::of(&text)));
+                (PathBuf::from(format!("/p/src/f{i}.rs")), scan)
+            })
+            .collect()
+    }
+
+    /// Scans over what `stored` holds (as written by a run at `started`), kept in `dir`.
+    fn opened(dir: &Path, stored: &[(PathBuf, Scan)], started: u128) -> Scans {
+        let path = dir.join(FILE_NAME);
+        std::fs::write(&path, encode(started, stored).unwrap()).unwrap();
+        Scans {
+            stored: decode(&std::fs::read(&path).unwrap()).unwrap(),
+            path,
+            cwd: None,
+            started,
+            unreadable: false,
+        }
+    }
+
+    /// What `scans` stores after a run that found `fresh`.
+    fn stored_after(scans: &Scans, fresh: Vec<(PathBuf, Scan)>) -> HashMap<PathBuf, Scan> {
+        scans.store(fresh.into_iter().map(|(p, s)| (p, Some(s))).collect());
+        decode(&std::fs::read(&scans.path).unwrap()).unwrap()
+    }
+
+    /// `scans` with the first `k` files' bytes changed.
+    fn edited(mut scans: Vec<(PathBuf, Scan)>, k: usize) -> Vec<(PathBuf, Scan)> {
+        for (_, s) in scans.iter_mut().take(k) {
+            s.state.len += 1;
+        }
+        scans
+    }
+
+    #[test]
+    fn a_few_changed_files_of_a_large_project_do_not_rewrite_the_store_and_many_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = 4_000_000_000;
+        let scans = opened(dir.path(), &many(200), started);
+        // 3 of 200 differ (no more than one in 64): each is scanned again by the next run
+        let after = stored_after(&scans, edited(many(200), 3));
+        assert_eq!(after[Path::new("/p/src/f0.rs")].state.len, 10);
+        assert_eq!(scans.stale(&edited(many(200), 3)), 3);
+        // 4 of 200 do: the store is this run's
+        let after = stored_after(&scans, edited(many(200), 4));
+        assert_eq!(after[Path::new("/p/src/f0.rs")].state.len, 11);
+        assert_eq!(after.len(), 200);
+        // files gone from the project count too
+        assert_eq!(scans.stale(&many(190)), 10);
+    }
+
+    #[test]
+    fn a_small_project_stores_every_change_and_a_first_store_is_always_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = 4_000_000_000;
+        let scans = opened(dir.path(), &many(10), started);
+        let after = stored_after(&scans, edited(many(10), 1));
+        assert_eq!(after[Path::new("/p/src/f0.rs")].state.len, 11);
+        let empty = opened(dir.path(), &[], started);
+        assert_eq!(stored_after(&empty, many(3)).len(), 3);
     }
 
     #[test]

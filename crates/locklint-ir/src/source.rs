@@ -69,21 +69,27 @@ pub struct LineIndex {
 
 impl LineIndex {
     pub fn new(text: &str) -> Self {
+        let bytes = text.as_bytes();
         let mut line_starts = vec![0];
-        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        line_starts.extend(memchr::memchr_iter(b'\n', bytes).map(|i| i + 1));
         let mut checkpoints = std::collections::HashMap::new();
-        let ascii = line_starts
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| {
-                let e = line_starts.get(i + 1).copied().unwrap_or(text.len());
-                let ascii = text.as_bytes()[s..e].is_ascii();
-                if !ascii && e - s > CHECKPOINT_BYTES {
-                    checkpoints.insert(i, line_checkpoints(&text[s..e]));
-                }
-                ascii
-            })
-            .collect();
+        // most texts are ASCII throughout: one pass tells every line
+        let ascii = if bytes.is_ascii() {
+            vec![true; line_starts.len()]
+        } else {
+            line_starts
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| {
+                    let e = line_starts.get(i + 1).copied().unwrap_or(text.len());
+                    let ascii = bytes[s..e].is_ascii();
+                    if !ascii && e - s > CHECKPOINT_BYTES {
+                        checkpoints.insert(i, line_checkpoints(&text[s..e]));
+                    }
+                    ascii
+                })
+                .collect()
+        };
         LineIndex {
             line_starts,
             ascii,
@@ -271,23 +277,40 @@ impl SourceFile {
 /// `../../crates/a/src/x.rs` seen from `crates/a` is `src/x.rs`), else as given, with `/`
 /// separators.
 pub fn display_path(path: &Path) -> String {
+    let plain = path
+        .components()
+        .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
+    // a relative path without `.` or `..` lies under the current directory as it is
+    if plain && path.is_relative() {
+        return slashed(path);
+    }
     let cwd = std::env::current_dir().ok();
     let abs = if path.is_absolute() {
-        lexical(path)
+        if plain {
+            std::borrow::Cow::Borrowed(path)
+        } else {
+            std::borrow::Cow::Owned(lexical(path))
+        }
     } else if let Some(cwd) = &cwd {
-        lexical(&cwd.join(path))
+        std::borrow::Cow::Owned(lexical(&cwd.join(path)))
     } else {
-        path.to_path_buf()
+        std::borrow::Cow::Borrowed(path)
     };
     let shown = match &cwd {
-        Some(cwd) => abs
-            .strip_prefix(cwd)
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|_| path.to_path_buf()),
-        None => path.to_path_buf(),
+        Some(cwd) => abs.strip_prefix(cwd).unwrap_or(path),
+        None => path,
     };
-    let shown = normalize(&shown);
-    shown.to_string_lossy().replace('\\', "/")
+    slashed(&normalize(shown))
+}
+
+/// A path as shown: with `/` separators.
+fn slashed(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if s.contains('\\') {
+        s.replace('\\', "/")
+    } else {
+        s.into_owned()
+    }
 }
 
 fn normalize(path: &Path) -> PathBuf {

@@ -14,8 +14,8 @@
 
 use crate::packages::{PackageSet, Packages};
 use crate::resolve::Index;
+use foldhash::{HashMap, HashSet};
 use locklint_ir::{Event, FileIr, FnId, KeyRef, Part, Receiver};
-use std::collections::{HashMap, HashSet};
 
 /// How a name must appear in a file for the file to be needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,7 +49,7 @@ pub struct Wanted {
 /// that were not parsed have an empty intermediate form and contribute nothing here.
 pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
     let idx = Index::new(files, packages);
-    let mut out: HashMap<(String, Need, Option<String>), PackageSet> = HashMap::new();
+    let mut out: HashMap<(String, Need, Option<String>), PackageSet> = HashMap::default();
     let mut add_with = |name: &str, need: Need, with: Option<&str>, within: PackageSet| {
         out.entry((name.to_string(), need, with.map(str::to_string)))
             .and_modify(|w| *w = w.union(&within))
@@ -135,9 +135,9 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
     }
     // and what those keys are resolved through, transitively: consts, struct fields and key
     // builders wherever they are defined
-    let mut consts: HashMap<&str, Vec<&KeyRef>> = HashMap::new();
-    let mut fields: HashMap<(&str, &str), Vec<&KeyRef>> = HashMap::new();
-    let mut builders: HashMap<&str, Vec<&KeyRef>> = HashMap::new();
+    let mut consts: HashMap<&str, Vec<&KeyRef>> = HashMap::default();
+    let mut fields: HashMap<(&str, &str), Vec<&KeyRef>> = HashMap::default();
+    let mut builders: HashMap<&str, Vec<&KeyRef>> = HashMap::default();
     for f in files {
         for (n, k) in &f.consts {
             consts.entry(n.as_str()).or_default().push(k);
@@ -154,7 +154,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
             }
         }
     }
-    let mut seen: HashSet<(u8, &str, &str)> = HashSet::new();
+    let mut seen: HashSet<(u8, &str, &str)> = HashSet::default();
     while let Some(k) = keys.pop() {
         for p in &k.parts {
             if let Part::Const(name) = p {

@@ -2,8 +2,8 @@
 //! helpers, and which functions reach Redis (directly or through helpers).
 
 use crate::packages::Packages;
+use foldhash::{HashMap, HashSet};
 use locklint_ir::{Call, Event, FileIr, FnId, Function, KeyRef, Part, Receiver};
-use std::collections::{HashMap, HashSet};
 
 pub(crate) struct Index<'a> {
     pub(crate) files: &'a [FileIr],
@@ -42,10 +42,10 @@ fn merge_unique<'a, N: std::hash::Hash + Eq>(
 
 impl<'a> Index<'a> {
     pub(crate) fn new(files: &'a [FileIr], packages: &'a Packages) -> Self {
-        let mut consts = HashMap::new();
-        let mut fields = HashMap::new();
-        let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::new();
-        let mut field_types: HashMap<(&str, &str), Option<&str>> = HashMap::new();
+        let mut consts = HashMap::default();
+        let mut fields = HashMap::default();
+        let mut by_name: HashMap<&str, Vec<FnId>> = HashMap::default();
+        let mut field_types: HashMap<(&str, &str), Option<&str>> = HashMap::default();
         for (fi, f) in files.iter().enumerate() {
             for (owner, field, ty) in &f.field_types {
                 field_types
@@ -77,9 +77,9 @@ impl<'a> Index<'a> {
             fields,
             by_name,
             field_types,
-            touches: HashSet::new(),
-            callers: HashMap::new(),
-            targets: HashMap::new(),
+            touches: HashSet::default(),
+            callers: HashMap::default(),
+            targets: HashMap::default(),
         };
         idx.compute_touches();
         idx
@@ -103,7 +103,7 @@ impl<'a> Index<'a> {
     /// the call graph from those with their own operations.
     pub(crate) fn compute_touches(&mut self) {
         use rayon::prelude::*;
-        let mut callers: HashMap<FnId, Vec<(FnId, usize)>> = HashMap::new();
+        let mut callers: HashMap<FnId, Vec<(FnId, usize)>> = HashMap::default();
         let mut todo = Vec::new();
         // every call resolved (independently, on every core): per file, its functions with
         // their own operations, and each call's node, target, caller and place

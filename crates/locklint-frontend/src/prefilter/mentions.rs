@@ -53,8 +53,9 @@ pub struct Mentions {
     /// Names that are not one identifier (`Type::f`, `r#type`): found where every identifier
     /// of theirs is used, which may find more files, never fewer.
     composite: Vec<(usize, Vec<u64>)>,
-    /// How many names were given (empty ones included).
-    given: usize,
+    /// One bit per value of an identifier hash's low bits, set for the hashes of `names`: most
+    /// identifiers of a text are told apart by it without a look-up.
+    sieve: Vec<u64>,
 }
 
 impl Mentions {
@@ -63,10 +64,9 @@ impl Mentions {
         let mut m = Mentions {
             names: HashMap::default(),
             composite: Vec::new(),
-            given: 0,
+            sieve: Vec::new(),
         };
         for (i, (name, appears)) in names.into_iter().enumerate() {
-            m.given += 1;
             let mut parts = Vec::new();
             identifiers(name.as_bytes(), |start, end, h, _| {
                 parts.push((end - start, h))
@@ -81,7 +81,21 @@ impl Mentions {
                     .push((i, parts.into_iter().map(|(_, h)| h).collect())),
             }
         }
+        // about 64 bits per name: a few in a thousand identifiers pass it in vain
+        let words = m.names.len().next_power_of_two().clamp(64, 1 << 16);
+        m.sieve = vec![0; words];
+        for h in m.names.keys() {
+            let (word, bit) = m.sieve_at(*h);
+            m.sieve[word] |= bit;
+        }
         m
+    }
+
+    /// Where hash `h` stands in the sieve: its word and bit.
+    fn sieve_at(&self, h: u64) -> (usize, u64) {
+        let mask = self.sieve.len() * 64 - 1;
+        let at = h as usize & mask;
+        (at / 64, 1 << (at % 64))
     }
 
     /// Whether `text` holds any of the names as it must appear.
@@ -90,45 +104,35 @@ impl Mentions {
     }
 
     /// The indexes (in the order given to [`Mentions::new`]) of the names `text` holds as
-    /// whole identifiers (as definitions where asked), each once, in no particular order.
+    /// whole identifiers (as definitions where asked), each once, in order.
     pub fn find(&self, text: &str) -> Vec<usize> {
         self.find_in(&Spelling::of(text))
     }
 
     /// [`Mentions::find`] in a text read as `spelling`.
     pub fn find_in(&self, spelling: &Spelling) -> Vec<usize> {
-        let mut found = vec![false; self.given];
         let mut out = Vec::new();
-        let mut hit = |i: usize| {
-            if !found[i] {
-                found[i] = true;
-                out.push(i);
+        for (h, flags) in spelling.entries() {
+            let (word, bit) = self.sieve_at(h);
+            if self.sieve[word] & bit == 0 {
+                continue;
             }
-        };
-        if self.names.len() < spelling.len() {
-            for (h, names) in &self.names {
-                if let Some(flags) = spelling.flags(*h) {
+            if let Some(names) = self.names.get(&h) {
+                out.extend(
                     names
                         .iter()
                         .filter(|(_, mask)| *mask == 0 || flags & mask != 0)
-                        .for_each(|(i, _)| hit(*i));
-                }
-            }
-        } else {
-            for (h, flags) in spelling.entries() {
-                if let Some(names) = self.names.get(&h) {
-                    names
-                        .iter()
-                        .filter(|(_, mask)| *mask == 0 || flags & mask != 0)
-                        .for_each(|(i, _)| hit(*i));
-                }
+                        .map(|(i, _)| *i),
+                );
             }
         }
         for (i, parts) in &self.composite {
             if parts.iter().all(|h| spelling.flags(*h).is_some()) {
-                hit(*i);
+                out.push(*i);
             }
         }
+        out.sort_unstable();
+        out.dedup();
         out
     }
 }
@@ -207,5 +211,18 @@ mod tests {
         assert_eq!(m.find("Pool::new(); c.get()"), vec![0], "a superset");
         assert!(m.find("Pool::new()").is_empty());
         assert_eq!(m.find("let r#type = 1;"), vec![1]);
+    }
+
+    #[test]
+    fn among_thousands_of_names_exactly_those_a_text_spells_are_found() {
+        let names: Vec<String> = (0..5000).map(|i| format!("helper_{i}")).collect();
+        let m = Mentions::new(names.iter().map(|n| (n.as_str(), Appears::Used)));
+        let text: String = (0..5000)
+            .filter(|i| i % 7 == 3)
+            .map(|i| format!("helper_{i}(); helpers_{i}(); "))
+            .collect();
+        let expected: Vec<usize> = (0..5000).filter(|i| i % 7 == 3).collect();
+        assert_eq!(m.find(&text), expected);
+        assert!(m.find("helper_5000 helper helper_").is_empty());
     }
 }

@@ -170,11 +170,21 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
 }
 
 /// The identifiers a text spells, each once with every way it stands there.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Spelling {
-    /// `hash << 16 | flags`, sorted.
-    entries: Arc<[u64]>,
+    /// Holds the entries, `hash << 16 | flags`, sorted, at `at` (many spellings read back
+    /// together share one).
+    words: Arc<Vec<u64>>,
+    at: std::ops::Range<usize>,
 }
+
+impl PartialEq for Spelling {
+    fn eq(&self, other: &Spelling) -> bool {
+        self.raw() == other.raw()
+    }
+}
+
+impl Eq for Spelling {}
 
 impl Spelling {
     /// The identifiers of `text`.
@@ -188,40 +198,50 @@ impl Spelling {
 
     /// How the identifier of hash `h` ([`ident_hash`]) stands in the text, if it is there.
     pub(crate) fn flags(&self, h: u64) -> Option<Flags> {
-        self.entries
+        let entries = self.raw();
+        entries
             .binary_search_by(|e| (e >> 16).cmp(&h))
             .ok()
-            .map(|at| self.entries[at] as Flags)
+            .map(|at| entries[at] as Flags)
     }
 
     /// Every identifier's hash and flags.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, Flags)> + '_ {
-        self.entries.iter().map(|e| (e >> 16, *e as Flags))
+        self.raw().iter().map(|e| (e >> 16, *e as Flags))
     }
 
     /// How many distinct identifiers the text spells.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.at.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.at.is_empty()
     }
 
     /// The entries as stored (each identifier's hash shifted left 16 bits, or'ed with its
     /// flags; sorted): what [`Spelling::from_raw`] reads back.
     pub fn raw(&self) -> &[u64] {
-        &self.entries
+        &self.words[self.at.clone()]
     }
 
     /// A spelling stored as [`Spelling::raw`]; `None` when the entries are not strictly
     /// sorted (they were not written by `raw`).
     pub fn from_raw(entries: Vec<u64>) -> Option<Spelling> {
-        entries
+        let len = entries.len();
+        Spelling::within(&Arc::new(entries), 0..len)
+    }
+
+    /// The spelling stored as [`Spelling::raw`] at `at` in `words`, sharing them; `None` when
+    /// `at` is not within them or those entries are not strictly sorted.
+    pub fn within(words: &Arc<Vec<u64>>, at: std::ops::Range<usize>) -> Option<Spelling> {
+        words
+            .get(at.clone())?
             .windows(2)
             .all(|w| w[0] >> 16 < w[1] >> 16)
             .then(|| Spelling {
-                entries: entries.into(),
+                words: words.clone(),
+                at,
             })
     }
 }
@@ -274,8 +294,10 @@ impl Builder {
         }
         SEEN.with(|s| *s.borrow_mut() = seen);
         entries.sort_unstable();
+        let at = 0..entries.len();
         Spelling {
-            entries: entries.into(),
+            words: Arc::new(entries),
+            at,
         }
     }
 }
