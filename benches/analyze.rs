@@ -4,9 +4,12 @@
 //! floor and peak RSS for: a bare `syn::parse_file` + `syn::visit` pass over the same files
 //! (the floor), `locklint` without its analysis cache, with a cold cache (entries written),
 //! with a warm cache and nothing changed (the project's stored answer), with one file changed
-//! on disk and with one file touched (its time changed, not its bytes); then
+//! on disk, with the largest file the prefilter lets through given a new function, and with
+//! one file touched (its time changed, not its bytes); then
 //! the run without cache over 25, 50 and 100 % of the corpus (whole crates, hard-linked into
-//! `target/bench-subsets/`), to show whether time and memory grow linearly with lines.
+//! `target/bench-subsets/`), to show whether time and memory grow linearly with lines; then
+//! the warm runs (nothing changed, one changed, one parsed file changed) on the 50 % tree,
+//! about 1.7 M lines.
 //!
 //! Each figure is a separate process (this binary re-run with `--child`), so peak RSS
 //! (`VmHWM`) is that run's alone; each is the best of three runs (peak RSS: the largest), with
@@ -456,4 +459,28 @@ fn main() {
             m.rss_kib as f64 / 1024.0
         );
     }
+    // the warm runs again on half the corpus, about the size of a large service's project
+    let half = subset(&dir, 50);
+    let half_cache = cache.with_extension("half");
+    measure(Mode::Cold, &half, &half_cache, 1);
+    let warm = measure(Mode::Warm, &half, &half_cache, runs);
+    let one = measure(Mode::OneChanged, &half, &half_cache, runs);
+    measure(Mode::Warm, &half, &half_cache, 1);
+    let one_parsed = measure(Mode::OneParsedChanged, &half, &half_cache, runs);
+    let _ = std::fs::remove_dir_all(&half_cache);
+    println!();
+    println!(
+        "50 % of the corpus ({} lines), warm cache: nothing changed {:.3} s, one changed {:.3} s, \
+         one parsed changed {:.3} s ({}); {:.1} MiB at most",
+        lines_of(&half),
+        warm.wall,
+        one.wall,
+        one_parsed.wall,
+        largest_parsed(&rust_files(&half)).display(),
+        [warm.rss_kib, one.rss_kib, one_parsed.rss_kib]
+            .into_iter()
+            .max()
+            .unwrap_or(0) as f64
+            / 1024.0
+    );
 }

@@ -183,9 +183,9 @@ pub fn read(text: &str) -> Read {
     spelling::identifiers(bytes, |start, end, h, flags| {
         let word = &bytes[start..end];
         if spelling.add(h, flags) {
-            found |= inside(word);
+            found |= inside_memo(h, word);
         }
-        if let Some((w, groups, stands)) = exact.get(&h) {
+        if let Some((w, groups, stands)) = exact.get(h) {
             if w.as_bytes() == word && stands.is_none_or(|s| stands_as(bytes, start, end, s)) {
                 found |= groups;
             }
@@ -267,10 +267,13 @@ fn part_starts(word: &[u8], p: usize) -> bool {
     }
 }
 
-/// The words that count inside an identifier, in lower case, with their group and whether
-/// they must start a part of it.
-fn inside_words() -> &'static [(&'static str, u16, bool)] {
-    static WORDS: OnceLock<Vec<(&'static str, u16, bool)>> = OnceLock::new();
+/// A word that counts inside an identifier, in lower case, with its group and whether it must
+/// start a part of the identifier.
+type InsideWord = (&'static str, u16, bool);
+
+/// The words that count inside an identifier, by their first letter (its lower-case byte).
+fn inside_words() -> &'static [Vec<InsideWord>; 256] {
+    static WORDS: OnceLock<[Vec<InsideWord>; 256]> = OnceLock::new();
     WORDS.get_or_init(|| {
         let mut v = Vec::new();
         v.extend(
@@ -282,7 +285,61 @@ fn inside_words() -> &'static [(&'static str, u16, bool)] {
         v.extend(NX_WORDS.iter().map(|w| (*w, Group::Redis.bit(), false)));
         v.push(("sqlx", Group::Sqlx.bit(), false));
         v.extend(ORM_WORDS.iter().map(|w| (*w, Group::Orm.bit(), false)));
-        v
+        let mut by_first: [Vec<(&'static str, u16, bool)>; 256] =
+            std::array::from_fn(|_| Vec::new());
+        for w in v {
+            by_first[w.0.as_bytes()[0] as usize].push(w);
+        }
+        by_first
+    })
+}
+
+/// The longest identifier [`inside_memo`] keeps.
+const MEMO_LEN: usize = 22;
+
+/// One identifier [`inside_memo`] keeps: its hash, length, bytes and groups.
+#[derive(Clone, Copy)]
+struct Memo {
+    h: u64,
+    len: u8,
+    bytes: [u8; MEMO_LEN],
+    groups: u16,
+}
+
+thread_local! {
+    /// Per thread, the groups of identifiers read lately, one per slot picked by the hash's
+    /// low bits: most identifiers of a file were read in others.
+    static MEMO: std::cell::RefCell<Vec<Memo>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`inside`] of the identifier `word` (of hash `h`), kept per thread for identifiers short
+/// enough: a slot answers only for the very bytes it holds.
+fn inside_memo(h: u64, word: &[u8]) -> u16 {
+    const SLOTS: usize = 1 << 14;
+    if word.len() > MEMO_LEN {
+        return inside(word);
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.is_empty() {
+            let empty = Memo {
+                h: 0,
+                len: u8::MAX,
+                bytes: [0; MEMO_LEN],
+                groups: 0,
+            };
+            m.resize(SLOTS, empty);
+        }
+        let slot = &mut m[h as usize & (SLOTS - 1)];
+        if slot.h == h && usize::from(slot.len) == word.len() && &slot.bytes[..word.len()] == word {
+            return slot.groups;
+        }
+        let groups = inside(word);
+        slot.h = h;
+        slot.len = word.len() as u8;
+        slot.bytes[..word.len()].copy_from_slice(word);
+        slot.groups = groups;
+        groups
     })
 }
 
@@ -298,16 +355,13 @@ fn inside(word: &[u8]) -> u16 {
     let mut found = 0;
     for p in 0..=word.len() - SHORTEST {
         let c = word[p];
-        let lower = c.to_ascii_lowercase();
-        if !matches!(lower, b'l' | b'r' | b'f' | b's' | b'd') {
+        let starting = &words[c.to_ascii_lowercase() as usize];
+        if starting.is_empty() && c != b'S' {
             continue;
         }
         let rest = &word[p..];
-        for &(w, group, part) in words {
-            if w.as_bytes()[0] == lower
-                && starts_with_ignore_case(rest, w.as_bytes())
-                && (!part || part_starts(word, p))
-            {
+        for &(w, group, part) in starting {
+            if starts_with_ignore_case(rest, w.as_bytes()) && (!part || part_starts(word, p)) {
                 found |= group;
             }
         }
@@ -377,17 +431,36 @@ impl Group {
 }
 
 /// The whole identifiers of every list by their hash: the word as listed, the groups that list
-/// it, and where it must stand.
-type Exact = HashMap<u64, (&'static str, u16, Option<Stands>), foldhash::fast::FixedState>;
+/// it, and where it must stand; with a sieve of their hashes' low bits, which tells most
+/// identifiers apart without a look-up.
+struct Exact {
+    words: HashMap<u64, (&'static str, u16, Option<Stands>), foldhash::fast::FixedState>,
+    sieve: [u64; 64],
+}
+
+impl Exact {
+    /// The word of hash `h`, if one is listed.
+    fn get(&self, h: u64) -> Option<&(&'static str, u16, Option<Stands>)> {
+        let bit = h as usize & 4095;
+        if self.sieve[bit / 64] & 1 << (bit % 64) == 0 {
+            return None;
+        }
+        self.words.get(&h)
+    }
+}
 
 fn exact_words() -> &'static Exact {
     static WORDS: OnceLock<Exact> = OnceLock::new();
     WORDS.get_or_init(|| {
-        let mut exact = Exact::default();
+        let mut exact = Exact {
+            words: HashMap::default(),
+            sieve: [0; 64],
+        };
         let mut add = |w: &'static str, g: Group, stands: Option<Stands>| {
-            let entry = exact
-                .entry(spelling::ident_hash(w.as_bytes()))
-                .or_insert((w, 0, stands));
+            let h = spelling::ident_hash(w.as_bytes());
+            let bit = h as usize & 4095;
+            exact.sieve[bit / 64] |= 1 << (bit % 64);
+            let entry = exact.words.entry(h).or_insert((w, 0, stands));
             assert_eq!(entry.0, w, "two listed words share a hash");
             entry.1 |= g.bit();
         };
@@ -414,6 +487,19 @@ fn exact_words() -> &'static Exact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_identifier_answers_only_for_its_own_bytes() {
+        // two identifiers given one hash share a slot: each gets its own groups
+        let redis = Group::Redis.bit();
+        assert_eq!(inside_memo(7, b"redis_pool"), redis);
+        assert_eq!(inside_memo(7, b"plain_name"), 0);
+        assert_eq!(inside_memo(7, b"redis_pool"), redis);
+        assert_eq!(inside_memo(7, b"redis_poo"), inside(b"redis_poo"));
+        let long = b"a_very_long_identifier_with_redlock_inside";
+        assert_eq!(inside_memo(9, long), Group::Library.bit());
+        assert_eq!(inside_memo(9, b"alfred_x"), 0);
+    }
 
     #[test]
     fn client_and_library_words_let_a_file_through() {

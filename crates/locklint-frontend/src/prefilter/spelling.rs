@@ -121,7 +121,14 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
     let mut prev_end: Option<usize> = None;
     while i < n {
         let gap_start = i;
-        while i < n && CLASS[text[i] as usize] != IDENT {
+        // the gap before the identifier: whether it is all whitespace, and its last other byte
+        let mut last_other: Option<usize> = None;
+        while i < n {
+            match CLASS[text[i] as usize] {
+                IDENT => break,
+                SPACE => {}
+                _ => last_other = Some(i),
+            }
             i += 1;
         }
         if i == n {
@@ -132,8 +139,7 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
             i += 1;
         }
         let word = &text[start..i];
-        let gap = &text[gap_start..start];
-        let spaced = !gap.is_empty() && gap.iter().all(|&b| CLASS[b as usize] == SPACE);
+        let spaced = start > gap_start && last_other.is_none();
         let mut flags = 0;
         if spaced && prev_end.is_some() {
             flags |= prev_keyword;
@@ -141,16 +147,14 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
                 flags |= mut_after;
             }
         }
-        let trimmed = gap.trim_ascii_end();
-        if let [.., last] = trimmed {
-            if *last == b'>' {
-                let before = match trimmed {
-                    [.., b, _] => Some(*b),
-                    _ => prev_end.map(|e| text[e - 1]),
-                };
-                if before != Some(b'-') {
-                    flags |= AFTER_GENERICS;
-                }
+        if let Some(last) = last_other.filter(|&l| text[l] == b'>') {
+            let before = if last > gap_start {
+                Some(text[last - 1])
+            } else {
+                prev_end.map(|e| text[e - 1])
+            };
+            if before != Some(b'-') {
+                flags |= AFTER_GENERICS;
             }
         }
         if flags & AFTER_FN != 0 && may_take_self(&text[i..]) {
@@ -246,13 +250,95 @@ impl Spelling {
     }
 }
 
-type Seen = std::collections::HashMap<u64, Flags, foldhash::fast::FixedState>;
+/// The identifiers of a text being read: an open-addressing table of entries (`hash << 16 |
+/// flags`; 0 marks a free slot, so the one hash 0 is kept aside), probed linearly from a slot
+/// picked by the hash's high bits (identifier hashes are already spread), and where each entry
+/// went, so that emptying it costs the entries, not the table.
+#[derive(Default)]
+struct Seen {
+    slots: Vec<u64>,
+    used: Vec<u32>,
+    /// The flags of the identifier of hash 0, if the text has it.
+    zero: Option<Flags>,
+}
 
-/// The largest map a thread keeps between files.
-const KEPT_CAPACITY: usize = 8192;
+/// The fewest slots a table starts with.
+const FIRST_SLOTS: usize = 256;
+
+impl Seen {
+    /// The slot `h` is probed from.
+    fn home(&self, h: u64) -> usize {
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & (self.slots.len() - 1)
+    }
+
+    /// Count an identifier; whether it is the first of its kind.
+    fn add(&mut self, h: u64, flags: Flags) -> bool {
+        if h == 0 {
+            let first = self.zero.is_none();
+            *self.zero.get_or_insert(0) |= flags;
+            return first;
+        }
+        // at most half full
+        if (self.used.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(h);
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                self.slots[at] = h << 16 | u64::from(flags);
+                self.used.push(at as u32);
+                return true;
+            }
+            if slot >> 16 == h {
+                self.slots[at] = slot | u64::from(flags);
+                return false;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Twice the slots (the first ones when there are none), every entry placed again.
+    fn grow(&mut self) {
+        let entries: Vec<u64> = self
+            .used
+            .iter()
+            .map(|&at| self.slots[at as usize])
+            .collect();
+        let size = (self.slots.len() * 2).max(FIRST_SLOTS);
+        self.slots = vec![0; size];
+        self.used.clear();
+        let mask = size - 1;
+        for e in entries {
+            let mut at = self.home(e >> 16);
+            while self.slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = e;
+            self.used.push(at as u32);
+        }
+    }
+
+    /// The entries, unsorted; the table is left empty.
+    fn drain(&mut self) -> Vec<u64> {
+        let mut entries: Vec<u64> = Vec::with_capacity(self.used.len() + 1);
+        for &at in &self.used {
+            entries.push(std::mem::take(&mut self.slots[at as usize]));
+        }
+        self.used.clear();
+        if let Some(flags) = self.zero.take() {
+            entries.push(u64::from(flags));
+        }
+        entries
+    }
+}
+
+/// The most slots a table a thread keeps between files may have.
+const KEPT_SLOTS: usize = 1 << 15;
 
 thread_local! {
-    /// A map kept per thread between files, so that reading one does not grow a new one.
+    /// A table kept per thread between files, so that reading one does not grow a new one.
     static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::default());
 }
 
@@ -272,24 +358,15 @@ impl Default for Builder {
 impl Builder {
     /// Count an identifier; whether it is the first of its kind.
     pub fn add(&mut self, h: u64, flags: Flags) -> bool {
-        match self.seen.entry(h) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                *e.get_mut() |= flags;
-                false
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(flags);
-                true
-            }
-        }
+        self.seen.add(h, flags)
     }
 
     pub fn finish(mut self) -> Spelling {
-        let mut entries: Vec<u64> = self.seen.drain().map(|(h, f)| h << 16 | f as u64).collect();
-        // the emptied map (its capacity kept) goes back for the thread's next file; one grown
-        // by a very large file is not kept, since emptying it costs its whole capacity
+        let mut entries = self.seen.drain();
+        // the emptied table goes back for the thread's next file; one grown by a very large
+        // file is not kept
         let mut seen = std::mem::take(&mut self.seen);
-        if seen.capacity() > KEPT_CAPACITY {
+        if seen.slots.len() > KEPT_SLOTS {
             seen = Seen::default();
         }
         SEEN.with(|s| *s.borrow_mut() = seen);
@@ -308,6 +385,30 @@ mod tests {
 
     fn stands(text: &str, word: &str) -> Option<Flags> {
         Spelling::of(text).flags(ident_hash(word.as_bytes()))
+    }
+
+    #[test]
+    fn thousands_of_identifiers_and_the_hash_zero_are_each_kept_once() {
+        let text: String = (0..20_000)
+            .map(|i| format!("fn f{i}() {{}} f{i}(); "))
+            .collect();
+        let s = Spelling::of(&text);
+        assert_eq!(s.len(), 20_001, "every f<i> and fn");
+        for i in [0, 777, 19_999] {
+            let flags = s.flags(ident_hash(format!("f{i}").as_bytes()));
+            assert_eq!(flags, Some(AFTER_FN));
+        }
+        // the one hash that marks a free slot elsewhere is kept aside
+        let mut b = Builder::default();
+        assert!(b.add(0, AFTER_FN));
+        assert!(!b.add(0, AFTER_IMPL));
+        assert!(b.add(5, 0));
+        let s = b.finish();
+        assert_eq!(s.flags(0), Some(AFTER_FN | AFTER_IMPL));
+        assert_eq!(s.flags(5), Some(0));
+        assert_eq!(s.len(), 2);
+        // the table a thread keeps is empty for its next text
+        assert_eq!(Spelling::of("x").len(), 1);
     }
 
     #[test]
