@@ -100,7 +100,12 @@ fn parse_and_walk(index: usize, file: FileRef, limits: Limits) -> FileIr {
             return ir;
         }
     };
-    if let Some(problem) = too_deep(&file.text, tokens.clone()) {
+    // a large text's nesting was checked by `refused_text` on the lexer's tokens, which refuses
+    // what the token check refuses (`depth::lex_check`): the trees are not walked again
+    if let Some(problem) = (!large)
+        .then(|| too_deep(&file.text, tokens.clone()))
+        .flatten()
+    {
         ir.problems.push(problem);
         return ir;
     }
