@@ -300,6 +300,9 @@ fn decode(bytes: &[u8]) -> Option<HashMap<PathBuf, Scan>> {
 mod tests {
     use super::*;
 
+    /// When the runs of these tests started.
+    const STARTED: u128 = 4_000_000_000;
+
     fn analysed(lines: usize, mtime: u128) -> FileState {
         FileState {
             len: 10,
@@ -334,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_store_reads_back_with_what_each_file_was_and_whether_its_time_is_trusted() {
-        let bytes = encode(4_000_000_000, &sample()).unwrap();
+        let bytes = encode(STARTED, &sample()).unwrap();
         let back = decode(&bytes).unwrap();
         assert_eq!(back.len(), 3);
         let left_out = &back[Path::new("/p/src/left_out.rs")];
@@ -358,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_truncated_altered_or_foreign_store_is_not_read() {
-        let bytes = encode(4_000_000_000, &sample()).unwrap();
+        let bytes = encode(STARTED, &sample()).unwrap();
         for cut in [0, 7, HEADER, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
         }
@@ -415,8 +418,7 @@ mod tests {
     #[test]
     fn a_few_changed_files_of_a_large_project_do_not_rewrite_the_store_and_many_do() {
         let dir = tempfile::tempdir().unwrap();
-        let started = 4_000_000_000;
-        let scans = opened(dir.path(), &many(200), started);
+        let scans = opened(dir.path(), &many(200), STARTED);
         // 3 of 200 differ (no more than one in 64): each is scanned again by the next run
         let after = stored_after(&scans, edited(many(200), 3));
         assert_eq!(after[Path::new("/p/src/f0.rs")].state.len, 10);
@@ -432,11 +434,10 @@ mod tests {
     #[test]
     fn a_small_project_stores_every_change_and_a_first_store_is_always_written() {
         let dir = tempfile::tempdir().unwrap();
-        let started = 4_000_000_000;
-        let scans = opened(dir.path(), &many(10), started);
+        let scans = opened(dir.path(), &many(10), STARTED);
         let after = stored_after(&scans, edited(many(10), 1));
         assert_eq!(after[Path::new("/p/src/f0.rs")].state.len, 11);
-        let empty = opened(dir.path(), &[], started);
+        let empty = opened(dir.path(), &[], STARTED);
         assert_eq!(stored_after(&empty, many(3)).len(), 3);
     }
 
@@ -445,7 +446,7 @@ mod tests {
         // a file let through that claims identifiers: rebuilt as if the layout were foreign
         let mut scans = sample();
         scans[1].1.spelling = Some(Spelling::of("fn x() {}"));
-        let bytes = encode(4_000_000_000, &scans).unwrap();
+        let bytes = encode(STARTED, &scans).unwrap();
         assert!(decode(&bytes).is_none());
     }
 }
