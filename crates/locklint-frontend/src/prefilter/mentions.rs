@@ -3,8 +3,8 @@
 //! Looked up in a file's [`Spelling`], so a file read once answers every round of names.
 
 use super::spelling::{
-    identifiers, Flags, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FN_METHOD, AFTER_FOR,
-    AFTER_GENERICS, AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
+    identifiers, Flags, Sieve, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FN_METHOD,
+    AFTER_FOR, AFTER_GENERICS, AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
 };
 use std::collections::HashMap;
 
@@ -53,9 +53,8 @@ pub struct Mentions {
     /// Names that are not one identifier (`Type::f`, `r#type`): found where every identifier
     /// of theirs is used, which may find more files, never fewer.
     composite: Vec<(usize, Vec<u64>)>,
-    /// One bit per value of an identifier hash's low bits, set for the hashes of `names`: most
-    /// identifiers of a text are told apart by it without a look-up.
-    sieve: Vec<u64>,
+    /// The hashes of `names`, which most identifiers of a text are told apart from.
+    sieve: Sieve,
 }
 
 impl Mentions {
@@ -64,7 +63,7 @@ impl Mentions {
         let mut m = Mentions {
             names: HashMap::default(),
             composite: Vec::new(),
-            sieve: Vec::new(),
+            sieve: Sieve::new(1, []),
         };
         for (i, (name, appears)) in names.into_iter().enumerate() {
             let mut parts = Vec::new();
@@ -82,20 +81,9 @@ impl Mentions {
             }
         }
         // about 64 bits per name: a few in a thousand identifiers pass it in vain
-        let words = m.names.len().next_power_of_two().clamp(64, 1 << 16);
-        m.sieve = vec![0; words];
-        for h in m.names.keys() {
-            let (word, bit) = m.sieve_at(*h);
-            m.sieve[word] |= bit;
-        }
+        let words = m.names.len().clamp(64, 1 << 16);
+        m.sieve = Sieve::new(words, m.names.keys().copied());
         m
-    }
-
-    /// Where hash `h` stands in the sieve: its word and bit.
-    fn sieve_at(&self, h: u64) -> (usize, u64) {
-        let mask = self.sieve.len() * 64 - 1;
-        let at = h as usize & mask;
-        (at / 64, 1 << (at % 64))
     }
 
     /// Whether `text` holds any of the names as it must appear.
@@ -113,8 +101,7 @@ impl Mentions {
     pub fn find_in(&self, spelling: &Spelling) -> Vec<usize> {
         let mut out = Vec::new();
         for (h, flags) in spelling.entries() {
-            let (word, bit) = self.sieve_at(h);
-            if self.sieve[word] & bit == 0 {
+            if !self.sieve.may_hold(h) {
                 continue;
             }
             if let Some(names) = self.names.get(&h) {

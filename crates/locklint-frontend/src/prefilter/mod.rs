@@ -435,32 +435,24 @@ impl Group {
 /// identifiers apart without a look-up.
 struct Exact {
     words: HashMap<u64, (&'static str, u16, Option<Stands>), foldhash::fast::FixedState>,
-    sieve: [u64; 64],
+    sieve: spelling::Sieve,
 }
 
 impl Exact {
     /// The word of hash `h`, if one is listed.
     fn get(&self, h: u64) -> Option<&(&'static str, u16, Option<Stands>)> {
-        let bit = h as usize & 4095;
-        if self.sieve[bit / 64] & 1 << (bit % 64) == 0 {
-            return None;
-        }
-        self.words.get(&h)
+        self.sieve.may_hold(h).then(|| self.words.get(&h)).flatten()
     }
 }
 
 fn exact_words() -> &'static Exact {
     static WORDS: OnceLock<Exact> = OnceLock::new();
     WORDS.get_or_init(|| {
-        let mut exact = Exact {
-            words: HashMap::default(),
-            sieve: [0; 64],
-        };
+        let mut words: HashMap<_, _, _> = HashMap::default();
         let mut add = |w: &'static str, g: Group, stands: Option<Stands>| {
-            let h = spelling::ident_hash(w.as_bytes());
-            let bit = h as usize & 4095;
-            exact.sieve[bit / 64] |= 1 << (bit % 64);
-            let entry = exact.words.entry(h).or_insert((w, 0, stands));
+            let entry = words
+                .entry(spelling::ident_hash(w.as_bytes()))
+                .or_insert((w, 0, stands));
             assert_eq!(entry.0, w, "two listed words share a hash");
             entry.1 |= g.bit();
         };
@@ -480,7 +472,9 @@ fn exact_words() -> &'static Exact {
                 add(w, g, None);
             }
         }
-        exact
+        // 4,096 bits
+        let sieve = spelling::Sieve::new(64, words.keys().copied());
+        Exact { words, sieve }
     })
 }
 

@@ -173,6 +173,38 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
     }
 }
 
+/// One bit per value of an identifier hash's low bits, set for the hashes of some names: most
+/// identifiers of a text are told apart from those names by it, without a look-up.
+pub(crate) struct Sieve {
+    words: Vec<u64>,
+}
+
+impl Sieve {
+    /// A sieve of `words` 64-bit words (a power of two) holding `hashes`.
+    pub fn new(words: usize, hashes: impl IntoIterator<Item = u64>) -> Sieve {
+        let mut sieve = Sieve {
+            words: vec![0; words.next_power_of_two()],
+        };
+        for h in hashes {
+            let (word, bit) = sieve.at(h);
+            sieve.words[word] |= bit;
+        }
+        sieve
+    }
+
+    /// Where hash `h` stands: its word and bit.
+    fn at(&self, h: u64) -> (usize, u64) {
+        let bit = h as usize & (self.words.len() * 64 - 1);
+        (bit / 64, 1 << (bit % 64))
+    }
+
+    /// Whether `h` may be one of the hashes (it is not when its bit is clear).
+    pub fn may_hold(&self, h: u64) -> bool {
+        let (word, bit) = self.at(h);
+        self.words[word] & bit != 0
+    }
+}
+
 /// The identifiers a text spells, each once with every way it stands there.
 #[derive(Debug, Clone, Default)]
 pub struct Spelling {
@@ -224,16 +256,9 @@ impl Spelling {
     }
 
     /// The entries as stored (each identifier's hash shifted left 16 bits, or'ed with its
-    /// flags; sorted): what [`Spelling::from_raw`] reads back.
+    /// flags; sorted): what [`Spelling::within`] reads back.
     pub fn raw(&self) -> &[u64] {
         &self.words[self.at.clone()]
-    }
-
-    /// A spelling stored as [`Spelling::raw`]; `None` when the entries are not strictly
-    /// sorted (they were not written by `raw`).
-    pub fn from_raw(entries: Vec<u64>) -> Option<Spelling> {
-        let len = entries.len();
-        Spelling::within(&Arc::new(entries), 0..len)
     }
 
     /// The spelling stored as [`Spelling::raw`] at `at` in `words`, sharing them; `None` when
@@ -383,6 +408,11 @@ impl Builder {
 mod tests {
     use super::*;
 
+    fn raw_back(entries: Vec<u64>) -> Option<Spelling> {
+        let len = entries.len();
+        Spelling::within(&Arc::new(entries), 0..len)
+    }
+
     fn stands(text: &str, word: &str) -> Option<Flags> {
         Spelling::of(text).flags(ident_hash(word.as_bytes()))
     }
@@ -414,13 +444,13 @@ mod tests {
     #[test]
     fn a_spelling_reads_back_from_its_raw_entries_and_nothing_unsorted_does() {
         let s = Spelling::of("impl Pool { fn get(&self) {} } struct Pool;");
-        assert_eq!(Spelling::from_raw(s.raw().to_vec()), Some(s.clone()));
+        assert_eq!(raw_back(s.raw().to_vec()), Some(s.clone()));
         let mut reversed = s.raw().to_vec();
         reversed.reverse();
-        assert_eq!(Spelling::from_raw(reversed), None);
+        assert_eq!(raw_back(reversed), None);
         // one identifier twice (two entries of one hash) is not a spelling either
         let twice = vec![s.raw()[0], s.raw()[0] | 1];
-        assert_eq!(Spelling::from_raw(twice), None);
+        assert_eq!(raw_back(twice), None);
     }
 
     #[test]
