@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The layout of a stored answer; another layout is not read.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// A file modified less than this before the start of the run that stored the answer (or
 /// after it) may have been written again within the same tick of the file system's clock
@@ -209,11 +209,12 @@ impl StoredClosure {
                     sets.len() - 1
                 });
                 let need = match w.need {
-                    Need::Use => 0,
+                    Need::Call => 0,
                     Need::Function => 1,
                     Need::Struct => 2,
                     Need::Const => 3,
                     Need::Method => 4,
+                    Need::Literal => 5,
                 };
                 (w.name.clone(), need, w.with.clone(), at)
             })
@@ -235,11 +236,12 @@ impl StoredClosure {
             .iter()
             .map(|(name, need, with, set)| {
                 let need = match need {
-                    0 => Need::Use,
+                    0 => Need::Call,
                     1 => Need::Function,
                     2 => Need::Struct,
                     3 => Need::Const,
                     4 => Need::Method,
+                    5 => Need::Literal,
                     _ => return None,
                 };
                 let within = match self.sets.get(*set)? {

@@ -179,7 +179,7 @@ pub(crate) fn loaded_text(path: PathBuf, text: String, parse_all: bool, keep: bo
         None => return Loaded::File(SourceFile::new(path, text)),
         Some(spelling) => spelling,
     };
-    let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+    let lines = locklint_ir::source::line_count(&text);
     let aside = keep.then(|| Arc::from(text));
     Loaded::Unread(SourceFile::new(path, String::new()), lines, aside, spelling)
 }

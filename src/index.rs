@@ -16,8 +16,9 @@ use crate::cache::Cache;
 use crate::config::{Resolver, Settings};
 use crate::discover::Prune;
 use crate::engine::{self, Loaded, Options, Report};
+use crate::frontend::prefilter::Appears;
 use crate::ir::FileIr;
-use crate::locks::{self, reach::Need};
+use crate::locks;
 use crate::parsing::{self, Spelled};
 use crate::source::FileRef;
 use rayon::prelude::*;
@@ -92,8 +93,8 @@ struct Memo {
     mentions: Mutex<Mentions>,
 }
 
-/// A name as the rounds look for it: as it must appear (`Some`), or as the type of an `impl`.
-type Pattern = (String, Option<Need>);
+/// A name as the rounds look for it, and how it must appear ([`parsing::patterns`]).
+type Pattern = (String, Appears);
 
 /// Which files of the project spell each name asked for so far, for the texts they held then
 /// (by their place in `files`; another list of files starts afresh); the files whose text
@@ -643,12 +644,7 @@ impl parsing::Source for Memory<'_> {
         }
         let patterns: Vec<Pattern> = needed
             .iter()
-            .flat_map(|w| {
-                [
-                    (w.name.clone(), Some(w.need)),
-                    (w.with.clone().unwrap_or_default(), None),
-                ]
-            })
+            .flat_map(|w| parsing::patterns(w).map(|(n, a)| (n.to_string(), a)))
             .collect();
         // names not asked for before: every file is looked at once
         let new: Vec<&Pattern> = patterns
@@ -659,8 +655,7 @@ impl parsing::Source for Memory<'_> {
             .collect();
         if !new.is_empty() {
             let finder = crate::frontend::prefilter::Mentions::new(
-                new.iter()
-                    .map(|(n, need)| (n.as_str(), parsing::appears(*need))),
+                new.iter().map(|(n, appears)| (n.as_str(), *appears)),
             );
             let hits: Vec<Vec<usize>> = (0..files.len())
                 .into_par_iter()

@@ -503,35 +503,34 @@ pub(crate) struct Needed {
 }
 
 /// A finder for the names `needed` asks for: pattern `2k` is the `k`th name as it must
-/// appear, `2k + 1` the type it must be a function of (empty, matching nothing, when none).
+/// appear, `2k + 1` its `with` (empty, matching nothing, when none); see [`patterns`].
 pub(crate) fn mentions_of(
     needed: &[locks::reach::Wanted],
 ) -> (frontend::prefilter::Mentions, usize) {
-    let patterns = needed.iter().flat_map(|w| {
-        [
-            (w.name.as_str(), appears(Some(w.need))),
-            (w.with.as_deref().unwrap_or(""), appears(None)),
-        ]
-    });
     (
-        frontend::prefilter::Mentions::new(patterns),
+        frontend::prefilter::Mentions::new(needed.iter().flat_map(patterns)),
         2 * needed.len(),
     )
 }
 
-/// How a name the parsed files need must appear in a file (`None`: as the type of an `impl`,
-/// the type a needed function is a method of).
-pub(crate) fn appears(need: Option<locks::reach::Need>) -> frontend::prefilter::Appears {
+/// How a name the parsed files need must appear in a file, and how its `with` must (the type
+/// a needed function is a method of: as the type of an `impl`; the field a struct literal
+/// must set: anywhere).
+pub(crate) fn patterns(w: &locks::reach::Wanted) -> [(&str, frontend::prefilter::Appears); 2] {
     use frontend::prefilter::{Appears, CONST, FN, METHOD, STRUCT};
     use locks::reach::Need;
-    match need {
-        Some(Need::Use) => Appears::Used,
-        Some(Need::Function) => Appears::Defined(FN),
-        Some(Need::Method) => Appears::Defined(METHOD),
-        Some(Need::Struct) => Appears::Defined(STRUCT),
-        Some(Need::Const) => Appears::Defined(CONST),
-        None => Appears::Implemented,
-    }
+    let (name, with) = match w.need {
+        Need::Call => (Appears::Called, Appears::Implemented),
+        Need::Literal => (Appears::Literal, Appears::Used),
+        Need::Function => (Appears::Defined(FN), Appears::Implemented),
+        Need::Method => (Appears::Defined(METHOD), Appears::Implemented),
+        Need::Struct => (Appears::Defined(STRUCT), Appears::Implemented),
+        Need::Const => (Appears::Defined(CONST), Appears::Implemented),
+    };
+    [
+        (w.name.as_str(), name),
+        (w.with.as_deref().unwrap_or(""), with),
+    ]
 }
 
 /// Whether a file is parsed before knowing what the others need, read once: `None` for one

@@ -261,3 +261,143 @@ fn a_call_resolves_among_the_packages_its_caller_depends_on() {
     assert_eq!(in_app, ["unconditional-release"], "{found:?}");
     assert_eq!(findings(&check(d.path(), false)).len(), found.len() + 1);
 }
+
+/// A workspace whose lock key is a struct field set by a `Self { .. }` literal in a file that
+/// names the struct only by its path in an `impl`, whose wrapper is called with a comment
+/// before its parentheses from a crate that names no client, and where another dependency
+/// has a method and an `extern` declaration of the wrapper's name.
+fn literal_and_namesakes_workspace(dir: &Path) {
+    write(
+        dir,
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+    );
+    write(
+        dir,
+        "crates/store/Cargo.toml",
+        "[package]\nname = \"store\"\nversion = \"0.1.0\"\n\n[dependencies]\nredis = \"1\"\n",
+    );
+    write(
+        dir,
+        "crates/store/src/lib.rs",
+        "pub mod locker;\npub mod setup;\n",
+    );
+    write(
+        dir,
+        "crates/store/src/locker.rs",
+        r#"use redis::AsyncCommands;
+
+pub type Conn = redis::aio::MultiplexedConnection;
+
+pub struct Locker {
+    pub key: String,
+    pub con: Conn,
+}
+
+impl Locker {
+    pub async fn acquire(&self, value: &str) -> bool {
+        let mut con = self.con.clone();
+        con.set_nx(&self.key, value).await.unwrap_or(false)
+    }
+
+    pub async fn release(&self) {
+        let mut con = self.con.clone();
+        let _: () = con.del(&self.key).await.unwrap();
+    }
+}
+
+pub async fn run_locked<F: FnOnce()>(locker: &Locker, value: &str, work: F) {
+    if locker.acquire(value).await {
+        work();
+        locker.release().await;
+    }
+}
+"#,
+    );
+    write(
+        dir,
+        "crates/store/src/setup.rs",
+        r#"use crate::locker::Conn;
+
+impl crate::locker::Locker {
+    /// The locker of the nightly reports.
+    pub fn reports(con: Conn) -> Self {
+        Self {
+            key: "lock:report".to_string(),
+            con,
+        }
+    }
+}
+"#,
+    );
+    write(
+        dir,
+        "crates/other/Cargo.toml",
+        "[package]\nname = \"other\"\nversion = \"0.1.0\"\n",
+    );
+    write(
+        dir,
+        "crates/other/src/lib.rs",
+        r#"pub struct Jobs;
+
+impl Jobs {
+    /// A method of the wrapper's name: no path call reaches it.
+    pub async fn run_locked(&self, value: &str, work: fn()) {
+        let _ = value;
+        work();
+    }
+}
+
+extern "C" {
+    /// A declaration of the wrapper's name: no function of the project.
+    pub fn run_locked(locker: u64, value: u64, work: u64);
+}
+"#,
+    );
+    write(
+        dir,
+        "crates/app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n\n[dependencies]\nstore = { path = \"../store\" }\nother = { path = \"../other\" }\n",
+    );
+    write(
+        dir,
+        "crates/app/src/lib.rs",
+        r#"use store::locker::{run_locked, Locker};
+
+pub async fn nightly(locker: &Locker) {
+    run_locked /* the nightly run */ (locker, "1", || publish()).await;
+}
+
+fn publish() {}
+"#,
+    );
+}
+
+#[test]
+fn calls_struct_literals_and_namesakes_are_found_by_how_they_stand() {
+    let d = tempfile::tempdir().unwrap();
+    literal_and_namesakes_workspace(d.path());
+    let with = check(d.path(), true);
+    let found = findings(&with);
+    // the caller's constant value reaches the lock through the wrapper: the call was found
+    // behind its comment, and neither the method nor the declaration of `other` competes
+    assert!(
+        found
+            .iter()
+            .any(|(p, r, _)| p == "crates/app/src/lib.rs" && r == "constant-lock-value"),
+        "{found:?}"
+    );
+    // the key is the field's value, set by the `Self { .. }` literal of `setup.rs`
+    let messages: Vec<&str> = with["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.iter().all(|m| m.contains("`lock:report`")),
+        "{messages:?}"
+    );
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(with["findings"], check(d.path(), false)["findings"]);
+}

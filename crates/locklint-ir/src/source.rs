@@ -67,6 +67,12 @@ pub struct LineIndex {
     checkpoints: std::collections::HashMap<usize, Vec<(usize, usize, usize)>>,
 }
 
+/// How many lines `text` has: one more than its line breaks (what [`LineIndex::line_count`]
+/// gives, without building the index).
+pub fn line_count(text: &str) -> usize {
+    memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1
+}
+
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         let bytes = text.as_bytes();
@@ -115,6 +121,7 @@ impl LineIndex {
         })
     }
 
+    /// How many lines the text has ([`line_count`]).
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }
@@ -362,6 +369,18 @@ mod tests {
             (start + line.len(), true)
         );
         assert_eq!(index.utf16_offset(&text, 9, 0), (text.len(), true));
+    }
+
+    #[test]
+    fn lines_are_counted_as_the_index_counts_them() {
+        for text in ["", "a", "a\n", "\n\n", "a\r\nb\nc", "é\n𝄞"] {
+            assert_eq!(
+                line_count(text),
+                LineIndex::new(text).line_count(),
+                "{text:?}"
+            );
+        }
+        assert_eq!(line_count("a\nb\n"), 3);
     }
 
     #[test]

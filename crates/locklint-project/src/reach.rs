@@ -20,9 +20,14 @@ use locklint_ir::{Event, FileIr, FnId, KeyRef, Part, Receiver};
 /// How a name must appear in a file for the file to be needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Need {
-    /// Anywhere, as a whole identifier (a call, a struct literal).
-    Use,
-    /// As a function being defined (`fn name`).
+    /// As a call (`name(..)`, `.name(..)`, `name::<T>(..)`): the callers of a function.
+    Call,
+    /// As a struct literal's type (`Name { .. }`, or `Self { .. }` in an `impl` of it): the
+    /// initialisers of its fields.
+    Literal,
+    /// As a function being defined whose parameters may not start with `self` (`fn name(x`):
+    /// what a path call (`name(..)`, `Type::name(..)`) reaches, a key builder, or a namesake
+    /// that competes for the call.
     Function,
     /// As a method being defined: a function whose parameters may start with `self` (`fn
     /// name(&self`): the namesakes that compete for a method call.
@@ -35,8 +40,9 @@ pub enum Need {
 }
 
 /// Files that spell `name` as `need` says, in a package of `within`, are needed; with `with`,
-/// only those that also implement something for that type (`name` must be a function of an
-/// `impl` of it: `impl Type`, `impl<T> Type<T>`, `impl Trait for Type`).
+/// only those that also spell it: for a function or a method, as the type they implement
+/// something for (`name` must be a function of an `impl` of it: `impl Type`, `impl<T>
+/// Type<T>`, `impl Trait for Type`); for a struct literal, anywhere (the field it must set).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
     pub name: String,
@@ -95,7 +101,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                 continue;
             }
             // its callers get its operations (or its statements' parameters)
-            add_with(&func.name, Need::Use, None, packages.callers_of(package));
+            add_with(&func.name, Need::Call, None, packages.callers_of(package));
             for e in &func.events {
                 match e {
                     Event::Op(op) => keys.push(&op.key),
@@ -130,7 +136,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
     // (`crate::orm::client_clock_fields`)
     for st in files.iter().flat_map(|f| &f.sql.statements) {
         if let Some(v) = &st.values_of {
-            add_with(&v.type_name, Need::Use, None, PackageSet::All);
+            add_with(&v.type_name, Need::Literal, None, PackageSet::All);
         }
     }
     // and what those keys are resolved through, transitively: consts, struct fields and key
@@ -148,7 +154,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
                 .or_default()
                 .push(k);
         }
-        for func in &f.functions {
+        for func in f.functions.iter().filter(|func| !func.has_self) {
             if let Some(k) = &func.returns_key {
                 builders.entry(func.name.as_str()).or_default().push(k);
             }
@@ -166,7 +172,7 @@ pub fn wanted(files: &[FileIr], packages: &Packages) -> Vec<Wanted> {
         }
         if let Some((owner, field)) = k.field.as_deref() {
             if seen.insert((1, owner, field)) {
-                add_with(owner, Need::Use, None, PackageSet::All);
+                add_with(owner, Need::Literal, Some(field), PackageSet::All);
                 keys.extend(
                     fields
                         .get(&(owner.as_str(), field.as_str()))

@@ -258,7 +258,8 @@ impl<'a> Index<'a> {
     }
 
     /// The key the functions of this name and arity return (of this type's, when the call
-    /// names one), when they all return the same one.
+    /// names one; methods aside: a key builder is called by its path), when they all return
+    /// the same one.
     pub(crate) fn returned_key(
         &self,
         name: &str,
@@ -269,7 +270,10 @@ impl<'a> Index<'a> {
         let mut found: Option<KeyRef> = None;
         for &c in cands {
             let f = self.func(c);
-            if f.params.len() != arity || in_type.is_some_and(|t| f.impl_type.as_deref() != Some(t))
+            // a path call reaches no method
+            if f.has_self
+                || f.params.len() != arity
+                || in_type.is_some_and(|t| f.impl_type.as_deref() != Some(t))
             {
                 continue;
             }

@@ -3,16 +3,24 @@
 //! Looked up in a file's [`Spelling`], so a file read once answers every round of names.
 
 use super::spelling::{
-    identifiers, Flags, Sieve, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN, AFTER_FN_METHOD,
-    AFTER_FOR, AFTER_GENERICS, AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT,
+    ident_hash, identifiers, Flags, Sieve, Spelling, AFTER_CONST, AFTER_ENUM, AFTER_FN_METHOD,
+    AFTER_FN_PATH, AFTER_FOR, AFTER_GENERICS, AFTER_IMPL, AFTER_STATIC, AFTER_STRUCT, CALLED,
+    LITERAL,
 };
 use std::collections::HashMap;
 
 /// How a name must appear in a text for [`Mentions::find`] to report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Appears {
     /// Anywhere, as a whole identifier.
     Used,
+    /// As the function or method called: followed by `(` (`name(..)`, `.name(..)`,
+    /// `Type::name(..)`; not `fn name(`) or by a turbofish (`name::<T>(..)`).
+    Called,
+    /// As the type of a struct literal (`Name { .. }`, `path::Name { .. }`, `Name::<T> { .. }`;
+    /// not `struct Name {`), or anywhere in a text that builds a `Self { .. }` literal (the
+    /// `impl` it is in names its type).
+    Literal,
     /// As the name of an item being defined with one of these keywords ([`FN`]; [`STRUCT`];
     /// [`CONST`], `mut` allowed between).
     Defined(Keywords),
@@ -22,12 +30,14 @@ pub enum Appears {
 }
 
 /// The item keywords a definition follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Keywords(Flags);
 
-/// A function's definition.
-pub const FN: Keywords = Keywords(AFTER_FN);
-/// A method's definition: a function whose parameters may start with `self`.
+/// The definition of a function a path calls (`name(..)`, `Type::name(..)`): one whose
+/// parameters may not start with `self`, with a body (a declaration is no function of the
+/// project's).
+pub const FN: Keywords = Keywords(AFTER_FN_PATH);
+/// A method's definition: a function whose parameters may start with `self`, with a body.
 pub const METHOD: Keywords = Keywords(AFTER_FN_METHOD);
 /// A struct's or an enum's definition (an enum's one-field variants are typed like fields).
 pub const STRUCT: Keywords = Keywords(AFTER_STRUCT | AFTER_ENUM);
@@ -39,11 +49,17 @@ impl Appears {
     fn mask(self) -> Flags {
         match self {
             Appears::Used => 0,
+            Appears::Called => CALLED,
+            Appears::Literal => LITERAL | SELF_LITERAL,
             Appears::Defined(Keywords(k)) => k,
             Appears::Implemented => AFTER_IMPL | AFTER_FOR | AFTER_GENERICS,
         }
     }
 }
+
+/// Not a way of standing of a [`Spelling`]: a text's flags are given it while the text builds a
+/// `Self { .. }` literal, so that [`Appears::Literal`] holds for any identifier it spells.
+const SELF_LITERAL: Flags = 1 << 15;
 
 /// A finder for names given in order, each with how it must appear.
 pub struct Mentions {
@@ -100,10 +116,15 @@ impl Mentions {
     /// [`Mentions::find`] in a text read as `spelling`.
     pub fn find_in(&self, spelling: &Spelling) -> Vec<usize> {
         let mut out = Vec::new();
+        let self_literal = spelling
+            .flags(ident_hash(b"Self"))
+            .is_some_and(|f| f & LITERAL != 0);
+        let also = if self_literal { SELF_LITERAL } else { 0 };
         for (h, flags) in spelling.entries() {
             if !self.sieve.may_hold(h) {
                 continue;
             }
+            let flags = flags | also;
             if let Some(names) = self.names.get(&h) {
                 out.extend(
                     names
@@ -145,7 +166,15 @@ mod tests {
         found.sort();
         assert_eq!(found, vec![0, 1]);
         assert!(m.find("x.release(k)").is_empty());
-        assert_eq!(m.find("pub async fn release(&self) {}"), vec![2]);
+        assert_eq!(m.find("pub async fn release(key: &str) {}"), vec![2]);
+        assert!(
+            m.find("pub async fn release(&self) {}").is_empty(),
+            "a method: no path reaches it"
+        );
+        assert!(
+            m.find("extern \"C\" { fn release(key: u8); }").is_empty(),
+            "a declaration"
+        );
         assert_eq!(m.find("fn\n    release()"), vec![2]);
         assert!(m.find("define_fn release").is_empty());
         assert_eq!(m.find("pub(crate) static mut KEY: &str = \"\";"), vec![3]);
@@ -170,6 +199,34 @@ mod tests {
         assert!(Mentions::new([]).find("anything").is_empty());
         let gap = Mentions::new([("", Appears::Used), ("x", Appears::Used)]);
         assert_eq!(gap.find("let x = 1;"), vec![1], "indexes as given");
+    }
+
+    #[test]
+    fn calls_and_struct_literals() {
+        let m = Mentions::new([("acquire", Appears::Called), ("Guard", Appears::Literal)]);
+        assert_eq!(m.find("let g = lock.acquire(k);"), vec![0]);
+        assert_eq!(m.find("let g = acquire::<u8>(k);"), vec![0]);
+        for text in [
+            "pub fn acquire(k: u8) {}",
+            "use locks::acquire;",
+            "let f = acquire;",
+        ] {
+            assert!(m.find(text).is_empty(), "{text}");
+        }
+        assert_eq!(m.find("Guard { key: k }"), vec![1]);
+        assert_eq!(m.find("x::Guard::<u8> { key: k }"), vec![1]);
+        // `Self { .. }` builds the type of the `impl` it is in, which the text names
+        assert_eq!(
+            m.find("impl<'a> crate::Guard<'a> { fn new() -> Self { Self { key: 1 } } }"),
+            vec![1]
+        );
+        for text in [
+            "struct Guard { key: u8 }",
+            "fn f(g: Guard) -> Guard { g }",
+            "impl Guard { fn new() -> Self { Self::default() } }",
+        ] {
+            assert!(m.find(text).is_empty(), "{text}");
+        }
     }
 
     #[test]

@@ -30,10 +30,21 @@ pub(crate) const AFTER_IMPL: Flags = 1 << 5;
 pub(crate) const AFTER_FOR: Flags = 1 << 6;
 /// The identifier follows a `>` that does not end `->`.
 pub(crate) const AFTER_GENERICS: Flags = 1 << 7;
-/// The identifier follows `fn` and its parameters may start with `self` (`fn name(&self`,
-/// `fn name(mut self`, `fn name(self: Arc<Self>`; a generic function's, whose parameters are
-/// not looked at, may): a method's name.
+/// The identifier follows `fn`, the function may have a body (`fn name(..) {`; not a
+/// declaration ending with `;`, as in an `extern` block or a trait, or a signature inside a
+/// macro's arguments) and its parameters may start with `self` (`fn name(&self`, `fn
+/// name(mut self`, `fn name(self: Arc<Self>`): a method's name.
 pub(crate) const AFTER_FN_METHOD: Flags = 1 << 8;
+/// The identifier follows `fn`, the function may have a body and its parameters may not
+/// start with `self`: the name of a function a path calls (`name(..)`, `Type::name(..)`).
+pub(crate) const AFTER_FN_PATH: Flags = 1 << 9;
+/// The identifier is followed by `(` (and is no function's name being defined: `fn name(`) or
+/// by a turbofish (`name::<T>`): a call of it, or a comment between (`/`), which may be.
+pub(crate) const CALLED: Flags = 1 << 10;
+/// The identifier is followed by `{` (and is no struct's or enum's name being defined, no
+/// `impl`'s type, no return type before a body) or by a turbofish: a struct literal of it
+/// (`Name { .. }`, `Name::<T> { .. }`), or a comment between, which may be.
+pub(crate) const LITERAL: Flags = 1 << 11;
 
 /// The keyword bit of an identifier (0 for one that is none of the item keywords).
 fn keyword(word: &[u8]) -> Flags {
@@ -75,16 +86,19 @@ pub(crate) fn ident_hash(word: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(0x6c6f_636b_6c69_6e74).hash_one(word) >> 16
 }
 
-/// Whether the parameters after a function's name (the text from the end of the name) may
-/// start with `self`: `(` then `&`, a lifetime and `mut` as they come, then `self`; a `<`
-/// (generics) or a `/` (a comment) cannot be told, so it may.
-fn may_take_self(after: &[u8]) -> bool {
+/// Whether the parameters after a function's name (the text from the end of the name) start
+/// with `self`: `(` then `&`, a lifetime and `mut` as they come, then `self`, generics
+/// (`<..>`) skipped before the `(`. `None` when it cannot be told: a comment comes first (`/`),
+/// or something other than `(` follows the name and its generics.
+fn takes_self(after: &[u8]) -> Option<bool> {
     let mut t = after.trim_ascii_start();
-    match t {
-        [b'<' | b'/', ..] => return true,
-        [b'(', rest @ ..] => t = rest.trim_ascii_start(),
-        _ => return false,
+    if let [b'<', ..] = t {
+        t = after_generics(t)?.trim_ascii_start();
     }
+    let [b'(', rest @ ..] = t else {
+        return None;
+    };
+    t = rest.trim_ascii_start();
     if let [b'&', rest @ ..] = t {
         t = rest.trim_ascii_start();
         if let [b'\'', rest @ ..] = t {
@@ -101,10 +115,75 @@ fn may_take_self(after: &[u8]) -> bool {
         }
     }
     if t.first() == Some(&b'/') {
-        return true;
+        return None;
     }
-    t.strip_prefix(b"self")
-        .is_some_and(|rest| rest.first().is_none_or(|&b| CLASS[b as usize] != IDENT))
+    Some(
+        t.strip_prefix(b"self")
+            .is_some_and(|rest| rest.first().is_none_or(|&b| CLASS[b as usize] != IDENT)),
+    )
+}
+
+/// The most bytes of a signature looked at by [`after_generics`] and [`may_have_body`].
+const SIGNATURE_BYTES: usize = 4096;
+
+/// The text after the generics `<..>` that `t` starts with (a `>` of `->` does not close
+/// them); `None` when they hold a comment or do not close within [`SIGNATURE_BYTES`].
+fn after_generics(t: &[u8]) -> Option<&[u8]> {
+    let mut depth = 0usize;
+    for (i, &b) in t.iter().enumerate().take(SIGNATURE_BYTES) {
+        match b {
+            b'<' => depth += 1,
+            b'>' if i > 0 && t[i - 1] == b'-' => {}
+            b'>' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(&t[i + 1..]);
+                }
+            }
+            b'/' => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the function whose signature goes on with `after` (the text from the end of its
+/// name) may have a body: a `{` comes before the `;` that ends a declaration and before a
+/// bracket that closes the group the signature is in (a macro's arguments). A comment, an
+/// attribute or a string in between, or no end within [`SIGNATURE_BYTES`], may hide one: it
+/// may.
+fn may_have_body(after: &[u8]) -> bool {
+    let mut depth = 0usize;
+    for &b in after.iter().take(SIGNATURE_BYTES) {
+        match b {
+            b'{' | b'/' | b'#' | b'"' => return true,
+            b'(' | b'[' => depth += 1,
+            b')' | b']' | b'}' if depth == 0 => return false,
+            b')' | b']' => depth -= 1,
+            b';' if depth == 0 => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// The [`CALLED`] and [`LITERAL`] bits of an identifier standing as `flags` says, followed by
+/// `after`; `returned`: it follows `->` (a return type, before a function's body).
+fn followed_by(after: &[u8], flags: Flags, returned: bool) -> Flags {
+    let t = after.trim_ascii_start();
+    match t {
+        [b'(', ..] if flags & AFTER_FN == 0 => CALLED,
+        [b'{', ..]
+            if !returned && flags & (AFTER_STRUCT | AFTER_ENUM | AFTER_IMPL | AFTER_FOR) == 0 =>
+        {
+            LITERAL
+        }
+        [b':', b':', rest @ ..] if rest.trim_ascii_start().first() == Some(&b'<') => {
+            CALLED | LITERAL
+        }
+        [b'/', ..] => CALLED | LITERAL,
+        _ => 0,
+    }
 }
 
 /// Calls `each` with every identifier of `text` (where it starts and ends), its hash and how
@@ -147,19 +226,27 @@ pub(crate) fn identifiers(text: &[u8], mut each: impl FnMut(usize, usize, u64, F
                 flags |= mut_after;
             }
         }
+        // after a `->`: a return type, which a body's `{` may follow
+        let mut returned = false;
         if let Some(last) = last_other.filter(|&l| text[l] == b'>') {
             let before = if last > gap_start {
                 Some(text[last - 1])
             } else {
                 prev_end.map(|e| text[e - 1])
             };
-            if before != Some(b'-') {
+            returned = before == Some(b'-');
+            if !returned {
                 flags |= AFTER_GENERICS;
             }
         }
-        if flags & AFTER_FN != 0 && may_take_self(&text[i..]) {
-            flags |= AFTER_FN_METHOD;
+        if flags & AFTER_FN != 0 && may_have_body(&text[i..]) {
+            flags |= match takes_self(&text[i..]) {
+                Some(true) => AFTER_FN_METHOD,
+                Some(false) => AFTER_FN_PATH,
+                None => AFTER_FN_METHOD | AFTER_FN_PATH,
+            };
         }
+        flags |= followed_by(&text[i..], flags, returned);
         each(start, i, ident_hash(word), flags);
         let is_mut = word == b"mut";
         mut_after = if is_mut && spaced && prev_end.is_some() {
@@ -417,6 +504,11 @@ mod tests {
         Spelling::of(text).flags(ident_hash(word.as_bytes()))
     }
 
+    /// How `word` stands in `text` by what comes before it (the bits of what follows aside).
+    fn after(text: &str, word: &str) -> Option<Flags> {
+        stands(text, word).map(|f| f & !(CALLED | LITERAL))
+    }
+
     #[test]
     fn thousands_of_identifiers_and_the_hash_zero_are_each_kept_once() {
         let text: String = (0..20_000)
@@ -426,7 +518,7 @@ mod tests {
         assert_eq!(s.len(), 20_001, "every f<i> and fn");
         for i in [0, 777, 19_999] {
             let flags = s.flags(ident_hash(format!("f{i}").as_bytes()));
-            assert_eq!(flags, Some(AFTER_FN));
+            assert_eq!(flags, Some(AFTER_FN | AFTER_FN_PATH | CALLED));
         }
         // the one hash that marks a free slot elsewhere is kept aside
         let mut b = Builder::default();
@@ -456,12 +548,12 @@ mod tests {
     #[test]
     fn whole_identifiers_only() {
         let text = "let x = try_acquire(1); unlock(); // Überlock";
-        assert_eq!(stands(text, "try_acquire"), Some(0));
-        assert_eq!(stands(text, "acquire"), None);
-        assert_eq!(stands(text, "lock"), None);
-        assert_eq!(stands(text, "unlock"), Some(0));
+        assert_eq!(after(text, "try_acquire"), Some(0));
+        assert_eq!(after(text, "acquire"), None);
+        assert_eq!(after(text, "lock"), None);
+        assert_eq!(after(text, "unlock"), Some(0));
         assert_eq!(
-            stands(text, "Überlock"),
+            after(text, "Überlock"),
             Some(0),
             "non-ASCII bytes are identifier bytes"
         );
@@ -472,76 +564,135 @@ mod tests {
     #[test]
     fn keywords_before_an_identifier() {
         assert_eq!(
-            stands("pub async fn release(&self)", "release"),
+            after("pub async fn release(&self)", "release"),
             Some(AFTER_FN | AFTER_FN_METHOD)
         );
-        assert_eq!(stands("fn\n    release()", "release"), Some(AFTER_FN));
         assert_eq!(
-            stands("fn release() {} release()", "release"),
-            Some(AFTER_FN)
+            after("fn\n    release()", "release"),
+            Some(AFTER_FN | AFTER_FN_PATH)
         );
-        assert_eq!(stands("define_fn release", "release"), Some(0));
         assert_eq!(
-            stands("fn(release)", "release"),
+            after("fn release() {} release()", "release"),
+            Some(AFTER_FN | AFTER_FN_PATH)
+        );
+        assert_eq!(after("define_fn release", "release"), Some(0));
+        assert_eq!(
+            after("fn(release)", "release"),
             Some(0),
             "not after whitespace"
         );
-        assert_eq!(stands("fn /* */ release", "release"), Some(0));
+        assert_eq!(after("fn /* */ release", "release"), Some(0));
         assert_eq!(
-            stands("pub(crate) static mut KEY: &str = \"\";", "KEY"),
+            after("pub(crate) static mut KEY: &str = \"\";", "KEY"),
             Some(AFTER_STATIC)
         );
-        assert_eq!(stands("let mut KEY = 1;", "KEY"), Some(0));
-        assert_eq!(stands("static mut\tKEY", "KEY"), Some(AFTER_STATIC));
-        assert_eq!(stands("struct Pool<T>", "Pool"), Some(AFTER_STRUCT));
-        assert_eq!(stands("enum Pool {}", "Pool"), Some(AFTER_ENUM));
-        assert_eq!(stands("impl Drop for Pool {", "Pool"), Some(AFTER_FOR));
-        assert_eq!(stands("impl Pool {", "Pool"), Some(AFTER_IMPL));
+        assert_eq!(after("let mut KEY = 1;", "KEY"), Some(0));
+        assert_eq!(after("static mut\tKEY", "KEY"), Some(AFTER_STATIC));
+        assert_eq!(after("struct Pool<T>", "Pool"), Some(AFTER_STRUCT));
+        assert_eq!(after("enum Pool {}", "Pool"), Some(AFTER_ENUM));
+        assert_eq!(after("impl Drop for Pool {", "Pool"), Some(AFTER_FOR));
+        assert_eq!(after("impl Pool {", "Pool"), Some(AFTER_IMPL));
         assert_eq!(
-            stands(" mut KEY", "KEY"),
+            after(" mut KEY", "KEY"),
             Some(0),
             "`mut` with nothing before it"
         );
     }
 
     #[test]
-    fn methods_take_self_first() {
+    fn methods_take_self_first_and_functions_do_not() {
         let method = Some(AFTER_FN | AFTER_FN_METHOD);
         for text in [
             "fn connect(&self) {}",
-            "fn connect( & 'a mut self, x: u8)",
-            "fn connect(mut self)",
-            "fn connect(self: Arc<Self>)",
-            "fn connect<T: Into<u8>>(x: T)",
-            "fn connect /* c */ (x: u8)",
-            "fn connect(/* the receiver */ &self)",
-            "fn connect(&self);",
+            "fn connect( & 'a mut self, x: u8) {}",
+            "fn connect(mut self) {}",
+            "fn connect(self: Arc<Self>) {}",
+            "fn connect<T: Into<u8>, F: Fn() -> T>(&self, x: F) {}",
         ] {
-            assert_eq!(stands(text, "connect"), method, "{text}");
+            assert_eq!(after(text, "connect"), method, "{text}");
         }
+        let function = Some(AFTER_FN | AFTER_FN_PATH);
         for text in [
-            "pub fn connect(socket: c_int, addr: *const sockaddr) -> c_int;",
-            "fn connect(selfish: u8)",
-            "fn connect()",
-            "fn connect(&mutable: u8)",
+            "fn connect(selfish: u8) {}",
+            "fn connect() -> [u8; 2] {}",
+            "fn connect(&mutable: u8) {}",
+            "fn connect<T: Into<u8>>(x: T) where T: Copy {}",
         ] {
-            assert_eq!(stands(text, "connect"), Some(AFTER_FN), "{text}");
+            assert_eq!(after(text, "connect"), function, "{text}");
+        }
+        // what cannot be told may be either
+        for text in [
+            "fn connect /* c */ (x: u8) {}",
+            "fn connect(/* the receiver */ &self) {}",
+            "fn connect<T /* > */>(x: T) {}",
+        ] {
+            assert_eq!(
+                after(text, "connect"),
+                Some(AFTER_FN | AFTER_FN_METHOD | AFTER_FN_PATH),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn declarations_without_a_body_are_no_functions() {
+        for text in [
+            "extern \"C\" { pub fn connect(socket: c_int, addr: *const sockaddr) -> c_int; }",
+            "trait T { fn connect(&self); }",
+            "link!(\"ws2_32.dll\" \"system\" fn connect(s: SOCKET, len: i32) -> i32);",
+            "fn connect(buf: [u8; 4]) -> (u8, u8);",
+        ] {
+            assert_eq!(after(text, "connect"), Some(AFTER_FN), "{text}");
+        }
+        // a body, or what may hide one
+        for text in [
+            "fn connect(buf: [u8; 4]) -> (u8, u8) { (1, 2) }",
+            "fn connect(x: u8) // no body?;\n{}",
+            "fn connect(#[cfg(x)] a: u8, b: u8);",
+            "fn connect(x: u8)",
+        ] {
+            assert_ne!(after(text, "connect"), Some(AFTER_FN), "{text}");
+        }
+    }
+
+    #[test]
+    fn calls_and_struct_literals_by_what_follows() {
+        for (text, word, flags) in [
+            ("lock(k)", "lock", CALLED),
+            ("x.lock ()", "lock", CALLED),
+            ("Guard::lock(k)", "lock", CALLED),
+            ("collect::<Vec<_>>()", "collect", CALLED | LITERAL),
+            ("f /* c */ (x)", "f", CALLED | LITERAL),
+            ("fn lock(k: u8) {}", "lock", 0),
+            ("Guard { key }", "Guard", LITERAL),
+            ("a::Guard{ key }", "Guard", LITERAL),
+            ("struct Guard { key: u8 }", "Guard", 0),
+            ("fn new() -> Guard { x }", "Guard", 0),
+            ("impl Guard {", "Guard", 0),
+            ("impl Drop for Guard {", "Guard", 0),
+            ("enum Guard { A }", "Guard", 0),
+            ("let g: Guard = x;", "Guard", 0),
+            ("Guard::new()", "Guard", 0),
+            ("let lock = 1;", "lock", 0),
+        ] {
+            let f = stands(text, word).expect(text);
+            assert_eq!(f & (CALLED | LITERAL), flags, "{text}");
         }
     }
 
     #[test]
     fn generics_before_an_identifier() {
-        assert_eq!(stands("impl<T> Pool<T> {", "Pool"), Some(AFTER_GENERICS));
-        assert_eq!(stands("impl<T>Pool<T> {", "Pool"), Some(AFTER_GENERICS));
-        assert_eq!(stands("fn make() -> Pool {", "Pool"), Some(0));
-        assert_eq!(stands("fn make() ->Pool {", "Pool"), Some(0));
+        assert_eq!(after("impl<T> Pool<T> {", "Pool"), Some(AFTER_GENERICS));
+        assert_eq!(after("impl<T>Pool<T> {", "Pool"), Some(AFTER_GENERICS));
+        assert_eq!(after("fn make() -> Pool {", "Pool"), Some(0));
+        assert_eq!(after("fn make() ->Pool {", "Pool"), Some(0));
         assert_eq!(
-            stands(">Pool", "Pool"),
+            after(">Pool", "Pool"),
             Some(AFTER_GENERICS),
             "first in the text"
         );
         assert_eq!(
-            stands("let v: Vec<u8> = Pool::new();", "Pool"),
+            after("let v: Vec<u8> = Pool::new();", "Pool"),
             Some(0),
             "`=` after the `>`"
         );
