@@ -370,14 +370,18 @@ impl Answers {
 
     /// The stored answer, if it still fits the project's files `files` (paths as this run
     /// names them, with their canonical `keys`) and the configuration. A file left out whose new
-    /// text would be left out again keeps it too (see `left_out_again`). A file only touched
-    /// (same bytes) keeps it, and the answer is stored again with the file's new state.
+    /// text would be left out again keeps it too (see `left_out_again`), and so does a parsed
+    /// file whose new text reads the same (see `Alike`; its text is analysed, with `overlap`
+    /// run beside: the caller's start of the analysis that follows if it does not). A file
+    /// only touched (same bytes) keeps it, and the answer is stored again with the file's new
+    /// state.
     pub fn find(
         &self,
         started: u128,
         files: &[PathBuf],
         keys: &[PathBuf],
         resolver: &Resolver,
+        overlap: &(dyn Fn() + Sync),
     ) -> Found {
         let Ok(bytes) = std::fs::read(&self.path) else {
             return Found::Stale;
@@ -409,36 +413,63 @@ impl Answers {
         }
         let closure = stored.closure.closure();
         let shown = shown_files(&stored.findings);
-        let checks: Vec<Check> = files
+        let alike = Alike {
+            findings: &stored.findings,
+            shown: &shown,
+            cache: &self.cache,
+            parse_all: self.parse_all,
+        };
+        // a file left out whose new text would be left out again changes nothing
+        let mut checks: Vec<Check> = files
             .par_iter()
             .enumerate()
             .zip(&stored.files)
-            .map(|((i, path), (_, state))| {
-                match check(path, state, stored.started) {
-                    // a file left out whose new text would be left out again, or a parsed
-                    // file whose new text reads the same, changes nothing
+            .map(
+                |((i, path), (_, state))| match check(path, state, stored.started) {
                     Check::Changed => closure
                         .as_ref()
-                        .and_then(|c| {
-                            left_out_again(c, i, path).map(Check::Reread).or_else(|| {
-                                let alike = Alike {
-                                    findings: &stored.findings,
-                                    shown: &shown,
-                                    cache: &self.cache,
-                                    parse_all: self.parse_all,
-                                };
-                                let same = alike.state(c, i, path)?;
-                                Some(match same.problems {
-                                    None => Check::Reread(same.state),
-                                    Some(problems) => Check::Moved(same.state, problems),
-                                })
-                            })
-                        })
-                        .unwrap_or(Check::Changed),
+                        .and_then(|c| left_out_again(c, i, path))
+                        .map_or(Check::Changed, Check::Reread),
                     c => c,
-                }
-            })
+                },
+            )
             .collect();
+        // nor does a parsed file whose new text reads the same: told by analysing the text
+        // (while `overlap` goes on); a changed file the run did not parse makes it stale
+        let changed: Vec<usize> = (0..checks.len())
+            .filter(|&i| matches!(checks[i], Check::Changed))
+            .collect();
+        if !changed.is_empty() {
+            let Some(c) = closure.as_ref().filter(|c| {
+                changed
+                    .iter()
+                    .all(|&i| c.roles.get(i).is_some_and(Option::is_some))
+            }) else {
+                return Found::Stale;
+            };
+            let (same, ()) = rayon::join(
+                || {
+                    changed
+                        .par_iter()
+                        .map(|&i| alike.state(c, i, &files[i]))
+                        .collect::<Vec<Option<Same>>>()
+                },
+                overlap,
+            );
+            for (i, same) in changed.into_iter().zip(same) {
+                checks[i] = match same {
+                    None => return Found::Stale,
+                    Some(Same {
+                        state,
+                        problems: None,
+                    }) => Check::Reread(state),
+                    Some(Same {
+                        state,
+                        problems: Some(problems),
+                    }) => Check::Moved(state, problems),
+                };
+            }
+        }
         let mut reread = false;
         let (mut moved, mut remade) = (Vec::new(), Vec::new());
         for (i, (c, (_, state))) in checks.into_iter().zip(stored.files.iter_mut()).enumerate() {

@@ -556,10 +556,35 @@ fn run_answering<T: Send>(
         .then(|| opts.cache_dir.as_deref().and_then(Cache::open))
         .flatten()
         .map(|c| Answers::new(&c, opts));
+    let record = answers.is_some();
+    // the start of the analysis: the files loaded from the disk (through the stored scans)
+    let prepare = |files: Vec<(PathBuf, bool)>| {
+        let cache = opts.cache_dir.as_deref().and_then(Cache::open);
+        let scans = cache
+            .as_ref()
+            .filter(|_| opts.overlay.is_none() && !opts.parse_all)
+            .map(|c| Scans::open(c, started));
+        let disk = Disk {
+            overlay: opts.overlay.as_deref(),
+            cache,
+            parse_all: opts.parse_all,
+            scans,
+        };
+        let load = load_paths(files, record, &disk);
+        (disk, load)
+    };
+    // made while the stored answer is looked up, when that analyses a changed file
+    let prepared = std::sync::Mutex::new(None);
     let mut answer_note = None;
     if let Some(a) = answers.as_ref().filter(|_| reuse && !files.is_empty()) {
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        match a.find(started, &paths, &keys, &resolver) {
+        let overlap = || {
+            let made = prepare(files.clone());
+            if let Ok(mut p) = prepared.lock() {
+                *p = Some(made);
+            }
+        };
+        match a.find(started, &paths, &keys, &resolver, &overlap) {
             Found::Valid(states, findings) => {
                 let mut report = answered(&files, &states, findings);
                 tell(&mut report, told, &project_settings);
@@ -570,22 +595,12 @@ fn run_answering<T: Send>(
             Found::Unreadable(note) => answer_note = Some(note),
         }
     }
+    let prepared = prepared.into_inner().ok().flatten();
     pool().install(|| {
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        let cache = opts.cache_dir.as_deref().and_then(Cache::open);
-        let scans = cache
-            .as_ref()
-            .filter(|_| opts.overlay.is_none() && !opts.parse_all)
-            .map(|c| Scans::open(c, started));
-        let scans_note = scans.as_ref().and_then(Scans::note);
-        let disk = Disk {
-            overlay: opts.overlay.as_deref(),
-            cache,
-            parse_all: opts.parse_all,
-            scans,
-        };
-        let (mut report, irs, packages, states, closure) =
-            analyze_paths(files, opts, answers.is_some(), &disk);
+        let (disk, load) = prepared.unwrap_or_else(|| prepare(files));
+        let scans_note = disk.scans.as_ref().and_then(Scans::note);
+        let (mut report, irs, packages, states, closure) = analyze_load(load, opts, record, &disk);
         let project = locks::analyze_in(&irs, &project_settings.project(), &packages);
         report.findings = findings_of(&project, opts);
         report.parsed = irs
@@ -972,6 +987,19 @@ pub(crate) fn analyze_paths(
     record: bool,
     files: &dyn Files,
 ) -> Analyzed {
+    analyze_load(load_paths(paths, record, files), opts, record, files)
+}
+
+/// The project's files as [`load_paths`] found them, with what the prefilter found of each (to
+/// store, when `files` keeps scans).
+pub(crate) struct Load {
+    loaded: Vec<(Loaded, Option<FileState>, bool)>,
+    scans: Option<Vec<(PathBuf, Option<Scan>)>>,
+}
+
+/// Load every file of `paths` (each with whether it is selected), recording how each was found
+/// with `record`.
+pub(crate) fn load_paths(paths: Vec<(PathBuf, bool)>, record: bool, files: &dyn Files) -> Load {
     let names: Vec<PathBuf> = if files.keeps_scans() {
         paths.iter().map(|(p, _)| p.clone()).collect()
     } else {
@@ -984,14 +1012,25 @@ pub(crate) fn analyze_paths(
             (l, state, selected)
         })
         .collect();
-    // the scans are stored while the analysis goes on
-    let scans: Option<Vec<(PathBuf, Option<Scan>)>> = files.keeps_scans().then(|| {
+    let scans = files.keeps_scans().then(|| {
         names
             .into_iter()
             .zip(&loaded)
             .map(|(p, (l, state, _))| (p, scan_of(l, state.as_ref())))
             .collect()
     });
+    Load { loaded, scans }
+}
+
+/// [`analyze_paths`] of the files loaded (`load`, from `files`); their scans are stored while
+/// the analysis goes on.
+pub(crate) fn analyze_load(
+    load: Load,
+    opts: &Options,
+    record: bool,
+    files: &dyn Files,
+) -> Analyzed {
+    let Load { loaded, scans } = load;
     rayon::scope(|s| {
         if let Some(scans) = scans {
             s.spawn(move |_| files.scanned(scans));
