@@ -79,10 +79,8 @@ fn write(dir: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-/// A workspace where `app`, which names no client, takes locks through `store`'s wrappers with
-/// a key built from a const in a file that names no client either; `other` defines a function
-/// of a wrapper's name but is no dependency of `app`, and holds a syntax error.
-fn generated_workspace(dir: &Path) {
+/// The manifests of a workspace of `crates/*` with a `store` crate that depends on redis.
+fn store_workspace(dir: &Path) {
     write(
         dir,
         "Cargo.toml",
@@ -93,6 +91,13 @@ fn generated_workspace(dir: &Path) {
         "crates/store/Cargo.toml",
         "[package]\nname = \"store\"\nversion = \"0.1.0\"\n\n[dependencies]\nredis = \"1\"\n",
     );
+}
+
+/// A workspace where `app`, which names no client, takes locks through `store`'s wrappers with
+/// a key built from a const in a file that names no client either; `other` defines a function
+/// of a wrapper's name but is no dependency of `app`, and holds a syntax error.
+fn generated_workspace(dir: &Path) {
+    store_workspace(dir);
     write(
         dir,
         "crates/store/src/pool.rs",
@@ -267,16 +272,7 @@ fn a_call_resolves_among_the_packages_its_caller_depends_on() {
 /// before its parentheses from a crate that names no client, and where another dependency
 /// has a method and an `extern` declaration of the wrapper's name.
 fn literal_and_namesakes_workspace(dir: &Path) {
-    write(
-        dir,
-        "Cargo.toml",
-        "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
-    );
-    write(
-        dir,
-        "crates/store/Cargo.toml",
-        "[package]\nname = \"store\"\nversion = \"0.1.0\"\n\n[dependencies]\nredis = \"1\"\n",
-    );
+    store_workspace(dir);
     write(
         dir,
         "crates/store/src/lib.rs",

@@ -124,7 +124,7 @@ fn takes_self(after: &[u8]) -> Option<bool> {
 }
 
 /// The most bytes of a signature looked at by [`after_generics`] and [`may_have_body`].
-const SIGNATURE_BYTES: usize = 4096;
+const SIGNATURE_BYTES: usize = 1024;
 
 /// The text after the generics `<..>` that `t` starts with (a `>` of `->` does not close
 /// them); `None` when they hold a comment or do not close within [`SIGNATURE_BYTES`].
