@@ -26,6 +26,7 @@ pub mod packages;
 mod parsing;
 pub mod project;
 mod scans;
+mod shape;
 pub mod suppress;
 
 // The layers below the command line, each a crate of its own (a lower crate cannot name a

@@ -219,67 +219,7 @@ impl Role {
 /// operations and embedded texts, must be the same.
 /// The form must be placed first in the project ([`FileIr::place_at`]`(0)`).
 pub(crate) fn shape(ir: &FileIr) -> Option<u64> {
-    use std::hash::Hasher;
-    struct Hashing(std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut form = serde_json::to_value(ir).ok()?;
-    let mut offsets = Vec::new();
-    file_offsets(&mut form, &mut |n| offsets.extend(n.as_u64()));
-    offsets.sort_unstable();
-    offsets.dedup();
-    file_offsets(&mut form, &mut |n| {
-        if let Some(rank) = n.as_u64().and_then(|x| offsets.binary_search(&x).ok()) {
-            *n = serde_json::Value::from(rank);
-        }
-    });
-    let mut h = Hashing(std::collections::hash_map::DefaultHasher::new());
-    serde_json::to_writer(&mut h, &form).ok()?;
-    Some(h.0.finish())
-}
-
-/// Calls `at` on every offset into the file a serialised intermediate form holds: the ends
-/// of each span (`{"start", "end"}`), the file side of each point of a text map
-/// (`{"points": [[text, file], ..]}`) and each function's `item_slot`.
-fn file_offsets(v: &mut serde_json::Value, at: &mut impl FnMut(&mut serde_json::Value)) {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let number =
-                |k: &str, m: &serde_json::Map<String, Value>| m.get(k).is_some_and(Value::is_u64);
-            if m.len() == 2 && number("start", m) && number("end", m) {
-                m.values_mut().for_each(&mut *at);
-                return;
-            }
-            if m.len() == 1 {
-                if let Some(Value::Array(points)) = m.get_mut("points") {
-                    for p in points {
-                        match p.as_array_mut().map(|p| p.as_mut_slice()) {
-                            Some([t, f]) if t.is_u64() && f.is_u64() => at(f),
-                            _ => file_offsets(p, at),
-                        }
-                    }
-                    return;
-                }
-            }
-            for (k, x) in m.iter_mut() {
-                match x {
-                    // where a fix adds an item the function sees
-                    Value::Number(_) if k == "item_slot" => at(x),
-                    _ => file_offsets(x, at),
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| file_offsets(x, at)),
-        _ => {}
-    }
+    crate::shape::of(ir)
 }
 
 impl Closure {
