@@ -121,6 +121,14 @@ struct Compound<'s, 'a> {
 }
 
 impl<'s, 'a> Shaper<'s, 'a> {
+    /// The serialiser of a value that stands for nothing but itself.
+    fn plain(self) -> Shaper<'s, 'a> {
+        Shaper {
+            out: self.out,
+            at: At::Value,
+        }
+    }
+
     fn compound(self, tag: u8, len: Option<usize>) -> Compound<'s, 'a> {
         self.out.number(tag, len.map_or(u64::MAX, |l| l as u64));
         Compound {
@@ -141,6 +149,15 @@ impl<'s, 'a> Shaper<'s, 'a> {
     }
 }
 
+/// Serialisers of narrow numbers that serialise them widened.
+macro_rules! widened {
+    ($($method:ident: $narrow:ty => $wide_method:ident($wide:ty)),*) => {$(
+        fn $method(self, v: $narrow) -> Result<(), Unshaped> {
+            self.$wide_method(<$wide>::from(v))
+        }
+    )*};
+}
+
 impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
     type Ok = ();
     type Error = Unshaped;
@@ -152,18 +169,19 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
     type SerializeStruct = Compound<'s, 'a>;
     type SerializeStructVariant = Compound<'s, 'a>;
 
+    widened!(
+        serialize_i8: i8 => serialize_i64(i64),
+        serialize_i16: i16 => serialize_i64(i64),
+        serialize_i32: i32 => serialize_i64(i64),
+        serialize_u8: u8 => serialize_u64(u64),
+        serialize_u16: u16 => serialize_u64(u64),
+        serialize_u32: u32 => serialize_u64(u64),
+        serialize_f32: f32 => serialize_f64(f64)
+    );
+
     fn serialize_bool(self, v: bool) -> Result<(), Unshaped> {
         self.out.number(b'b', u64::from(v));
         Ok(())
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Unshaped> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Unshaped> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Unshaped> {
-        self.serialize_i64(i64::from(v))
     }
     fn serialize_i64(self, v: i64) -> Result<(), Unshaped> {
         match u64::try_from(v) {
@@ -172,21 +190,9 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         }
         Ok(())
     }
-    fn serialize_u8(self, v: u8) -> Result<(), Unshaped> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Unshaped> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Unshaped> {
-        self.serialize_u64(u64::from(v))
-    }
     fn serialize_u64(self, v: u64) -> Result<(), Unshaped> {
         self.unsigned(v);
         Ok(())
-    }
-    fn serialize_f32(self, v: f32) -> Result<(), Unshaped> {
-        self.serialize_f64(f64::from(v))
     }
     fn serialize_f64(self, v: f64) -> Result<(), Unshaped> {
         self.out.number(b'f', v.to_bits());
@@ -244,10 +250,7 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         value: &T,
     ) -> Result<(), Unshaped> {
         self.out.bytes(b'V', variant.as_bytes());
-        value.serialize(Shaper {
-            out: self.out,
-            at: At::Value,
-        })
+        value.serialize(self.plain())
     }
     fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'s, 'a>, Unshaped> {
         Ok(self.compound(b'[', len))
@@ -270,29 +273,17 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         len: usize,
     ) -> Result<Compound<'s, 'a>, Unshaped> {
         self.out.bytes(b'V', variant.as_bytes());
-        Ok(Shaper {
-            out: self.out,
-            at: At::Value,
-        }
-        .compound(b'[', Some(len)))
+        Ok(self.plain().compound(b'[', Some(len)))
     }
     fn serialize_map(self, len: Option<usize>) -> Result<Compound<'s, 'a>, Unshaped> {
-        Ok(Shaper {
-            out: self.out,
-            at: At::Value,
-        }
-        .compound(b'{', len))
+        Ok(self.plain().compound(b'{', len))
     }
     fn serialize_struct(
         self,
         _name: &'static str,
         len: usize,
     ) -> Result<Compound<'s, 'a>, Unshaped> {
-        Ok(Shaper {
-            out: self.out,
-            at: At::Value,
-        }
-        .compound(b'{', Some(len)))
+        Ok(self.plain().compound(b'{', Some(len)))
     }
     fn serialize_struct_variant(
         self,
@@ -383,35 +374,26 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Unshaped;
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unshaped> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Unshaped> {
-        Compound::end(self)
-    }
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Unshaped;
+            fn serialize_field<T: ?Sized + Serialize>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Unshaped> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Unshaped> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Unshaped;
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unshaped> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Unshaped> {
-        Compound::end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {

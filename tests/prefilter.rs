@@ -54,6 +54,11 @@ fn findings(report: &Value) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// Whether `found` holds a finding of `rule` in the file at `path`.
+fn has(found: &[(String, String, u64)], path: &str, rule: &str) -> bool {
+    found.iter().any(|(p, r, _)| p == path && r == rule)
+}
+
 #[test]
 fn every_fixture_directory_and_test_project_gives_the_same_findings_without_the_prefilter() {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("fixtures"))
@@ -79,6 +84,17 @@ fn write(dir: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// The manifest of `crates/<name>`, with its `[dependencies]` lines.
+fn manifest(dir: &Path, name: &str, dependencies: &str) {
+    write(
+        dir,
+        &format!("crates/{name}/Cargo.toml"),
+        &format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\n\n[dependencies]\n{dependencies}"
+        ),
+    );
+}
+
 /// The manifests of a workspace of `crates/*` with a `store` crate that depends on redis.
 fn store_workspace(dir: &Path) {
     write(
@@ -86,11 +102,7 @@ fn store_workspace(dir: &Path) {
         "Cargo.toml",
         "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
     );
-    write(
-        dir,
-        "crates/store/Cargo.toml",
-        "[package]\nname = \"store\"\nversion = \"0.1.0\"\n\n[dependencies]\nredis = \"1\"\n",
-    );
+    manifest(dir, "store", "redis = \"1\"\n");
 }
 
 /// A workspace where `app`, which names no client, takes locks through `store`'s wrappers with
@@ -141,11 +153,7 @@ pub fn guard_name(id: u64) -> String {
 }
 "#,
     );
-    write(
-        dir,
-        "crates/other/Cargo.toml",
-        "[package]\nname = \"other\"\nversion = \"0.1.0\"\n",
-    );
+    manifest(dir, "other", "");
     write(
         dir,
         "crates/other/src/lib.rs",
@@ -164,11 +172,7 @@ pub mod broken;
         "crates/other/src/broken.rs",
         "/// A helper that does not parse; it holds nothing a rule reads.\npub fn broken( {\n",
     );
-    write(
-        dir,
-        "crates/app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n\n[dependencies]\nstore = { path = \"../store\" }\n",
-    );
+    manifest(dir, "app", "store = { path = \"../store\" }\n");
     write(
         dir,
         "crates/app/src/lib.rs",
@@ -210,16 +214,12 @@ fn names_needed_from_files_without_lock_code_bring_those_files_in() {
     let found = findings(&with);
     // the caller in `app` names no client: its finding comes through the wrapper it calls
     assert!(
-        found
-            .iter()
-            .any(|(p, r, _)| p == "crates/app/src/lib.rs" && r == "constant-lock-value"),
+        has(&found, "crates/app/src/lib.rs", "constant-lock-value"),
         "{found:?}"
     );
     // the plain delete sits in the pool's generic `remove`: the release is the caller's
     assert!(
-        found
-            .iter()
-            .any(|(p, r, _)| p == "crates/app/src/lib.rs" && r == "unconditional-release"),
+        has(&found, "crates/app/src/lib.rs", "unconditional-release"),
         "{found:?}"
     );
     // a syntax error is reported only where lock code can be: the broken helper of `other`
@@ -252,10 +252,10 @@ fn a_call_resolves_among_the_packages_its_caller_depends_on() {
     );
     // once `app` depends on `other` too, the call of `take` is ambiguous and nothing is
     // reported through it (the release goes through `Pool::remove`, which only `store` has)
-    write(
+    manifest(
         d.path(),
-        "crates/app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n\n[dependencies]\nstore = { path = \"../store\" }\nother = { path = \"../other\" }\n",
+        "app",
+        "store = { path = \"../store\" }\nother = { path = \"../other\" }\n",
     );
     let found = findings(&check(d.path(), true));
     let in_app: Vec<&str> = found
@@ -326,11 +326,7 @@ impl crate::locker::Locker {
 }
 "#,
     );
-    write(
-        dir,
-        "crates/other/Cargo.toml",
-        "[package]\nname = \"other\"\nversion = \"0.1.0\"\n",
-    );
+    manifest(dir, "other", "");
     write(
         dir,
         "crates/other/src/lib.rs",
@@ -350,10 +346,10 @@ extern "C" {
 }
 "#,
     );
-    write(
+    manifest(
         dir,
-        "crates/app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n\n[dependencies]\nstore = { path = \"../store\" }\nother = { path = \"../other\" }\n",
+        "app",
+        "store = { path = \"../store\" }\nother = { path = \"../other\" }\n",
     );
     write(
         dir,
@@ -378,9 +374,7 @@ fn calls_struct_literals_and_namesakes_are_found_by_how_they_stand() {
     // the caller's constant value reaches the lock through the wrapper: the call was found
     // behind its comment, and neither the method nor the declaration of `other` competes
     assert!(
-        found
-            .iter()
-            .any(|(p, r, _)| p == "crates/app/src/lib.rs" && r == "constant-lock-value"),
+        has(&found, "crates/app/src/lib.rs", "constant-lock-value"),
         "{found:?}"
     );
     // the key is the field's value, set by the `Self { .. }` literal of `setup.rs`
