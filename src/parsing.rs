@@ -211,16 +211,8 @@ impl Role {
     }
 }
 
-/// A hash of a file's intermediate form as the analysis cache stores it (without its text),
-/// with every offset into the file (each span's ends, each point of a literal's text map, where
-/// a fix adds an item) replaced by its rank among them: text added or removed where the form records nothing (a
-/// comment, blank lines, code the front-ends keep nothing of) moves the offsets after it
-/// without reordering them, and leaves the hash as it was. Everything else, the names, keys,
-/// operations and embedded texts, must be the same.
-/// The form must be placed first in the project ([`FileIr::place_at`]`(0)`).
-pub(crate) fn shape(ir: &FileIr) -> Option<u64> {
-    crate::shape::of(ir)
-}
+/// A form's shape ([`crate::shape::of`]): the same form but for offsets moved in order.
+pub(crate) use crate::shape::of as shape;
 
 impl Closure {
     /// The closure of the loaded files (`at`: each one's place among the `all` files of the

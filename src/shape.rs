@@ -11,7 +11,12 @@ use crate::ir::FileIr;
 use serde::ser::{self, Serialize};
 use std::hash::Hasher;
 
-/// A hash of `ir` with its offsets ranked (see the module documentation); `None` when it does
+/// A hash of a file's intermediate form as the analysis cache stores it (without its text),
+/// with every offset into the file (each span's ends, each point of a literal's text map, where
+/// a fix adds an item) replaced by its rank among them: text added or removed where the form
+/// records nothing (a comment, blank lines, code the front-ends keep nothing of) moves the
+/// offsets after it without reordering them, and leaves the hash as it was. Everything else,
+/// the names, keys, operations and embedded texts, must be the same. `None` when the form does
 /// not serialise. The form must be placed first in the project ([`FileIr::place_at`]`(0)`).
 pub(crate) fn of(ir: &FileIr) -> Option<u64> {
     let mut offsets = Vec::new();
@@ -127,6 +132,12 @@ impl<'s, 'a> Shaper<'s, 'a> {
             out: self.out,
             at: At::Value,
         }
+    }
+
+    /// The serialiser of the value of an enum's `variant`, named first.
+    fn variant(self, variant: &str) -> Shaper<'s, 'a> {
+        self.out.bytes(b'V', variant.as_bytes());
+        self.plain()
     }
 
     fn compound(self, tag: u8, len: Option<usize>) -> Compound<'s, 'a> {
@@ -249,8 +260,7 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         variant: &'static str,
         value: &T,
     ) -> Result<(), Unshaped> {
-        self.out.bytes(b'V', variant.as_bytes());
-        value.serialize(self.plain())
+        value.serialize(self.variant(variant))
     }
     fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'s, 'a>, Unshaped> {
         Ok(self.compound(b'[', len))
@@ -272,8 +282,7 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         variant: &'static str,
         len: usize,
     ) -> Result<Compound<'s, 'a>, Unshaped> {
-        self.out.bytes(b'V', variant.as_bytes());
-        Ok(self.plain().compound(b'[', Some(len)))
+        Ok(self.variant(variant).compound(b'[', Some(len)))
     }
     fn serialize_map(self, len: Option<usize>) -> Result<Compound<'s, 'a>, Unshaped> {
         Ok(self.plain().compound(b'{', len))
@@ -292,8 +301,7 @@ impl<'s, 'a> ser::Serializer for Shaper<'s, 'a> {
         variant: &'static str,
         len: usize,
     ) -> Result<Compound<'s, 'a>, Unshaped> {
-        self.out.bytes(b'V', variant.as_bytes());
-        self.serialize_struct("", len)
+        ser::Serializer::serialize_struct(self.variant(variant), "", len)
     }
 }
 
